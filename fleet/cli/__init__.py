@@ -1,0 +1,26 @@
+"""Invoke task namespace shared by `tasks.py` (invoke) and the `fleet` console script.
+
+Each module under fleet.cli owns the tasks of one area and exposes `TASKS` (top-level tasks) and
+optionally `ns` (a sub-collection). Tasks stay thin: parse flags, call the fleet.* API, print.
+"""
+
+from __future__ import annotations
+
+from invoke import Collection
+
+from fleet.cli import bench, deploy, dev, harness, release
+
+
+def build_namespace() -> Collection:
+    """Assemble the task tree; kept a function so tests can build a fresh one."""
+    ns = Collection()
+    for module in (dev, release, deploy, bench):
+        for task in getattr(module, "TASKS", ()):
+            ns.add_task(task)
+    harness_ns = getattr(harness, "ns", None)
+    if harness_ns is not None:
+        ns.add_collection(harness_ns, "harness")
+    return ns
+
+
+ns = build_namespace()

@@ -1,0 +1,1 @@
+"""The /mc command plugin (OpenClaw id `mc`)."""

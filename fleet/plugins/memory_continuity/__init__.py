@@ -1,0 +1,1 @@
+"""The memory-continuity plugin (OpenClaw id `memory-continuity`)."""

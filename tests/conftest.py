@@ -1,0 +1,50 @@
+"""Shared test policy.
+
+Tests marked `docker` need a usable Docker engine. Without one they are skipped, unless
+FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine can never pass as a skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def docker_problem() -> str | None:
+    """Why Docker cannot be used here, or None when it can."""
+    try:
+        import docker  # noqa: PLC0415
+    except ImportError:
+        return "the docker SDK is not installed (pip install -e '.[harness]')"
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.close()
+    except Exception as exc:  # any failure to reach the engine
+        return f"no usable Docker engine: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    docker_items = [item for item in items if item.get_closest_marker("docker")]
+    if not docker_items:
+        return
+    problem = docker_problem()
+    if problem is None:
+        return
+    if os.environ.get("FLEET_REQUIRE_DOCKER"):
+        for item in docker_items:
+            item.add_marker(pytest.mark.usefixtures("_docker_required"))
+        config._fleet_docker_problem = problem
+        return
+    skip = pytest.mark.skip(reason=f"{problem} (set FLEET_REQUIRE_DOCKER=1 to make this an error)")
+    for item in docker_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def _docker_required(request):
+    problem = getattr(request.config, "_fleet_docker_problem", None)
+    if problem:
+        pytest.fail(f"FLEET_REQUIRE_DOCKER is set but Docker is unusable: {problem}")
