@@ -1,1 +1,1 @@
-"""fleet.installer."""
+"""Host-side installer carried inside the artifact (standard library only, Python 3.9+)."""
