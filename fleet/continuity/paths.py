@@ -1,0 +1,273 @@
+"""Where things live, resolved as OpenClaw resolves them (anchor 6.4-6.5), and session keys.
+
+Every agent id and child id that becomes part of a path is validated here first, so a hostile
+session key can never make the plugin read or write outside the state dir's workspaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Mapping, Optional
+
+STATE_FILE = Path("memory") / "CURRENT_STATE.md"
+DEFAULT_AGENT_ID = "main"
+_ID_RE = re.compile(r"^[a-z0-9_-]{1,128}$")
+
+
+class InvalidAgentId(ValueError):
+    """An agent or child id that is empty, too long or could escape a directory."""
+
+
+def _env(env: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("OPENCLAW_HOME") or env.get("HOME")
+    return Path(home).expanduser() if home else Path.home()
+
+
+def _expand(path: str, env: Mapping[str, str], base: Path) -> Path:
+    """`~` expanded against the effective home; relative paths anchored at `base`."""
+    if path == "~" or path.startswith("~/"):
+        p = Path(str(_home(env)) + path[1:])
+    else:
+        p = Path(path).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def resolve_state_dir(env: Optional[Mapping[str, str]] = None) -> Path:
+    """`$OPENCLAW_STATE_DIR`, else `<$OPENCLAW_HOME or $HOME>/.openclaw`."""
+    e = _env(env)
+    explicit = e.get("OPENCLAW_STATE_DIR", "").strip()
+    if explicit:
+        return _expand(explicit, e, Path.cwd())
+    return _home(e) / ".openclaw"
+
+
+def resolve_config_path(
+    env: Optional[Mapping[str, str]] = None, state_dir: Optional[Path] = None
+) -> Path:
+    """`$OPENCLAW_CONFIG_PATH`, else `<state>/openclaw.json`."""
+    e = _env(env)
+    explicit = e.get("OPENCLAW_CONFIG_PATH", "").strip()
+    if explicit:
+        return _expand(explicit, e, Path.cwd())
+    return Path(state_dir if state_dir is not None else resolve_state_dir(e)) / "openclaw.json"
+
+
+def load_config(path: Path) -> dict:
+    """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a clear error."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"
+        ) from exc
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
+            "fix the syntax (OpenClaw reads the same file)"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def validate_agent_id(s: Any) -> str:
+    """Normalised (trimmed, lowercase) id made of `[a-z0-9_-]` only, else `InvalidAgentId`."""
+    if not isinstance(s, str):
+        raise InvalidAgentId(f"agent id must be a string, got {type(s).__name__}")
+    norm = s.strip().lower()
+    if not _ID_RE.match(norm):
+        raise InvalidAgentId(
+            f"invalid agent id {s!r}: use 1-128 characters from a-z, 0-9, '_' and '-' "
+            "(no '/', '..', ':' or control characters)"
+        )
+    return norm
+
+
+def _agents_list(config: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    agents = config.get("agents") if isinstance(config, Mapping) else None
+    entries = agents.get("list") if isinstance(agents, Mapping) else None
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, Mapping)]
+
+
+def _entry_id(entry: Mapping[str, Any]) -> Optional[str]:
+    try:
+        return validate_agent_id(entry.get("id"))
+    except InvalidAgentId:
+        return None
+
+
+def _defaults_workspace(config: Mapping[str, Any]) -> Optional[str]:
+    agents = config.get("agents") if isinstance(config, Mapping) else None
+    defaults = agents.get("defaults") if isinstance(agents, Mapping) else None
+    ws = defaults.get("workspace") if isinstance(defaults, Mapping) else None
+    return ws if isinstance(ws, str) and ws.strip() else None
+
+
+def default_agent_id(config: Mapping[str, Any]) -> str:
+    """The entry with `default: true`, else the first entry, else `main` (OpenClaw's rule)."""
+    entries = _agents_list(config)
+    for entry in entries:
+        if entry.get("default") is True and _entry_id(entry):
+            return _entry_id(entry)  # type: ignore[return-value]
+    for entry in entries:
+        if _entry_id(entry):
+            return _entry_id(entry)  # type: ignore[return-value]
+    return DEFAULT_AGENT_ID
+
+
+def resolve_agent_workspace(
+    agent_id: str,
+    config: Mapping[str, Any],
+    state_dir: Path,
+    env: Optional[Mapping[str, str]] = None,
+) -> Path:
+    """The agent's workspace: its list entry's `workspace`, else (default agent)
+    `agents.defaults.workspace` or `<state>/workspace`, else `<defaults.workspace>/<id>`, else
+    `<state>/workspace-<id>`. `~` is expanded; relative paths are taken from the state dir.
+
+    Deviation (docs/architecture.md): the default agent's fallback is `<state>/workspace`.
+    """
+    aid = validate_agent_id(agent_id)
+    e = _env(env)
+    state = Path(state_dir)
+    config = config if isinstance(config, Mapping) else {}
+    for entry in _agents_list(config):
+        if _entry_id(entry) == aid:
+            ws = entry.get("workspace")
+            if isinstance(ws, str) and ws.strip():
+                return _expand(ws.strip(), e, state)
+            break
+    defaults_ws = _defaults_workspace(config)
+    if aid == default_agent_id(config):
+        if defaults_ws:
+            return _expand(defaults_ws.strip(), e, state)
+        profile = e.get("OPENCLAW_PROFILE", "").strip().lower()
+        if profile and profile != "default" and _ID_RE.match(profile):
+            return state / f"workspace-{profile}"
+        return state / "workspace"
+    if defaults_ws:
+        return _expand(defaults_ws.strip(), e, state) / aid
+    return state / f"workspace-{aid}"
+
+
+def list_agents(config: Mapping[str, Any], state_dir: Path) -> List[str]:
+    """Known agents: the default agent, then `agents.list` order, then any `<state>/agents/<id>`
+    directory OpenClaw created for sessions (valid ids only, no duplicates)."""
+    config = config if isinstance(config, Mapping) else {}
+    out = [default_agent_id(config)]
+    for entry in _agents_list(config):
+        aid = _entry_id(entry)
+        if aid and aid not in out:
+            out.append(aid)
+    agents_dir = Path(state_dir) / "agents"
+    try:
+        extra = sorted(p.name for p in agents_dir.iterdir() if p.is_dir())
+    except OSError:
+        extra = []
+    for name in extra:
+        if _ID_RE.match(name) and name not in out:
+            out.append(name)
+    return out
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """A parsed `agent:<id>:<rest>` key (normalised lowercase, empty parts dropped)."""
+
+    raw: str
+    agent_id: str
+    rest: str
+    is_subagent: bool
+    depth: int
+    child_id: Optional[str]
+
+    @property
+    def normalized(self) -> str:
+        return f"agent:{self.agent_id}:{self.rest}"
+
+    @property
+    def parent_key(self) -> Optional[str]:
+        """The key this one was spawned from, by dropping its last `subagent:<id>` (None at top).
+
+        The target agent of a spawn is in the key, the requester's is not: prefer the requester
+        session key OpenClaw passes in the hook context when there is one.
+        """
+        if not self.is_subagent:
+            return None
+        parts = self.rest.split(":")
+        for i in range(len(parts) - 2, -1, -1):
+            if parts[i] == "subagent":
+                remaining = parts[:i]
+                if not remaining:
+                    return f"agent:{self.agent_id}:main"
+                return f"agent:{self.agent_id}:" + ":".join(remaining)
+        return None
+
+
+def check_session_key(key: Any) -> SessionKey:
+    """Parse a session key or raise: `ValueError` for a non-agent key, `InvalidAgentId` for an
+    agent id or child id that is not safe as a directory name."""
+    if not isinstance(key, str):
+        raise ValueError(f"session key must be a string, got {type(key).__name__}")
+    parts = [p for p in key.strip().lower().split(":") if p]
+    if len(parts) < 3 or parts[0] != "agent":
+        raise ValueError(f"not an agent session key: {key!r} (expected agent:<id>:<rest>)")
+    agent_id = validate_agent_id(parts[1])
+    rest_parts = parts[2:]
+    rest = ":".join(rest_parts)
+    is_subagent = rest_parts[0] == "subagent" and len(rest_parts) > 1
+    depth = sum(
+        1 for i, p in enumerate(rest_parts[:-1]) if p == "subagent"
+    )
+    child_id = None
+    if is_subagent:
+        for i in range(len(rest_parts) - 2, -1, -1):
+            if rest_parts[i] == "subagent":
+                child_id = rest_parts[i + 1]
+                break
+        if child_id is None or not _ID_RE.match(child_id):
+            raise InvalidAgentId(
+                f"invalid subagent id {child_id!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
+            )
+    return SessionKey(key, agent_id, rest, is_subagent, depth, child_id)
+
+
+def parse_session_key(key: Any) -> Optional[SessionKey]:
+    """Like `check_session_key` but None for anything not a safe agent session key."""
+    try:
+        return check_session_key(key)
+    except ValueError:
+        return None
+
+
+def state_file(workspace: Path) -> Path:
+    """`<workspace>/memory/CURRENT_STATE.md`."""
+    return Path(workspace) / STATE_FILE
+
+
+def child_state_file(workspace: Path, child_id: str) -> Path:
+    """`<workspace>/memory/subagents/<child_id>/CURRENT_STATE.md` (child id validated)."""
+    cid = validate_agent_id(child_id)
+    return Path(workspace) / "memory" / "subagents" / cid / "CURRENT_STATE.md"
+
+
+def session_state_file(workspace: Path, key: Optional[SessionKey]) -> Path:
+    """A session's own state file: the per-child file for a subagent session, else the agent's."""
+    if key is not None and key.is_subagent and key.child_id:
+        return child_state_file(workspace, key.child_id)
+    return state_file(workspace)

@@ -1,0 +1,156 @@
+"""Safe state files: an exclusive lock around every read-modify-write, atomic replacement.
+
+A crash leaves the old or the new file, never a torn one, and concurrent writers (threads,
+processes, another gateway) lose nothing: each holds `<file>.lock` via `fcntl.flock` while it
+reads, changes and replaces the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterator, Optional, Union
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+_POLL = 0.01
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class LockTimeout(TimeoutError):
+    """The state file's lock was not acquired in time (another writer is stuck)."""
+
+
+_held = threading.local()
+
+
+def _held_counts() -> Dict[str, int]:
+    counts = getattr(_held, "counts", None)
+    if counts is None:
+        counts = {}
+        _held.counts = counts
+    return counts
+
+
+def lock_path(path: PathLike) -> Path:
+    p = Path(path)
+    return p.with_name(p.name + ".lock")
+
+
+@contextlib.contextmanager
+def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the exclusive lock of `path` (re-entrant within one thread); raise `LockTimeout`
+    naming the lock file after `timeout` seconds."""
+    lp = lock_path(path)
+    key = str(lp.absolute())
+    counts = _held_counts()
+    if counts.get(key):
+        counts[key] += 1
+        try:
+            yield
+        finally:
+            counts[key] -= 1
+        return
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(lp), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        delay = _POLL
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"could not lock {lp} within {timeout:g}s: another writer holds it; "
+                        "retry, or stop the stuck process (the lock is released when it exits)"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+        counts[key] = 1
+        try:
+            yield
+        finally:
+            counts.pop(key, None)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        dfd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(dfd)
+
+
+def atomic_write(path: PathLike, text: str) -> None:
+    """Write `text` (UTF-8, exact line endings) via temp file + fsync + `os.replace` + dir fsync.
+
+    The file keeps its permissions; a new file gets the usual umask-based mode.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8", errors="replace")
+    try:
+        mode: Optional[int] = os.stat(p).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=str(p.parent), prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(p.parent)
+
+
+def read_text(path: PathLike) -> Optional[str]:
+    """The file as text (invalid UTF-8 replaced by U+FFFD), or None when it does not exist."""
+    try:
+        data = Path(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def update(
+    path: PathLike,
+    fn: Callable[[Optional[str]], Optional[str]],
+    default: Optional[str] = None,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> Optional[str]:
+    """Read-modify-write under the lock: `fn(current or default)` returns the new text, or None to
+    leave the file alone. Returns the file's text afterwards."""
+    with locked(path, timeout=timeout):
+        current = read_text(path)
+        base = current if current is not None else default
+        new = fn(base)
+        if new is None or new == current:
+            return current
+        atomic_write(path, new)
+        return new

@@ -1,0 +1,52 @@
+"""Token estimate and truncation, exactly as the anchor plugin counts (anchor 1.6).
+
+Budgets everywhere in the continuity core are expressed in these estimated tokens, so the numbers a
+user sees in the anchor's docs (300, 500, 1,200) mean the same thing here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# CJK per the anchor: Unified Ideographs, Extension A, Compatibility Ideographs, CJK punctuation,
+# half/full-width forms. Kana and Hangul are deliberately *not* CJK here.
+_CJK_RE = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+
+ELLIPSIS = "..."
+
+
+def _is_cjk(ch: str) -> bool:
+    return _CJK_RE.match(ch) is not None
+
+
+def estimate_tokens(text: str) -> int:
+    """ceil(cjk * 1.5) + ceil(other / 4), counted per code point; empty text is 0."""
+    if not text:
+        return 0
+    other = len(_CJK_RE.sub("", text))
+    cjk = len(text) - other
+    return math.ceil(cjk * 1.5) + math.ceil(other / 4)
+
+
+def truncate_tokens(text: str, budget: int) -> str:
+    """Longest prefix within `budget` tokens plus `...`; text already within budget is unchanged.
+
+    Like the anchor, the ellipsis is appended after the prefix (it may add one token). The scan
+    stops as soon as the budget is exceeded, so a megabyte of input costs only a few budgets.
+    """
+    if estimate_tokens(text) <= budget:
+        return text
+    if budget <= 0:
+        return ELLIPSIS
+    cjk = other = 0
+    cut = 0
+    for i, ch in enumerate(text):
+        if _is_cjk(ch):
+            cjk += 1
+        else:
+            other += 1
+        if math.ceil(cjk * 1.5) + math.ceil(other / 4) > budget:
+            cut = i
+            break
+    return text[:cut] + ELLIPSIS
