@@ -1,0 +1,126 @@
+"""The journal of agent runs: what `agent_end` records besides the checkpoint itself.
+
+Why: one entry point (`record_run`) keeps the anchor's order (session log + tag index, daily
+summary of yesterday, weekly summary on Mondays, archive decay) and its config switches in one
+place, and the message helpers here are shared with state extraction.
+
+Deliberately absent: the anchor's ">500 files in memory/" cleanup, which deleted users' own notes.
+The journal never deletes a file it did not write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from fleet.continuity import archive, sessionlog, summary, tagindex
+from fleet.continuity.tokens import estimate_tokens
+
+DEFAULT_DECAY_DAYS = 30
+
+_CONVERSATION_META_RE = re.compile(r"^Conversation info \(untrusted metadata\):[\s\S]*?\n\n", re.M)
+_SENDER_META_RE = re.compile(r"^Sender \(untrusted metadata\):[\s\S]*?\n\n", re.M)
+
+
+@dataclass
+class RunRecord:
+    """What `record_run` wrote (None / empty when a step was skipped or disabled)."""
+
+    session_log: Optional[Path] = None
+    topic: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+    daily: Optional[Path] = None
+    weekly: Optional[Path] = None
+    decayed: List[Path] = field(default_factory=list)
+
+
+def message_text(msg: Any) -> str:
+    """Text of a message: string content, or its `text` blocks joined by newlines."""
+    if not isinstance(msg, Mapping):
+        return ""
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            block.get("text") for block in content
+            if isinstance(block, Mapping) and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return ""
+
+
+def strip_metadata(text: str) -> str:
+    """Remove channel metadata blocks (`Conversation info`/`Sender (untrusted metadata):` up to
+    the first blank line) and trim, so Telegram/Discord envelopes never become topics or state."""
+    text = (text or "").replace("\r\n", "\n")
+    text = _CONVERSATION_META_RE.sub("", text, count=1)
+    text = _SENDER_META_RE.sub("", text, count=1)
+    return text.strip()
+
+
+def user_texts(messages: Iterable[Any]) -> List[str]:
+    """Metadata-stripped, non-empty texts of the user messages, in order."""
+    out = []
+    for msg in messages or []:
+        if isinstance(msg, Mapping) and msg.get("role") == "user":
+            cleaned = strip_metadata(message_text(msg))
+            if cleaned:
+                out.append(cleaned)
+    return out
+
+
+def real_user_texts(messages: Iterable[Any]) -> List[str]:
+    """User texts of substance: longer than 10 characters once metadata is stripped."""
+    return [text for text in user_texts(messages) if len(text) > 10]
+
+
+def run_tokens(messages: Iterable[Any]) -> int:
+    """Token estimate of a run: every message's text joined by spaces (tool results included)."""
+    texts = [message_text(msg) for msg in messages or []]
+    return estimate_tokens(" ".join(t for t in texts if t))
+
+
+def _enabled(config: Mapping[str, Any], key: str) -> bool:
+    return config.get(key) is not False
+
+
+def _decay_days(config: Mapping[str, Any]) -> float:
+    value = config.get("archiveDecayDays")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return DEFAULT_DECAY_DAYS
+    return value
+
+
+def record_run(
+    workspace: Path, messages: List[Dict[str, Any]], config: Optional[Mapping[str, Any]],
+    now: Optional[datetime] = None,
+) -> RunRecord:
+    """Journal one finished agent run in `<workspace>/memory/`.
+
+    Session log entry and tag index (unless `sessionLogging` is false), yesterday's daily summary
+    and, on Mondays, last ISO week's summary (unless `summaryEnabled` is false), then archive decay
+    (`archiveDecayDays`, <= 0 disables). Nothing happens for an empty run.
+    """
+    record = RunRecord()
+    if not messages:
+        return record
+    config = config or {}
+    workspace = Path(workspace)
+    local = archive.local_now(now)
+    if _enabled(config, "sessionLogging"):
+        users, assistants = sessionlog.count_roles(messages)
+        topic = sessionlog.topic_of(user_texts(messages))
+        entry = sessionlog.format_entry(local, topic, users, assistants, run_tokens(messages))
+        record.session_log = sessionlog.append_entry(workspace, local, entry)
+        record.topic = topic
+        record.tags = tagindex.update(workspace, topic, local.date())
+    if _enabled(config, "summaryEnabled"):
+        record.daily = summary.write_daily(workspace, local.date() - timedelta(days=1))
+        record.weekly = summary.write_weekly(workspace, local.date())
+    record.decayed = archive.decay_archives(workspace, _decay_days(config), local)
+    return record
