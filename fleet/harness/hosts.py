@@ -1,0 +1,223 @@
+"""Harness hosts: containers that behave like the fleet's SSH hosts, and their readiness.
+
+Each host is one container from the harness image with sshd published on 127.0.0.1 only. The port
+is picked at random by us (a free loopback port) rather than by the daemon, so it survives the
+container being killed and started again (a daemon-chosen port would change, pitfall 4) and the
+inventory and known_hosts stay valid across lifecycle faults.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet.harness import cleanup, ssh
+
+USERS = {"opc": 1000, "administrator": 1001}
+READY_TIMEOUT_S = 60.0
+LISTEN_RE = re.compile(r"Server listening on \S+ port 22")
+HOST_KEY_PATH = "/etc/ssh/ssh_host_ed25519_key.pub"
+
+
+class HostError(RuntimeError):
+    """A host could not be started or did not become ready; carries its log tail."""
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """What to start: inventory name, login user, and optionally a small tmpfs state dir (MB)."""
+
+    name: str
+    user: str
+    state_tmpfs_mb: int | None = None
+
+    @property
+    def state_dir(self) -> str:
+        return f"/home/{self.user}/.openclaw"
+
+
+def default_specs(count: int) -> list[HostSpec]:
+    """cloud (opc), pi (administrator), then edge-1, edge-2 ... (opc), as in the seed's fleet."""
+    if count < 1:
+        raise ValueError("a harness needs at least one host")
+    specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator")]
+    specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 1)]
+    return specs[:count]
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Host:
+    """A running harness host: its container, published port and ed25519 host key."""
+
+    spec: HostSpec
+    container: object
+    port: int
+    host_key: str = ""
+    listen_count: int = field(default=0, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def user(self) -> str:
+        return self.spec.user
+
+    @property
+    def state_dir(self) -> str:
+        return self.spec.state_dir
+
+    def known_hosts_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {self.host_key}"
+
+    def target(self, key_path: Path, known_hosts: Path) -> ssh.SshTarget:
+        return ssh.SshTarget("127.0.0.1", self.port, self.user, key_path, known_hosts)
+
+    def status(self) -> str:
+        self.container.reload()
+        return self.container.status
+
+    def logs(self, tail: int = 200) -> str:
+        return cleanup.container_logs(self.container, tail=tail)
+
+    def exec(self, command: str, user: str = "root", timeout: float = 60.0) -> ssh.CommandResult:
+        """Run a shell command in the container via the engine (a side channel, not SSH)."""
+        wrapped = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
+        result = self.container.exec_run(["sh", "-c", wrapped], user=user, demux=True)
+        out, err = result.output if result.output else (b"", b"")
+        return ssh.CommandResult(
+            result.exit_code if result.exit_code is not None else -1,
+            (out or b"").decode(errors="replace"),
+            (err or b"").decode(errors="replace"),
+        )
+
+    def exec_ok(self, command: str, user: str = "root", timeout: float = 60.0) -> str:
+        """exec and return stdout, raising HostError with the output when it fails."""
+        result = self.exec(command, user=user, timeout=timeout)
+        if not result.ok:
+            raise HostError(
+                f"{self.name}: {command!r} exited {result.code}: {result.stderr or result.stdout}"
+            )
+        return result.stdout
+
+
+def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], public_key: str,
+                name_prefix: str, attempts: int = 5) -> Host:
+    """Create and start one container; retry with another port if the chosen one got taken."""
+    import docker.errors  # noqa: PLC0415
+
+    tmpfs = {"/run": "rw,nosuid,nodev,size=16m"}
+    if spec.state_tmpfs_mb:
+        uid = USERS[spec.user]
+        tmpfs[spec.state_dir] = f"rw,size={spec.state_tmpfs_mb}m,uid={uid},gid={uid},mode=0755"
+    last: Exception | None = None
+    for _ in range(attempts):
+        port = free_port()
+        container = client.containers.create(
+            image,
+            name=f"{name_prefix}-{spec.name}",
+            hostname=spec.name,
+            labels={**labels, cleanup.HOST_NAME: spec.name},
+            ports={"22/tcp": ("127.0.0.1", port)},
+            environment={"FLEET_AUTHORIZED_KEY": public_key},
+            init=True,
+            tmpfs=tmpfs,
+            mem_limit="512m",
+            pids_limit=512,
+            stop_signal="SIGTERM",
+        )
+        try:
+            container.start()
+            return Host(spec=spec, container=container, port=port)
+        except docker.errors.APIError as exc:
+            last = exc
+            container.remove(force=True)
+            if "allocated" not in str(exc) and "address already in use" not in str(exc):
+                raise HostError(f"{spec.name}: container did not start: {exc}") from exc
+    raise HostError(f"{spec.name}: no free port after {attempts} attempts: {last}")
+
+
+def _banner(port: int, timeout: float = 2.0) -> bytes:
+    """Read the SSH identification line; docker-proxy accepts before sshd does (pitfall 1)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        data = b""
+        while b"\n" not in data and len(data) < 256:
+            chunk = sock.recv(256)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def banner_ok(port: int, timeout: float = 2.0) -> bool:
+    """Whether an SSH server answers with its banner on 127.0.0.1:port within `timeout`."""
+    try:
+        return _banner(port, timeout).startswith(b"SSH-2.0-")
+    except OSError:
+        return False
+
+
+def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S) -> None:
+    """Wait for a new 'Server listening' log line, read the host key, then the SSH banner.
+
+    The last readiness gate (a first command over SSH, check_login) needs the host key in the
+    run's known_hosts, so the caller writes it in between.
+    """
+    deadline = time.monotonic() + timeout
+
+    def remaining() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HostError(f"{host.name}: not ready within {timeout:.0f}s\n{host.logs(60)}")
+        return left
+
+    while True:
+        state = host.status()
+        if state in ("exited", "dead"):
+            raise HostError(f"{host.name}: container {state}\n{host.logs(60)}")
+        if state == "running":
+            count = len(LISTEN_RE.findall(host.logs(tail=2000)))
+            if count > host.listen_count:
+                host.listen_count = count
+                break
+        remaining()
+        time.sleep(0.2)
+    host.host_key = read_host_key(host)
+    while not banner_ok(host.port, timeout=min(2.0, remaining())):
+        time.sleep(0.2)
+
+
+def check_login(host: Host, key_path: Path, known_hosts: Path, timeout: float = 15.0) -> None:
+    """The last readiness gate: log in as the host's user with strict host keys, run `id -un`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = ssh.run(host.target(key_path, known_hosts), "id -un", timeout=10)
+            if result.ok and result.stdout.strip() == host.user:
+                return
+            problem = f"id -un gave {result.code}: {result.stdout.strip()} {result.stderr.strip()}"
+        except ssh.SshError as exc:
+            problem = str(exc)
+        if time.monotonic() > deadline:
+            raise HostError(f"{host.name}: first command failed: {problem}\n{host.logs(60)}")
+        time.sleep(0.3)
+
+
+def read_host_key(host: Host) -> str:
+    """`type base64` of the container's ed25519 host key (written by host-init at first start)."""
+    text = host.exec_ok(f"cat {HOST_KEY_PATH}", timeout=10).split()
+    if len(text) < 2 or text[0] != "ssh-ed25519":
+        raise HostError(f"{host.name}: unexpected host key {' '.join(text)!r}")
+    return f"{text[0]} {text[1]}"

@@ -1,0 +1,199 @@
+"""A harness run: its id, key, hosts and generated files, from start to removal.
+
+One object ties together what a test session (or `harness.up`) owns: the run id and owner pid put
+on every container, the per-run client key, the hosts, and the directory holding `inventory.yaml`,
+`known_hosts`, the key and `harness.json` (so `harness.status` and `harness.down` find the run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from fleet.harness import cleanup, hosts, image, inventory, keys, ssh
+
+STATE_FILE = "harness.json"
+
+
+def docker_client(timeout: int = 120):
+    """A docker client with a pool big enough for parallel host starts (pitfall 15)."""
+    import docker  # noqa: PLC0415
+
+    client = docker.from_env(timeout=timeout, max_pool_size=32)
+    client.ping()
+    return client
+
+
+class Harness:
+    """The hosts of one run plus the files a deploy needs to reach them."""
+
+    def __init__(self, client, directory: Path, run_id: str | None = None,
+                 owner_pid: int | None = None, keep: bool = False, image_tag: str = "",
+                 key: keys.ClientKey | None = None) -> None:
+        self.client = client
+        self.directory = Path(directory)
+        self.run_id = run_id or uuid.uuid4().hex[:10]
+        self.owner_pid = os.getpid() if owner_pid is None else owner_pid
+        self.keep = keep
+        self.image_tag = image_tag
+        self.key = key
+        self.hosts: dict[str, hosts.Host] = {}
+
+    # files -------------------------------------------------------------------------------
+    @property
+    def inventory_path(self) -> Path:
+        return self.directory / "inventory.yaml"
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return self.directory / "known_hosts"
+
+    @property
+    def name_prefix(self) -> str:
+        return f"fleet-harness-{self.run_id}"
+
+    def write_files(self) -> None:
+        """(Re)write known_hosts, inventory and harness.json for the current hosts."""
+        ready = [h for h in self.hosts.values() if h.host_key]
+        inventory.write_atomic(
+            self.known_hosts_path, inventory.known_hosts_text([(h.port, h.host_key) for h in ready])
+        )
+        rows = [
+            {"name": h.name, "port": h.port, "user": h.user, "state_dir": h.state_dir}
+            for h in self.hosts.values()
+        ]
+        data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
+        inventory.write_atomic(self.inventory_path, inventory.render_inventory(data))
+        state = {
+            "run_id": self.run_id,
+            "owner_pid": self.owner_pid,
+            "keep": self.keep,
+            "image": self.image_tag,
+            "key": str(self.key.path),
+            "hosts": [
+                {
+                    "name": h.name,
+                    "user": h.user,
+                    "port": h.port,
+                    "container": h.container.id,
+                    "state_tmpfs_mb": h.spec.state_tmpfs_mb,
+                    "host_key": h.host_key,
+                }
+                for h in self.hosts.values()
+            ],
+        }
+        inventory.write_atomic(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
+
+    # lifecycle ---------------------------------------------------------------------------
+    def prepare(self, log=print) -> image.ImageBuild:
+        """Sweep stale runs, make sure the image exists, generate this run's key."""
+        swept = cleanup.sweep_stale(self.client)
+        if swept:
+            log(f"harness: removed {len(swept)} stale container(s): {', '.join(swept)}")
+        build = image.ensure_image(self.client, log=log)
+        self.image_tag = build.tag
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.key = keys.generate_key(self.directory)
+        return build
+
+    def start_hosts(self, specs: list[hosts.HostSpec],
+                    timeout: float = hosts.READY_TIMEOUT_S) -> list[hosts.Host]:
+        """Start hosts in parallel and return once every one passed the readiness gate."""
+        labels = cleanup.run_labels(self.run_id, self.owner_pid, keep=self.keep)
+        for spec in specs:
+            if spec.name in self.hosts:
+                raise hosts.HostError(f"host {spec.name} already exists in run {self.run_id}")
+
+        def create(spec: hosts.HostSpec) -> hosts.Host:
+            return hosts.create_host(
+                self.client, self.image_tag, spec, labels, self.key.public, self.name_prefix
+            )
+
+        workers = max(1, len(specs))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            started = list(pool.map(create, specs))
+        for host in started:  # in spec order, so files list hosts as asked
+            self.hosts[host.name] = host
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda h: hosts.wait_listening(h, timeout=timeout), started))
+        self.write_files()
+        with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
+            list(pool.map(lambda h: hosts.check_login(h, self.key.path, self.known_hosts_path),
+                          started))
+        return started
+
+    def restart_host(self, host: hosts.Host, timeout: float = hosts.READY_TIMEOUT_S) -> None:
+        """Start a killed/stopped host again (same port, same host key) and wait until ready."""
+        host.container.start()
+        hosts.wait_listening(host, timeout=timeout)
+        self.write_files()
+        hosts.check_login(host, self.key.path, self.known_hosts_path)
+
+    def remove_host(self, name: str, logs_dir: Path | None = None) -> None:
+        """Remove one host (e.g. a fresh host a fault test damaged) and drop it from the files."""
+        host = self.hosts.pop(name)
+        if logs_dir is not None:
+            logs_dir.mkdir(parents=True, exist_ok=True)
+            (logs_dir / f"{name}.log").write_text(host.logs(2000))
+        cleanup._remove(host.container)
+        self.write_files()
+
+    def close(self, logs_dir: Path | None = None) -> list[str]:
+        """Remove every container of the run (logs saved first when asked) and the run files."""
+        removed = cleanup.remove_run(self.client, self.run_id, logs_dir=logs_dir)
+        for name in ("inventory.yaml", "known_hosts", STATE_FILE):
+            (self.directory / name).unlink(missing_ok=True)
+        self.hosts.clear()
+        return removed
+
+    # access ------------------------------------------------------------------------------
+    def target(self, name: str) -> ssh.SshTarget:
+        return self.hosts[name].target(self.key.path, self.known_hosts_path)
+
+    def ssh(self, name: str, command: str, timeout: float = 60.0,
+            stdin: str | None = None) -> ssh.CommandResult:
+        """Run a command on a host over SSH as its login user (strict host keys)."""
+        return ssh.run(self.target(name), command, timeout=timeout, stdin=stdin)
+
+    @classmethod
+    def attach(cls, client, directory: Path) -> Harness:
+        """Re-open a run from its `harness.json` (for `harness.status` and `harness.down`)."""
+        path = Path(directory) / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise hosts.HostError(f"no harness run recorded in {directory}") from None
+        run = cls(client, directory, run_id=state["run_id"], owner_pid=state["owner_pid"],
+                  keep=state.get("keep", False), image_tag=state.get("image", ""),
+                  key=keys.load_key(Path(state["key"])))
+        import docker.errors  # noqa: PLC0415
+
+        for row in state["hosts"]:
+            spec = hosts.HostSpec(row["name"], row["user"], row.get("state_tmpfs_mb"))
+            try:
+                container = client.containers.get(row["container"])
+            except docker.errors.NotFound:
+                continue
+            run.hosts[spec.name] = hosts.Host(spec, container, row["port"], row.get("host_key", ""))
+        return run
+
+
+def start_harness(client, directory: Path, count: int = 3, keep: bool = False,
+                  log=print) -> tuple[Harness, dict]:
+    """Start a whole run of `count` hosts; return it with timings (seconds) for reports."""
+    t0 = time.monotonic()
+    run = Harness(client, directory, keep=keep)
+    build = run.prepare(log=log)
+    t1 = time.monotonic()
+    try:
+        run.start_hosts(hosts.default_specs(count))
+    except BaseException:
+        run.close()
+        raise
+    t2 = time.monotonic()
+    return run, {"image_s": round(t1 - t0, 1), "built_rootfs": build.built_rootfs,
+                 "built_layer": build.built_layer, "hosts_ready_s": round(t2 - t1, 1)}
