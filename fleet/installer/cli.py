@@ -1,13 +1,23 @@
-"""Entry point of the artifact: `python3 fleet-<v>.pyz --version | install | status | ...`.
+"""Entry point of the artifact: `python3 fleet-<v>.pyz --version | install | status | rollback |
+restart`.
 
-Minimal for now (only --version); the deploy work adds the subcommands.
+Every subcommand prints exactly one JSON object on stdout (progress goes to stderr as
+`{"step": ...}` lines) and exits 0 only on success, so the control side can parse one answer per
+host. Bad arguments exit 2 with a message naming the flag and the fix.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from fleet.installer import transaction
+from fleet.installer.manager import MANAGERS, ManagerError, make_manager
 
 
 def read_manifest() -> dict:
@@ -20,12 +30,81 @@ def read_manifest() -> dict:
         return {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--version"]:
+class UsageError(Exception):
+    pass
+
+
+def _pairs(items: List[str], flag: str) -> Dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {item!r}: expected key=value")
+        out[key] = value
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fleet-<version>.pyz", description=__doc__)
+    parser.add_argument("--version", action="store_true", help="print the embedded manifest")
+    sub = parser.add_subparsers(dest="command")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-dir", default=os.environ.get("OPENCLAW_STATE_DIR", "~/.openclaw"))
+    common.add_argument("--manager", default="fleet", choices=MANAGERS)
+    common.add_argument("--manager-opt", action="append", default=[], metavar="K=V")
+    common.add_argument("--owner", default=None, help="who runs this (audit and lock)")
+    common.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds for each restart and readiness wait")
+    common.add_argument("--lease", type=float, default=900.0, help="lock lease in seconds")
+    inst = sub.add_parser("install", parents=[common])
+    inst.add_argument("--sha256", required=True)
+    inst.add_argument("--artifact", default=None, help="default: this .pyz")
+    inst.add_argument("--expect", action="append", default=[], metavar="ID=VERSION")
+    inst.add_argument("--force", action="store_true", help="restart even if already active")
+    inst.add_argument("--keep", type=int, default=5, help="releases to keep")
+    sub.add_parser("status", parents=[common])
+    rb = sub.add_parser("rollback", parents=[common])
+    rb.add_argument("--to", default=None, help="version, release dir name or SHA prefix")
+    sub.add_parser("restart", parents=[common])
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    args = parser.parse_args(args_list)
+    if args.version:
         manifest = read_manifest()
         print(json.dumps({"version": manifest.get("version"),
                           "components": manifest.get("components", {})}, sort_keys=True))
         return 0
-    print("usage: fleet-<version>.pyz --version", file=sys.stderr)
-    return 2
+    if not args.command:
+        parser.print_usage(sys.stderr)
+        return 2
+    try:
+        result = run(args)
+    except (UsageError, ManagerError) as exc:
+        print(json.dumps({"ok": False, "result": "error", "reason": str(exc)}))
+        return 2
+    print(json.dumps(result, sort_keys=True, default=str))
+    return 0 if result.get("ok") else 1
+
+
+def run(args: argparse.Namespace) -> dict:
+    state_dir = Path(os.path.expanduser(args.state_dir)).absolute()
+    manager = make_manager(args.manager, state_dir, _pairs(args.manager_opt, "--manager-opt"))
+    owner = args.owner or transaction.default_owner()
+    if args.command == "status":
+        return transaction.status(state_dir, manager)
+    if args.command == "install":
+        if args.keep < 2:
+            raise UsageError(f"--keep {args.keep}: keep at least 2 (active and previous)")
+        artifact = Path(args.artifact or sys.argv[0]).absolute()
+        return transaction.install(state_dir, artifact, args.sha256, manager, owner,
+                                   _pairs(args.expect, "--expect"), force=args.force,
+                                   timeout=args.timeout, keep=args.keep, lease_s=args.lease)
+    if args.command == "rollback":
+        return transaction.rollback(state_dir, manager, owner, to=args.to,
+                                    timeout=args.timeout, lease_s=args.lease)
+    return transaction.restart(state_dir, manager, owner, timeout=args.timeout,
+                               lease_s=args.lease)

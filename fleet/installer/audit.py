@@ -1,0 +1,49 @@
+"""The host's append-only audit log: who changed what, from which release to which, and how it went.
+
+One JSON object per line in `<state>/fleet/audit.jsonl`, written with a single O_APPEND write so
+concurrent writers never interleave a line. `status` shows the last entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+
+def audit_path(state_dir: Path) -> Path:
+    return state_dir / "fleet" / "audit.jsonl"
+
+
+def append(state_dir: Path, entry: dict) -> None:
+    path = audit_path(state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8")
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def last_entry(state_dir: Path) -> Optional[dict]:
+    """The newest parseable line (a torn last line from a crash is skipped)."""
+    path = audit_path(state_dir)
+    try:
+        with open(str(path), "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 65536))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            return entry
+    return None

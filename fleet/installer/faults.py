@@ -1,0 +1,50 @@
+"""Fault seam: lets tests and the Docker harness break the installer at a chosen step.
+
+Why: "kill -9 at each step leaves the host on the old or the new release" can only be proven if
+the installer can be stopped exactly there. When the installer reaches a step it looks for the
+file `<state>/fleet/faults/<step>` (steps: lock, verify, unpack, switch, restart, ready, audit,
+prune) and acts on its first word:
+
+- `kill`: SIGKILL itself (no cleanup, no JSON: what a power cut or `kill -9` leaves behind);
+- `hold`: sleep while the file exists, at most 60 s (so a test can kill it or race it there);
+- `fail`: raise `InjectedFault`, handled like any other error at that step.
+
+No file (the normal case) costs one `stat` per step. Unknown content is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "audit", "prune")
+HOLD_LIMIT_S = 60.0
+
+
+class InjectedFault(RuntimeError):
+    """Raised by a `fail` fault file."""
+
+
+def fault_dir(state_dir: Path) -> Path:
+    return state_dir / "fleet" / "faults"
+
+
+def check(state_dir: Path, step: str) -> None:
+    """Act on `<state>/fleet/faults/<step>` if it exists (see the module docstring)."""
+    path = fault_dir(state_dir) / step
+    try:
+        action = path.read_text(encoding="utf-8").strip().split()[:1]
+    except OSError:
+        return
+    word = action[0] if action else ""
+    if word == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(5)  # the signal is asynchronous; never run on past this point
+    elif word == "hold":
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    elif word == "fail":
+        raise InjectedFault(f"injected fault at step '{step}' ({path})")

@@ -1,0 +1,162 @@
+"""The host's deploy lock: one installer changes a host at a time, and a dead one never blocks.
+
+`<state>/fleet/deploy.lock` holds JSON `{owner, pid, host, time, lease, token}`. It is created with
+O_EXCL. A lock whose owner process is gone (same host, pid not alive) or whose lease has expired is
+taken over: the stale file is renamed aside first (only one contender's rename can succeed), then a
+fresh one is created, and the takeover is reported with the old holder. A live holder refuses with
+its owner, pid, host and age, so the operator knows whom to ask.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+DEFAULT_LEASE_S = 900.0
+
+
+class LockHeld(RuntimeError):
+    """A live installer holds the lock."""
+
+    def __init__(self, holder: dict):
+        self.holder = holder
+        age = time.time() - float(holder.get("time", 0) or 0)
+        super().__init__(
+            "deploy lock held by {} (pid {} on {}, {:.0f}s ago, lease {}s); wait for it to finish "
+            "or, if it is stuck, stop that process".format(
+                holder.get("owner", "?"), holder.get("pid", "?"), holder.get("host", "?"),
+                age, holder.get("lease", "?")))
+
+
+def lock_path(state_dir: Path) -> Path:
+    return state_dir / "fleet" / "deploy.lock"
+
+
+def read_holder(state_dir: Path) -> Optional[dict]:
+    """The current lock content, or None when unlocked (an unreadable lock counts as stale)."""
+    try:
+        text = lock_path(state_dir).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {"owner": "?", "pid": 0, "host": "?", "time": 0, "lease": 0}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return {"owner": "?", "pid": 0, "host": "?", "time": 0, "lease": 0, "corrupt": True}
+    return data
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _not_zombie(pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
+    """Why this holder no longer owns the lock, or None if it is live."""
+    now = time.time() if now is None else now
+    if holder.get("corrupt"):
+        return "lock file unreadable"
+    try:
+        started = float(holder.get("time", 0))
+        lease = float(holder.get("lease", 0))
+    except (TypeError, ValueError):
+        return "lock file has bad time/lease"
+    if started + lease < now:
+        return "lease expired"
+    if holder.get("host") == socket.gethostname():
+        try:
+            pid = int(holder.get("pid", 0))
+        except (TypeError, ValueError):
+            pid = 0
+        if not pid_alive(pid):
+            return f"owner process {pid} is gone"
+    return None
+
+
+class DeployLock:
+    """Acquire with `acquire()`, release with `release()`; `takeover` says whom we displaced."""
+
+    def __init__(self, state_dir: Path, owner: str, lease_s: float = DEFAULT_LEASE_S):
+        self.state_dir = state_dir
+        self.owner = owner
+        self.lease_s = lease_s
+        self.token = uuid.uuid4().hex
+        self.takeover: Optional[dict] = None
+        self.held = False
+
+    def _content(self) -> dict:
+        return {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
+                "time": time.time(), "lease": self.lease_s, "token": self.token}
+
+    def acquire(self) -> None:
+        path = lock_path(self.state_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            try:
+                fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except OSError as exc:
+                if exc.errno != errno.EEXIST:
+                    raise
+                holder = read_holder(self.state_dir)
+                if holder is None:
+                    continue
+                reason = stale_reason(holder)
+                if reason is None:
+                    raise LockHeld(holder) from None
+                aside = path.with_name(f"deploy.lock.stale-{self.token}")
+                try:
+                    os.rename(str(path), str(aside))
+                except FileNotFoundError:
+                    continue  # someone else took it over first; contend again
+                try:
+                    os.unlink(str(aside))
+                except OSError:
+                    pass
+                holder.pop("token", None)
+                self.takeover = dict(holder, reason=reason)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(self._content(), sort_keys=True))
+                fh.flush()
+                os.fsync(fh.fileno())
+            self.held = True
+            return
+        raise RuntimeError(f"could not take the deploy lock {path} after 5 attempts")
+
+    def still_mine(self) -> bool:
+        """False if another installer took the lock over (our lease expired while we hung)."""
+        holder = read_holder(self.state_dir)
+        return bool(holder) and holder.get("token") == self.token
+
+    def release(self) -> None:
+        if self.held and self.still_mine():
+            try:
+                os.unlink(str(lock_path(self.state_dir)))
+            except FileNotFoundError:
+                pass
+        self.held = False

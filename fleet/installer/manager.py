@@ -1,0 +1,227 @@
+"""Gateway managers: how a host's gateway is restarted, and how we learn that it is ready.
+
+Why one place: the seed restarted with `pkill -f` + `nohup`, which kills its own ssh shell and has
+no readiness signal. Here every manager restarts through a supervisor-style command (never
+`pkill -f`), every command has a deadline, and readiness is judged by the gateway's own `health`
+answer (its control socket, or a `probe` command printing the same JSON).
+
+Managers (`--manager`, options via `--manager-opt k=v`):
+- `fleet`    : our gateway, `python3 -m fleet.gateway --state-dir D restart --json --expect ...`
+               run from the release (PYTHONPATH = the resolved release dir).
+- `systemd`  : `systemctl --user restart <unit>` (opt `unit`, default `fleet-gateway.service`).
+- `launchd`  : `launchctl kickstart -k gui/<uid>/<label>` (opt `label`,
+               default `ai.openclaw.gateway`).
+- `openclaw` : `openclaw gateway restart` (opt `bin`, default `openclaw`).
+- `command`  : opt `restart` (shell command, required), optional `stop`.
+Every manager accepts opt `probe` (a shell command printing health JSON) instead of the socket.
+Commands get FLEET_STATE_DIR, FLEET_RELEASE and PYTHONPATH in their environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+
+
+class ManagerError(RuntimeError):
+    """A restart/stop command failed or timed out."""
+
+
+def run_command(cmd: Union[str, Sequence[str]], env: Optional[Dict[str, str]] = None,
+                timeout: float = 60.0) -> Tuple[int, str, str]:
+    """Run with a deadline; output goes to temp files so a daemonised child can't hold a pipe."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, shell=isinstance(cmd, str), env=full_env,
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait(timeout=10)
+            raise ManagerError("command timed out after {:.0f}s: {}".format(
+                timeout, cmd if isinstance(cmd, str) else " ".join(cmd))) from None
+        out.seek(0)
+        err.seek(0)
+        return (rc, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
+
+
+def socket_health(state_dir: Path, timeout: float = 2.0) -> Optional[dict]:
+    """Ask `<state>/run/gateway.sock` for `health`; None when nothing answers."""
+    path = state_dir / "run" / "gateway.sock"
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+        sock.sendall(b'{"op": "health"}\n')
+        data = b""
+        while not data.endswith(b"\n") and len(data) < 1 << 20:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        reply = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+    if isinstance(reply, dict) and reply.get("ok") and isinstance(reply.get("result"), dict):
+        return reply["result"]
+    return None
+
+
+class Manager:
+    """Restart/stop the gateway of one state dir; `probe()` returns its health or None."""
+
+    name = "base"
+
+    def __init__(self, state_dir: Path, opts: Dict[str, str]):
+        self.state_dir = state_dir
+        self.opts = opts
+
+    def env(self, release: Optional[Path]) -> Dict[str, str]:
+        env = {"FLEET_STATE_DIR": str(self.state_dir)}
+        if release is not None:
+            env["FLEET_RELEASE"] = str(release)
+            env["PYTHONPATH"] = str(release)
+        return env
+
+    def restart_cmd(self, release: Path, expect: Dict[str, str],
+                    timeout: float) -> Union[str, List[str]]:
+        raise NotImplementedError
+
+    def stop_cmd(self, release: Optional[Path], timeout: float) -> Union[str, List[str], None]:
+        return None
+
+    def _run(self, cmd: Union[str, List[str]], release: Optional[Path], timeout: float,
+             what: str) -> str:
+        rc, out, err = run_command(cmd, self.env(release), timeout + 5)
+        if rc != 0:
+            tail = "\n".join((out + err).strip().splitlines()[-8:])
+            raise ManagerError(f"{self.name} {what} failed (exit {rc}): {tail}")
+        return out
+
+    def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
+        self._run(self.restart_cmd(release, expect, timeout), release, timeout, "restart")
+
+    def stop(self, release: Optional[Path], timeout: float) -> None:
+        cmd = self.stop_cmd(release, timeout)
+        if cmd:
+            self._run(cmd, release, timeout, "stop")
+
+    def probe(self, release: Optional[Path] = None) -> Optional[dict]:
+        cmd = self.opts.get("probe")
+        if not cmd:
+            return socket_health(self.state_dir)
+        try:
+            rc, out, _ = run_command(cmd, self.env(release), 10)
+            data = json.loads(out) if rc == 0 else None
+        except (ManagerError, ValueError):
+            return None
+        if isinstance(data, dict) and isinstance(data.get("result"), dict):
+            data = data["result"]
+        return data if isinstance(data, dict) else None
+
+
+class FleetManager(Manager):
+    name = "fleet"
+
+    def _base(self) -> List[str]:
+        python = self.opts.get("python", sys.executable)
+        return [python, "-m", "fleet.gateway", "--state-dir", str(self.state_dir)]
+
+    def restart_cmd(self, release, expect, timeout):
+        cmd = self._base() + ["restart", "--json", "--timeout", str(int(timeout))]
+        for plugin_id, version in sorted(expect.items()):
+            cmd += ["--expect", f"{plugin_id}={version}"]
+        return cmd
+
+    def stop_cmd(self, release, timeout):
+        if release is None:
+            return None
+        return self._base() + ["stop", "--json", "--timeout", str(int(timeout))]
+
+
+class SystemdManager(Manager):
+    name = "systemd"
+
+    def restart_cmd(self, release, expect, timeout):
+        return ["systemctl", "--user", "restart", self.opts.get("unit", "fleet-gateway.service")]
+
+    def stop_cmd(self, release, timeout):
+        return ["systemctl", "--user", "stop", self.opts.get("unit", "fleet-gateway.service")]
+
+
+class LaunchdManager(Manager):
+    name = "launchd"
+
+    def restart_cmd(self, release, expect, timeout):
+        label = self.opts.get("label", "ai.openclaw.gateway")
+        return ["launchctl", "kickstart", "-k", f"gui/{os.getuid()}/{label}"]
+
+
+class OpenclawManager(Manager):
+    name = "openclaw"
+
+    def restart_cmd(self, release, expect, timeout):
+        return [self.opts.get("bin", "openclaw"), "gateway", "restart"]
+
+    def stop_cmd(self, release, timeout):
+        return [self.opts.get("bin", "openclaw"), "gateway", "stop"]
+
+
+class CommandManager(Manager):
+    name = "command"
+
+    def restart_cmd(self, release, expect, timeout):
+        cmd = self.opts.get("restart")
+        if not cmd:
+            raise ManagerError("manager 'command' needs --manager-opt restart='<shell command>'")
+        return cmd
+
+    def stop_cmd(self, release, timeout):
+        return self.opts.get("stop")
+
+
+def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
+    classes = {"fleet": FleetManager, "systemd": SystemdManager, "launchd": LaunchdManager,
+               "openclaw": OpenclawManager, "command": CommandManager}
+    if name not in classes:
+        raise ManagerError("unknown gateway manager {!r}; use one of {}".format(
+            name, ", ".join(MANAGERS)))
+    return classes[name](state_dir, opts)
+
+
+def readiness_problem(health: Optional[dict], expect: Dict[str, str],
+                      not_pid: Optional[int] = None) -> Optional[str]:
+    """Why this health answer is not 'ready with the expected versions', or None if it is."""
+    if health is None:
+        return "gateway does not answer"
+    if not_pid is not None and health.get("pid") == not_pid:
+        return f"the old gateway (pid {not_pid}) is still the one answering"
+    plugins = health.get("plugins") or {}
+    for plugin_id, info in sorted(plugins.items()):
+        if isinstance(info, dict) and (info.get("error") or info.get("loaded") is False):
+            return "plugin {} failed to load: {}".format(plugin_id, info.get("error") or "?")
+    versions = health.get("versions") or {}
+    wrong = ["{} is {} (want {})".format(k, versions.get(k, "missing"), v)
+             for k, v in sorted(expect.items()) if versions.get(k) != v]
+    if wrong:
+        return "gateway reports " + ", ".join(wrong)
+    return None

@@ -1,0 +1,238 @@
+"""Releases on a host: unpack an artifact once, switch `current` atomically, keep the newest N.
+
+Layout (docs/architecture.md): `<state>/fleet/releases/<version>-<sha12>/` holds an unpacked
+artifact plus `fleet_release.json` (sha256, version, components, plugin dirs, install time);
+`<state>/fleet/current` and `previous` are relative symlinks to release dirs; each
+`<state>/extensions/<id>` links through `current`, so one `os.replace` of `current` switches every
+plugin at once: a host is always wholly on one release, never a mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+META = "fleet_release.json"
+MANIFEST = "fleet_manifest.json"
+
+
+class ReleaseError(RuntimeError):
+    """An artifact or release that cannot be used (bad hash, bad archive, missing release)."""
+
+
+def fleet_dir(state_dir: Path) -> Path:
+    return state_dir / "fleet"
+
+
+def releases_dir(state_dir: Path) -> Path:
+    return fleet_dir(state_dir) / "releases"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(str(path), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_artifact(path: Path, expected: str) -> None:
+    """Refuse an artifact whose SHA-256 differs from the one the control side built."""
+    if not path.is_file():
+        raise ReleaseError(f"artifact {path} does not exist")
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        raise ReleaseError(f"artifact {path} has SHA-256 {actual}, expected {expected} "
+                           "(corrupt or partial upload; deploy again to re-upload)")
+
+
+def read_artifact_manifest(path: Path) -> dict:
+    try:
+        with zipfile.ZipFile(str(path)) as zf:
+            manifest = json.loads(zf.read(MANIFEST).decode("utf-8"))
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
+        raise ReleaseError(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
+    if not isinstance(manifest, dict) or not manifest.get("version"):
+        raise ReleaseError(f"artifact {path}: {MANIFEST} lacks a 'version'")
+    return manifest
+
+
+def release_name(version: str, sha256: str) -> str:
+    return f"{version}-{sha256[:12]}"
+
+
+def _plugin_dirs(root: Path) -> Dict[str, str]:
+    """Plugin id -> package dir name, from each `fleet/plugins/<pkg>/openclaw.plugin.json`."""
+    found = {}
+    base = root / "fleet" / "plugins"
+    if base.is_dir():
+        for manifest in sorted(base.glob("*/openclaw.plugin.json")):
+            try:
+                plugin_id = json.loads(manifest.read_text(encoding="utf-8"))["id"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            found[str(plugin_id)] = manifest.parent.name
+    return found
+
+
+def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path:
+    """Unpack into a temp dir, check every file against the manifest, then rename into place."""
+    target = releases_dir(state_dir) / release_name(str(manifest["version"]), sha256)
+    if (target / META).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(".tmp-*"):  # left by a killed installer (we hold the lock)
+        shutil.rmtree(str(stale), ignore_errors=True)
+    tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
+    try:
+        with zipfile.ZipFile(str(artifact)) as zf:
+            for name in zf.namelist():
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise ReleaseError(f"artifact {artifact} has unsafe member {name!r}")
+            zf.extractall(str(tmp))
+        for rel, digest in (manifest.get("files") or {}).items():
+            member = tmp / rel
+            if not member.is_file() or sha256_file(member) != digest:
+                raise ReleaseError(f"artifact {artifact}: {rel} does not match its manifest hash")
+        meta = {"sha256": sha256, "version": manifest["version"],
+                "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
+                "installed_at": time.time()}
+        (tmp / META).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+        if target.exists():  # a meta-less leftover: replace it
+            shutil.rmtree(str(target))
+        os.rename(str(tmp), str(target))
+    finally:
+        if tmp.exists():
+            shutil.rmtree(str(tmp), ignore_errors=True)
+    return target
+
+
+def read_meta(release: Optional[Path]) -> Optional[dict]:
+    if release is None:
+        return None
+    try:
+        meta = json.loads((release / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    meta["release"] = release.name
+    return meta
+
+
+def link_target(state_dir: Path, name: str) -> Optional[Path]:
+    """The release dir that `current`/`previous` points at, or None."""
+    link = fleet_dir(state_dir) / name
+    if not os.path.islink(str(link)):
+        return None
+    target = (link.parent / os.readlink(str(link))).resolve()
+    return target if target.is_dir() else None
+
+
+def _atomic_link(link: Path, target: str) -> None:
+    tmp = link.with_name(f".{link.name}.tmp-{os.getpid()}")
+    if os.path.lexists(str(tmp)):
+        os.unlink(str(tmp))
+    os.symlink(target, str(tmp))
+    os.replace(str(tmp), str(link))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def switch(state_dir: Path, release: Path, previous: Optional[Path]) -> List[str]:
+    """Point `previous` then `current` at releases, then make sure every plugin link exists.
+
+    Returns notes (e.g. a manual plugin directory moved aside).
+    """
+    base = fleet_dir(state_dir)
+    if previous is not None and previous != release:
+        _atomic_link(base / "previous", os.path.relpath(str(previous), str(base)))
+    _atomic_link(base / "current", os.path.relpath(str(release), str(base)))
+    _fsync_dir(base)
+    return link_extensions(state_dir, release)
+
+
+def link_extensions(state_dir: Path, release: Path) -> List[str]:
+    """`<state>/extensions/<id>` -> `../fleet/current/fleet/plugins/<pkg>` for each plugin."""
+    notes = []
+    meta = read_meta(release) or {}
+    ext = state_dir / "extensions"
+    ext.mkdir(parents=True, exist_ok=True)
+    for plugin_id, pkg in sorted((meta.get("plugins") or {}).items()):
+        link = ext / plugin_id
+        want = os.path.join("..", "fleet", "current", "fleet", "plugins", pkg)
+        if os.path.islink(str(link)) and os.readlink(str(link)) == want:
+            continue
+        if os.path.lexists(str(link)) and not os.path.islink(str(link)):
+            aside = ext.parent / "fleet" / "manual-extensions" / "{}-{}".format(
+                plugin_id, time.strftime("%Y%m%d-%H%M%S"))
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(str(link), str(aside))
+            notes.append(f"moved manual install {link} aside to {aside}")
+        _atomic_link(link, want)
+    _fsync_dir(ext)
+    return notes
+
+
+def unlink_current(state_dir: Path) -> None:
+    """Used when a first-ever install fails: the host goes back to having no release."""
+    for name in ("current",):
+        link = fleet_dir(state_dir) / name
+        if os.path.islink(str(link)):
+            os.unlink(str(link))
+
+
+def list_releases(state_dir: Path) -> List[Path]:
+    """Complete release dirs, newest install first."""
+    base = releases_dir(state_dir)
+    if not base.is_dir():
+        return []
+    found = [p for p in base.iterdir() if not p.name.startswith(".") and (p / META).is_file()]
+    return sorted(found, key=lambda p: (read_meta(p) or {}).get("installed_at", 0), reverse=True)
+
+
+def find_release(state_dir: Path, wanted: str) -> Path:
+    """A release by dir name, version, or SHA-256 prefix; errors list what exists."""
+    releases = list_releases(state_dir)
+    for rel in releases:
+        meta = read_meta(rel) or {}
+        if wanted in (rel.name, meta.get("version")) or (
+                len(wanted) >= 7 and str(meta.get("sha256", "")).startswith(wanted)):
+            return rel
+    raise ReleaseError("no release {!r} under {}; known: {}".format(
+        wanted, releases_dir(state_dir), ", ".join(r.name for r in releases) or "none"))
+
+
+def prune(state_dir: Path, keep: int) -> List[str]:
+    """Delete all but the newest `keep` releases, never `current` or `previous`."""
+    protected = {link_target(state_dir, "current"), link_target(state_dir, "previous")}
+    removed = []
+    removed_shas = set()
+    for index, rel in enumerate(list_releases(state_dir)):
+        if index < keep or rel in protected:
+            continue
+        removed_shas.add((read_meta(rel) or {}).get("sha256"))
+        shutil.rmtree(str(rel), ignore_errors=True)
+        removed.append(rel.name)
+    artifacts = fleet_dir(state_dir) / "artifacts"
+    for sha in removed_shas:
+        try:
+            (artifacts / f"{sha}.pyz").unlink()
+        except OSError:
+            pass
+    return removed

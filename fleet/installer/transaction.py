@@ -1,0 +1,320 @@
+"""One host's install / rollback / restart as a transaction, plus read-only status.
+
+Why one process: the control side makes one call per host, and everything that must not be torn
+(lock, hash check, unpack, atomic switch, restart, readiness, switch-back, audit) happens here,
+so a dropped ssh connection can never leave a half-switched host. Each step is timed (the JSON
+result carries `steps`), announced on stderr as `{"step": name}` for live progress, and passes the
+fault seam (`faults.check`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, Optional
+
+from fleet.installer import audit, faults, releases
+from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
+from fleet.installer.manager import Manager, ManagerError, readiness_problem
+from fleet.installer.releases import ReleaseError
+
+
+def default_owner() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def summary(meta: Optional[dict]) -> Optional[dict]:
+    if not meta:
+        return None
+    return {"release": meta.get("release"), "version": meta.get("version"),
+            "sha256": meta.get("sha256"), "components": meta.get("components", {})}
+
+
+def expected_versions(meta: dict, extra: Dict[str, str]) -> Dict[str, str]:
+    """Versions the gateway must report: components that are plugins here, plus --expect."""
+    plugins = meta.get("plugins") or {}
+    want = {k: str(v) for k, v in (meta.get("components") or {}).items() if k in plugins}
+    want.update(extra)
+    return want
+
+
+class Transaction:
+    """Shared machinery: timed steps, lock, restart + readiness, audit."""
+
+    def __init__(self, state_dir: Path, manager: Manager, owner: str, timeout: float,
+                 lease_s: float, action: str):
+        self.state_dir = state_dir
+        self.manager = manager
+        self.owner = owner
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self.lock = DeployLock(state_dir, owner, lease_s)
+        self.notes = []
+        self.result = {"action": action, "host": socket.gethostname(), "ok": False,
+                       "result": "failed", "state_dir": str(state_dir), "owner": owner,
+                       "steps": {}, "notes": self.notes, "from": None, "to": None,
+                       "reason": None, "restarted": False}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        print(json.dumps({"step": name}), file=sys.stderr, flush=True)
+        faults.check(self.state_dir, name)
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            steps = self.result["steps"]
+            steps[name] = round(steps.get(name, 0.0) + time.monotonic() - t0, 4)
+
+    def take_lock(self) -> None:
+        with self.step("lock"):
+            self.lock.acquire()
+        if self.lock.takeover:
+            self.result["lock_takeover"] = self.lock.takeover
+            self.notes.append("took over a stale lock from {} ({})".format(
+                self.lock.takeover.get("owner"), self.lock.takeover.get("reason")))
+
+    def restart_and_wait(self, release: Path, expect: Dict[str, str]) -> dict:
+        """Restart on `release` and wait until the gateway reports `expect`; returns its health."""
+        before = self.manager.probe(release)
+        old_pid = before.get("pid") if before else None
+        if not self.lock.still_mine():
+            raise RuntimeError("lost the deploy lock (lease expired and another installer took "
+                               "it over); not restarting")
+        with self.step("restart"):
+            self.result["restarted"] = True
+            self.manager.restart(release, expect, self.timeout)
+        with self.step("ready"):
+            return wait_ready(self.manager, release, expect, self.timeout, old_pid)
+
+    def finish(self) -> dict:
+        self.result["duration_s"] = round(time.monotonic() - self.started, 4)
+        return self.result
+
+    def record(self) -> None:
+        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "who": self.owner, "host": self.result["host"],
+                 "action": self.result["action"], "result": self.result["result"],
+                 "from": (self.result["from"] or {}).get("release"),
+                 "to": (self.result["to"] or {}).get("release"),
+                 "reason": self.result["reason"],
+                 "duration_s": round(time.monotonic() - self.started, 4)}
+        with self.step("audit"):
+            audit.append(self.state_dir, entry)
+
+    def switch_back(self, reason: str, failed: Optional[Path], target: Optional[Path],
+                    previous: Optional[Path]) -> None:
+        """Put the host back on `target` (or on no release) and check that it answers."""
+        self.result["reason"] = reason
+        t0 = time.monotonic()
+        try:
+            if target is None:
+                with contextlib.suppress(ManagerError, OSError):
+                    self.manager.stop(failed, self.timeout)
+                releases.unlink_current(self.state_dir)
+                self.result.update(result="rolled_back", to=None)
+                self.notes.append("first install failed: host left with no release")
+                return
+            releases.switch(self.state_dir, target, previous)
+            meta = releases.read_meta(target) or {}
+            self.manager.restart(target, expected_versions(meta, {}), self.timeout)
+            health = wait_ready(self.manager, target, expected_versions(meta, {}),
+                                self.timeout, None)
+            self.result.update(result="rolled_back", to=summary(meta), gateway=health)
+        except Exception as exc:  # the rollback itself failed: say so loudly
+            self.result.update(result="failed")
+            self.result["reason"] = f"{reason}; rollback also failed: {exc}"
+        finally:
+            self.result["steps"]["rollback"] = round(time.monotonic() - t0, 4)
+
+
+def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
+               old_pid: Optional[int]) -> dict:
+    deadline = time.monotonic() + timeout
+    problem = "gateway does not answer"
+    while True:
+        health = manager.probe(release)
+        problem = readiness_problem(health, expect, old_pid)
+        if problem is None:
+            return health
+        if health is not None and problem.startswith("plugin ") and health.get("pid") != old_pid:
+            raise ManagerError(problem)
+        if time.monotonic() >= deadline:
+            raise ManagerError(f"not ready within {timeout:.0f}s: {problem}")
+        time.sleep(0.2)
+
+
+def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
+            expect: Dict[str, str], force: bool = False, timeout: float = 60.0,
+            keep: int = 5, lease_s: float = 900.0) -> dict:
+    """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install")
+    res = tx.result
+    try:
+        tx.take_lock()
+    except LockHeld as exc:
+        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
+        return tx.finish()
+    try:
+        return _install_locked(tx, artifact, sha256, expect, force, keep)
+    except (ReleaseError, faults.InjectedFault, ManagerError, OSError) as exc:
+        res["reason"] = res["reason"] or str(exc)
+        return tx.finish()
+    finally:
+        tx.lock.release()
+
+
+def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[str, str],
+                    force: bool, keep: int) -> dict:
+    state_dir, res = tx.state_dir, tx.result
+    with tx.step("verify"):
+        releases.verify_artifact(artifact, sha256)
+        manifest = releases.read_artifact_manifest(artifact)
+    current = releases.link_target(state_dir, "current")
+    previous = releases.link_target(state_dir, "previous")
+    res["from"] = summary(releases.read_meta(current))
+    name = releases.release_name(str(manifest["version"]), sha256)
+    if current is not None and current.name == name and not force:
+        want = expected_versions(releases.read_meta(current) or {}, expect)
+        health = tx.manager.probe(current)
+        if readiness_problem(health, want) is None:
+            res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
+            tx.record()
+            return tx.finish()
+    with tx.step("unpack"):
+        release = releases.unpack(state_dir, artifact, sha256, manifest)
+    meta = releases.read_meta(release) or {}
+    want = expected_versions(meta, expect)
+    if current != release:
+        back_to, back_prev = current, previous
+    else:  # converging a host already switched to this release (e.g. killed mid-deploy)
+        back_to = previous if previous is not None and previous != release else None
+        back_prev = None
+    try:
+        with tx.step("switch"):
+            tx.notes.extend(releases.switch(state_dir, release, current))
+        health = tx.restart_and_wait(release, want)
+        res.update(ok=True, result="installed", to=summary(meta), gateway=health)
+        tx.record()
+    except Exception as exc:
+        if res["ok"]:
+            res["ok"] = False
+        if back_to is None and current == release:
+            res["reason"] = str(exc)
+            res.update(result="failed", to=summary(meta))
+        else:
+            tx.switch_back(str(exc), release, back_to, back_prev)
+        with contextlib.suppress(Exception):
+            tx.record()
+        return tx.finish()
+    try:
+        with tx.step("prune"):
+            removed = releases.prune(state_dir, keep)
+        if removed:
+            res["pruned"] = removed
+    except Exception as exc:  # housekeeping: the release is live and recorded
+        tx.notes.append(f"prune failed: {exc}")
+    return tx.finish()
+
+
+def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = None,
+             timeout: float = 60.0, lease_s: float = 900.0) -> dict:
+    """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback")
+    res = tx.result
+    try:
+        tx.take_lock()
+    except LockHeld as exc:
+        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
+        return tx.finish()
+    try:
+        current = releases.link_target(state_dir, "current")
+        res["from"] = summary(releases.read_meta(current))
+        if to:
+            target = releases.find_release(state_dir, to)
+        else:
+            target = _previous_release(state_dir, current)
+        meta = releases.read_meta(target) or {}
+        try:
+            with tx.step("switch"):
+                releases.switch(state_dir, target, current)
+            health = tx.restart_and_wait(target, expected_versions(meta, {}))
+            res.update(ok=True, result="rolled_back", to=summary(meta), gateway=health)
+        except Exception as exc:
+            tx.switch_back(str(exc), target, current, None)
+            res["result"] = "failed"
+        with contextlib.suppress(Exception):
+            tx.record()
+    except (ReleaseError, faults.InjectedFault, ManagerError, OSError) as exc:
+        res["reason"] = res["reason"] or str(exc)
+    finally:
+        tx.lock.release()
+    return tx.finish()
+
+
+def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
+    previous = releases.link_target(state_dir, "previous")
+    if previous is not None and previous != current:
+        return previous
+    for rel in releases.list_releases(state_dir):
+        if rel != current:
+            return rel
+    raise ReleaseError("nothing to roll back to under {}: only {} is installed".format(
+        releases.releases_dir(state_dir), current.name if current else "no release"))
+
+
+def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0,
+            lease_s: float = 900.0) -> dict:
+    """Restart the gateway on the current release and wait until it reports its versions."""
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart")
+    res = tx.result
+    try:
+        tx.take_lock()
+    except LockHeld as exc:
+        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
+        return tx.finish()
+    try:
+        current = releases.link_target(state_dir, "current")
+        if current is None:
+            raise ReleaseError(f"no release installed under {state_dir}; deploy first")
+        meta = releases.read_meta(current) or {}
+        res["from"] = res["to"] = summary(meta)
+        try:
+            health = tx.restart_and_wait(current, expected_versions(meta, {}))
+            res.update(ok=True, result="restarted", gateway=health)
+        except (ManagerError, faults.InjectedFault, OSError, RuntimeError) as exc:
+            res["reason"] = str(exc)
+        with contextlib.suppress(Exception):
+            tx.record()
+    except (ReleaseError, faults.InjectedFault, OSError) as exc:
+        res["reason"] = res["reason"] or str(exc)
+    finally:
+        tx.lock.release()
+    return tx.finish()
+
+
+def status(state_dir: Path, manager: Manager) -> dict:
+    """What runs here: releases, gateway health, readiness, lock holder, last audit entry."""
+    current = releases.link_target(state_dir, "current")
+    meta = releases.read_meta(current)
+    health = manager.probe(current)
+    holder = read_holder(state_dir)
+    if holder is not None:
+        holder = dict(holder, stale=stale_reason(holder))
+        holder.pop("token", None)
+    problem = readiness_problem(health, expected_versions(meta, {})) if meta else "not installed"
+    return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
+            "state_dir": str(state_dir), "current": summary(meta),
+            "previous": summary(releases.read_meta(releases.link_target(state_dir, "previous"))),
+            "releases": [r.name for r in releases.list_releases(state_dir)],
+            "gateway": health, "ready": problem is None, "problem": problem,
+            "lock": holder, "last_audit": audit.last_entry(state_dir)}
