@@ -1,5 +1,95 @@
-"""Tasks for fleet.release (filled in by the release work)."""
+"""Tasks for fleet.release: `verify`, `release`, `build`. Thin: parse flags, call the API, print."""
 
 from __future__ import annotations
 
-TASKS: list = []
+import json as jsonlib
+from pathlib import Path
+
+from invoke import Exit, task
+
+from fleet.release.error import ReleaseError
+
+
+def _root() -> Path:
+    from fleet.release.component import find_root  # noqa: PLC0415
+
+    return find_root(Path.cwd())
+
+
+@task(help={"json": "print the result as JSON instead of a table"})
+def verify(c, json=False):
+    """Check that every version-bearing file of every component agrees (exit 1 naming problems)."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from fleet.release.component import load_project  # noqa: PLC0415
+    from fleet.release.verify import render  # noqa: PLC0415
+    from fleet.release.verify import verify as run_verify  # noqa: PLC0415
+
+    try:
+        report = run_verify(load_project(_root()))
+    except ReleaseError as exc:
+        raise Exit(f"verify: {exc}", code=1) from exc
+    if json:
+        print(jsonlib.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        console = Console()
+        console.print(render(report))
+        for problem in report.problems:
+            console.print(f"[red]problem:[/red] {problem}", markup=True, highlight=False)
+    if not report.ok:
+        raise Exit(code=1)
+
+
+@task(
+    help={
+        "component": "component to release (default: the main one, memory-continuity)",
+        "part": "bump major|minor|patch|pre (default patch)",
+        "version": "explicit new version (must be greater than the current one)",
+        "dry_run": "print every change (diffs, commit, tag, push) and change nothing",
+        "no_push": "commit and tag locally only",
+        "resume": "finish a release that stopped midway (no second commit or tag)",
+    }
+)
+def release(c, component=None, part=None, version=None, dry_run=False, no_push=False,
+            resume=False):
+    """Bump a component's version in every file, changelog, commit, annotated tag, push."""
+    from fleet.release.release import run_release  # noqa: PLC0415
+
+    try:
+        run_release(_root(), component=component, part=part, version=version, dry_run=dry_run,
+                    push=not no_push, resume=resume, echo=print)
+    except ReleaseError as exc:
+        raise Exit(f"release: {exc}", code=1) from exc
+
+
+@task(
+    help={
+        "out": "output directory (default dist/ in the project root)",
+        "check": "only report whether the existing build is current (exit 1 if not)",
+        "json": "print the result as JSON",
+    }
+)
+def build(c, out=None, check=False, json=False):
+    """Build the reproducible host artifact dist/fleet-<version>.pyz and print its SHA-256."""
+    from fleet.release.artifact import build_artifact, current_artifact  # noqa: PLC0415
+
+    try:
+        root = _root()
+        out_dir = Path(out) if out else root / "dist"
+        artifact = current_artifact(root, out_dir) if check else build_artifact(root, out_dir)
+    except ReleaseError as exc:
+        raise Exit(f"build: {exc}", code=1) from exc
+    if artifact is None:
+        raise Exit("build: no current build in " f"{out_dir}; run `invoke build`", code=1)
+    if json:
+        print(jsonlib.dumps({"path": str(artifact.path), "sha256": artifact.sha256,
+                             "version": artifact.version, "components": artifact.components},
+                            sort_keys=True))
+    else:
+        state = "current" if check else "built"
+        print(f"{state} {artifact.path}")
+        print(f"sha256 {artifact.sha256}")
+        print("components " + ", ".join(f"{k} {v}" for k, v in artifact.components.items()))
+
+
+TASKS = [verify, release, build]

@@ -1,1 +1,7 @@
-"""fleet.release."""
+"""fleet.release: components and their version files, verify, bump, changelog, tag, push, and the
+reproducible artifact. Control side (Python >= 3.10); the CLI in fleet.cli.release is a thin layer.
+"""
+
+from fleet.release.error import ReleaseError
+
+__all__ = ["ReleaseError"]

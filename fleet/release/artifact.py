@@ -1,0 +1,182 @@
+"""The deployable artifact: a reproducible zipapp of the host side, `dist/fleet-<version>.pyz`.
+
+Same sources -> same bytes -> same SHA-256, so "is this build already on the host?" is one hash
+compare. Reproducible because entries are sorted, every timestamp is fixed (1980-01-01, or
+SOURCE_DATE_EPOCH), permissions are fixed (0644), compression is deflate level 9, and the embedded
+manifest is canonical JSON. (Deflate output is stable for one zlib version; builds on machines with
+different zlib versions may differ in bytes but not in content.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import stat
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from fleet.release.component import load_project
+from fleet.release.error import ReleaseError
+from fleet.release.verify import verify
+
+HOST_FILES = ("fleet/__init__.py",)
+HOST_PACKAGES = ("fleet/continuity", "fleet/plugins", "fleet/gateway", "fleet/installer")
+DATA_SUFFIXES = (".py", ".json", ".md", ".conf", ".sh", ".service", ".plist", ".txt")
+SKIP_DIRS = ("__pycache__", "tests", "test")
+MANIFEST_NAME = "fleet_manifest.json"
+SHEBANG = b"#!/usr/bin/env python3\n"
+MAIN_PY = ('"""fleet artifact entry point: the host installer (stdlib only)."""\n'
+           "from fleet.installer.cli import main\n\nraise SystemExit(main())\n")
+EPOCH_1980 = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built artifact: where it is, its SHA-256, the main version and every component's."""
+
+    path: Path
+    sha256: str
+    version: str
+    components: dict = field(default_factory=dict)
+
+
+def artifact_name(version: str) -> str:
+    return f"fleet-{version}.pyz"
+
+
+def host_files(root: Path) -> list:
+    """Relative POSIX paths of the host-side files that go into the artifact, sorted."""
+    root = Path(root)
+    found = []
+    for rel in HOST_FILES:
+        if not (root / rel).is_file():
+            raise ReleaseError(f"{rel}: missing; the artifact needs it")
+        found.append(rel)
+    for pkg in HOST_PACKAGES:
+        base = root / pkg
+        if not base.is_dir():
+            raise ReleaseError(f"{pkg}/: missing; the artifact ships the host packages "
+                               f"{', '.join(HOST_PACKAGES)}")
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames
+                                 if d not in SKIP_DIRS and not d.startswith("."))
+            for name in filenames:
+                if _wanted(name):
+                    found.append((Path(dirpath) / name).relative_to(root).as_posix())
+    return sorted(found)
+
+
+def _wanted(name: str) -> bool:
+    if name.startswith(".") or not name.endswith(DATA_SUFFIXES):
+        return False
+    return not (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+
+
+def expected_manifest(root: Path) -> dict:
+    """The manifest a build of `root` would embed (also the cheap "is it current?" input hash)."""
+    project = load_project(Path(root))
+    report = verify(project)
+    report.raise_for_problems("refusing to build the artifact")
+    files = {"__main__.py": _sha256(MAIN_PY.encode("utf-8"))}
+    for rel in host_files(root):
+        files[rel] = _sha256((Path(root) / rel).read_bytes())
+    return {"version": report.versions[project.main],
+            "components": dict(sorted(report.versions.items())),
+            "files": dict(sorted(files.items()))}
+
+
+def build_artifact(root: Path, out_dir: Path) -> Artifact:
+    """Build `<out_dir>/fleet-<main version>.pyz` and its `.sha256`; same tree -> same bytes."""
+    root = Path(root)
+    manifest = expected_manifest(root)
+    date_time = _zip_time()
+    buf = io.BytesIO()
+    buf.write(SHEBANG)
+    entries = {"__main__.py": MAIN_PY.encode("utf-8"),
+               MANIFEST_NAME: _manifest_bytes(manifest)}
+    for rel in manifest["files"]:
+        if rel != "__main__.py":
+            entries[rel] = (root / rel).read_bytes()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=date_time)
+            info.create_system = 3  # Unix, so external_attr means mode bits everywhere
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, entries[name], compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+    data = buf.getvalue()
+    digest = _sha256(data)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / artifact_name(manifest["version"])
+    _atomic_write(path, data, 0o755)
+    _atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
+    return Artifact(path, digest, manifest["version"], manifest["components"])
+
+
+def current_artifact(root: Path, out_dir: Path) -> Optional[Artifact]:
+    """The existing build in `out_dir` if it is intact and was built from the same sources."""
+    manifest = expected_manifest(root)
+    path = Path(out_dir) / artifact_name(manifest["version"])
+    try:
+        data = path.read_bytes()
+        recorded = path.with_name(path.name + ".sha256").read_text(encoding="ascii").split()[0]
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            embedded = json.loads(zf.read(MANIFEST_NAME).decode("utf-8"))
+    except (OSError, IndexError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    digest = _sha256(data)
+    if recorded != digest or embedded != manifest:
+        return None
+    return Artifact(path, digest, manifest["version"], manifest["components"])
+
+
+def ensure_artifact(root: Path, out_dir: Path) -> tuple:
+    """(artifact, reused): reuse a current build, otherwise build one."""
+    existing = current_artifact(root, out_dir)
+    if existing is not None:
+        return existing, True
+    return build_artifact(root, out_dir), False
+
+
+def _manifest_bytes(manifest: dict) -> bytes:
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _zip_time() -> tuple:
+    """1980-01-01 00:00:00, or SOURCE_DATE_EPOCH (clamped to 1980, even seconds) when set."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if not raw:
+        return (1980, 1, 1, 0, 0, 0)
+    try:
+        epoch = int(raw)
+    except ValueError as exc:
+        raise ReleaseError(f"SOURCE_DATE_EPOCH={raw!r} is not an integer number of seconds; "
+                           "unset it or fix it") from exc
+    t = time.gmtime(max(epoch, EPOCH_1980))
+    return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec - t.tm_sec % 2)
+
+
+def _atomic_write(path: Path, data: bytes, mode: int) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

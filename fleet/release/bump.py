@@ -1,0 +1,65 @@
+"""The next version: a part bump (major, minor, patch, pre) or an explicit, strictly greater one.
+
+Rules (semver-like on PEP 440 versions, dev/post/local segments dropped):
+- major: 5.2.1 -> 6.0.0; a pre-release of a major (6.0.0rc1) -> 6.0.0
+- minor: 5.2.1 -> 5.3.0; 5.3.0rc1 -> 5.3.0
+- patch: 5.2.1 -> 5.2.2; 5.2.2rc1 -> 5.2.2
+- pre:   5.2.1 -> 5.2.2rc1; 5.2.2rc1 -> 5.2.2rc2 (alpha/beta keep their letter)
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from packaging.version import Version
+
+from fleet.release.error import ReleaseError
+
+PARTS = ("major", "minor", "patch", "pre")
+
+
+def _release(major: int, minor: int, micro: int) -> str:
+    return f"{major}.{minor}.{micro}"
+
+
+def bump(current: Version, part: str) -> Version:
+    """The version after bumping `part` of `current`."""
+    if part not in PARTS:
+        raise ReleaseError(f"unknown --part {part!r}; use one of {', '.join(PARTS)}")
+    major, minor, micro = current.major, current.minor, current.micro
+    is_pre = current.pre is not None
+    if part == "major":
+        if is_pre and minor == 0 and micro == 0:
+            return Version(_release(major, 0, 0))
+        return Version(_release(major + 1, 0, 0))
+    if part == "minor":
+        if is_pre and micro == 0:
+            return Version(_release(major, minor, 0))
+        return Version(_release(major, minor + 1, 0))
+    if part == "patch":
+        if is_pre:
+            return Version(_release(major, minor, micro))
+        return Version(_release(major, minor, micro + 1))
+    if is_pre:
+        letter, number = current.pre
+        return Version(f"{_release(major, minor, micro)}{letter}{number + 1}")
+    return Version(f"{_release(major, minor, micro + 1)}rc1")
+
+
+def next_version(current: str, part: Optional[str] = None, explicit: Optional[str] = None) -> str:
+    """The normalized new version; refuses an invalid or not-greater one."""
+    if part and explicit:
+        raise ReleaseError("give either --part or --version, not both")
+    cur = Version(current)
+    if explicit is not None:
+        try:
+            new = Version(explicit)
+        except ValueError as exc:
+            raise ReleaseError(f"--version {explicit!r} is not a valid PEP 440 version; "
+                               "write e.g. 5.1.0 or 5.1.0rc1") from exc
+    else:
+        new = bump(cur, part or "patch")
+    if new <= cur:
+        raise ReleaseError(f"new version {new} is not greater than the current {cur}; "
+                           f"pick a higher --version or use --part")
+    return str(new)

@@ -1,0 +1,143 @@
+"""A thin git wrapper: every call has a timeout, never prompts, and fails with a readable error.
+
+Read-only calls run with GIT_OPTIONAL_LOCKS=0 so that, e.g., `git status` never rewrites the index:
+a dry run must leave the repository byte for byte the same.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from fleet.release.error import ReleaseError
+
+LOCAL_TIMEOUT = 30.0
+NETWORK_TIMEOUT = 60.0
+
+
+class GitError(ReleaseError):
+    """A git command failed or timed out."""
+
+
+class Git:
+    """Runs git in one repository."""
+
+    def __init__(self, root: Path, network_timeout: float = NETWORK_TIMEOUT) -> None:
+        self.root = Path(root)
+        self.network_timeout = network_timeout
+
+    def run(self, *args: str, timeout: float = LOCAL_TIMEOUT, check: bool = True,
+            strip: bool = True) -> str:
+        """Run `git <args>` and return stdout (stripped); raise GitError on failure."""
+        env = dict(os.environ)
+        env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C",
+                   GIT_SSH_COMMAND=env.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"))
+        cmd = ["git", *args]
+        try:
+            proc = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"`{' '.join(cmd)}` timed out after {timeout:g}s") from exc
+        except FileNotFoundError as exc:
+            raise GitError("git is not installed (needed for releases)") from exc
+        if check and proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip()
+            raise GitError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): {detail}")
+        if proc.returncode != 0:
+            return ""
+        return proc.stdout.strip() if strip else proc.stdout
+
+    def ok(self, *args: str, timeout: float = LOCAL_TIMEOUT) -> bool:
+        """True when `git <args>` exits 0."""
+        try:
+            self.run(*args, timeout=timeout)
+        except GitError:
+            return False
+        return True
+
+    # --- state of the repository ---------------------------------------------------------
+    def git_dir(self) -> Path:
+        out = self.run("rev-parse", "--absolute-git-dir")
+        return Path(out)
+
+    def branch(self) -> Optional[str]:
+        """The current branch name, or None on a detached HEAD."""
+        out = self.run("symbolic-ref", "-q", "--short", "HEAD", check=False)
+        return out or None
+
+    def head(self) -> str:
+        return self.run("rev-parse", "HEAD")
+
+    def dirty_paths(self) -> list[str]:
+        """Tracked files with staged or unstaged changes (untracked files never get committed)."""
+        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=no", strip=False)
+        records = out.split("\0")
+        paths, skip = [], False
+        for rec in records:
+            if skip or len(rec) < 4:  # the second name of a rename, or the trailing empty record
+                skip = False
+                continue
+            paths.append(rec[3:])
+            skip = rec[0] in "RC"
+        return paths
+
+    def tag_target(self, tag: str) -> Optional[str]:
+        """The commit a local tag points to, or None."""
+        out = self.run("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}", check=False)
+        return out or None
+
+    def tags(self, pattern: str) -> list[str]:
+        """Local tags matching a glob that are reachable from HEAD."""
+        out = self.run("tag", "--list", pattern, "--merged", "HEAD")
+        return [t for t in out.splitlines() if t]
+
+    def remotes(self) -> list[str]:
+        return [r for r in self.run("remote").splitlines() if r]
+
+    def upstream_remote(self, branch: str) -> Optional[str]:
+        out = self.run("config", "--get", f"branch.{branch}.remote", check=False)
+        return out or None
+
+    def remote_tag(self, remote: str, tag: str) -> Optional[str]:
+        """The object id of `tag` on the remote, or None; raises GitError if unreachable."""
+        out = self.run("ls-remote", "--tags", remote, f"refs/tags/{tag}",
+                       timeout=self.network_timeout)
+        for line in out.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref == f"refs/tags/{tag}":
+                return sha
+        return None
+
+    def log_subjects(self, since: Optional[str]) -> list[tuple[str, str]]:
+        """(short sha, subject) of the commits after `since` (all commits if None), oldest first."""
+        rev = f"{since}..HEAD" if since else "HEAD"
+        out = self.run("log", "--reverse", "--no-merges", "--format=%h%x09%s", rev)
+        rows = []
+        for line in out.splitlines():
+            sha, _, subject = line.partition("\t")
+            rows.append((sha, subject))
+        return rows
+
+    def commit_subject(self, rev: str) -> str:
+        return self.run("log", "-1", "--format=%s", rev)
+
+    def parent(self, rev: str) -> Optional[str]:
+        out = self.run("rev-parse", "-q", "--verify", f"{rev}^", check=False)
+        return out or None
+
+    # --- changes ---------------------------------------------------------------------------
+    def commit_paths(self, message: str, paths: list[str]) -> str:
+        """Commit exactly `paths` (nothing else that may be staged) and return the new sha."""
+        self.run("add", "--", *paths)
+        self.run("commit", "-q", "-m", message, "--", *paths)
+        return self.head()
+
+    def annotated_tag(self, tag: str, message: str, rev: str) -> None:
+        self.run("tag", "-a", tag, "-m", message, rev)
+
+    def push(self, remote: str, branch: str, tag: str) -> None:
+        """Push the branch and the tag in one atomic push: both land or neither does."""
+        self.run("push", "--atomic", remote, f"refs/heads/{branch}:refs/heads/{branch}",
+                 f"refs/tags/{tag}:refs/tags/{tag}", timeout=self.network_timeout)

@@ -1,0 +1,130 @@
+"""The plan of one release: every file change, the commit, the tag and the push, before any of it
+happens. `--dry-run` prints it; the real run writes it into the journal and carries it out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from fleet.release import changelog
+from fleet.release.component import Component, Project
+
+
+@dataclass
+class FileChange:
+    """One file's text before (None: new file) and after the release edit."""
+
+    path: str
+    old: Optional[str]
+    new: str
+
+    def diff(self) -> str:
+        old = (self.old or "").splitlines(keepends=True)
+        new = self.new.splitlines(keepends=True)
+        fromfile = f"a/{self.path}" if self.old is not None else "/dev/null"
+        lines = difflib.unified_diff(old, new, fromfile=fromfile, tofile=f"b/{self.path}")
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in lines)
+
+
+@dataclass
+class Plan:
+    """Everything a release will do; `describe()` is what a dry run prints."""
+
+    component: str
+    previous: str
+    version: str
+    tag: str
+    branch: str
+    base: str
+    remote: Optional[str]
+    push: bool
+    previous_tag: Optional[str]
+    changelog_section: str
+    changes: list = field(default_factory=list)
+
+    @property
+    def commit_message(self) -> str:
+        return commit_message(self.component, self.version)
+
+    @property
+    def paths(self) -> list:
+        return [c.path for c in self.changes]
+
+    def push_command(self) -> Optional[str]:
+        if not (self.push and self.remote):
+            return None
+        return (f"git push --atomic {self.remote} refs/heads/{self.branch}:refs/heads/{self.branch}"
+                f" refs/tags/{self.tag}:refs/tags/{self.tag}")
+
+    def describe(self) -> str:
+        out = [f"release {self.component}: {self.previous} -> {self.version} "
+               f"(branch {self.branch}, since {self.previous_tag or 'the first commit'})", ""]
+        out += [c.diff() for c in self.changes]
+        out.append(f"commit: {self.commit_message!r} on {self.branch} "
+                   f"(files: {', '.join(self.paths)})")
+        out.append(f"tag: {self.tag} (annotated, message {self.commit_message!r}) "
+                   "on that commit")
+        cmd = self.push_command()
+        if cmd:
+            out.append(f"push: {cmd}")
+        elif not self.remote:
+            out.append("push: skipped (no remote configured)")
+        else:
+            out.append(f"push: skipped (--no-push); later: git push --atomic {self.remote} "
+                       f"{self.branch} {self.tag}")
+        return "\n".join(out)
+
+
+def commit_message(component: str, version: str) -> str:
+    return f"release: {component} v{version}"
+
+
+def read_optional(path: Path) -> Optional[str]:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def file_changes(project: Project, comp: Component, version: str, section: str) -> list:
+    """New texts of the component's version files and of the changelog (idempotent: applying it
+    to already-edited files gives the same texts, which is what `--resume` relies on)."""
+    texts: dict[str, str] = {}
+    originals: dict[str, Optional[str]] = {}
+    for vf in comp.files:
+        if vf.path not in texts:
+            texts[vf.path] = vf.text(project.root)
+            originals[vf.path] = texts[vf.path]
+        texts[vf.path] = vf.replace(texts[vf.path], version)
+    log_path = project.changelog
+    old_log = read_optional(Path(project.root) / log_path)
+    originals[log_path] = old_log
+    if changelog.has_section(old_log, comp.id, version):
+        texts[log_path] = old_log or ""
+    else:
+        texts[log_path] = changelog.prepend(old_log, section)
+    return [FileChange(p, originals[p], texts[p]) for p in texts]
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace a file atomically (temp + fsync + rename), keeping its permission bits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,95 @@
+"""The release journal: where a release stopped, so `invoke release --resume` can finish it.
+
+Kept in `.git/fleet-release.json` (never committed, never in the work tree). Written before the
+first change and after every step, atomically; removed when the release completes. Its presence
+blocks a new release, so a rerun can never make a second commit or tag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Optional
+
+from fleet.release.error import ReleaseError
+
+JOURNAL_NAME = "fleet-release.json"
+STEPS = ("files", "commit", "tag", "push")
+RESUME_COMMAND = "invoke release --resume"
+
+
+@dataclass
+class Journal:
+    """One in-flight release: its plan and the steps already done."""
+
+    component: str
+    version: str
+    previous: str
+    tag: str
+    branch: str
+    base: str  # HEAD before the release commit
+    files: list
+    changelog_section: str
+    push: bool
+    remote: Optional[str] = None
+    commit: Optional[str] = None
+    done: list = field(default_factory=list)
+    failed_step: Optional[str] = None
+    error: Optional[str] = None
+    path: Optional[Path] = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def load(cls, path: Path) -> Optional[Journal]:
+        """The journal at `path`, or None when no release is in flight."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise ReleaseError(f"{path}: the release journal is corrupt ({exc}); inspect it, "
+                               "finish the release by hand, then delete the file") from exc
+        names = {f.name for f in fields(cls)} - {"path"}
+        try:
+            journal = cls(**{k: v for k, v in data.items() if k in names})
+        except TypeError as exc:
+            raise ReleaseError(f"{path}: the release journal lacks fields ({exc}); inspect it, "
+                               "finish the release by hand, then delete the file") from exc
+        journal.path = Path(path)
+        return journal
+
+    def save(self) -> None:
+        """Write atomically (temp file + fsync + rename) so a crash never leaves half a journal."""
+        assert self.path is not None
+        data = {k: v for k, v in asdict(self).items() if k != "path"}
+        fd, tmp = tempfile.mkstemp(prefix=".fleet-release.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2, sort_keys=True)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def mark(self, step: str) -> None:
+        if step not in self.done:
+            self.done.append(step)
+        self.failed_step = self.error = None
+        self.save()
+
+    def fail(self, step: str, error: str) -> None:
+        self.failed_step, self.error = step, error
+        self.save()
+
+    def delete(self) -> None:
+        if self.path is not None and self.path.exists():
+            self.path.unlink()
+
+    def pending(self) -> list:
+        return [s for s in STEPS if s not in self.done]

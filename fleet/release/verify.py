@@ -1,0 +1,150 @@
+"""Verification: every version-bearing file of every component read, parsed and compared.
+
+No surveyed release tool checks that all occurrences of a version agree (deploy-anchors.md,
+complaint 13); this does, read-only, and names the file and the value of every problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from fleet.release.component import Project
+from fleet.release.error import ReleaseError
+
+
+@dataclass
+class Row:
+    """One version-bearing file of one component."""
+
+    component: str
+    path: str
+    key: str
+    version: Optional[str]
+    problem: Optional[str] = None
+
+
+@dataclass
+class Report:
+    """Everything verify found; `ok` iff no problems."""
+
+    rows: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    versions: dict = field(default_factory=dict)  # component -> agreed version, or None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "versions": self.versions,
+            "files": [vars(r) for r in self.rows],
+            "problems": self.problems,
+        }
+
+    def raise_for_problems(self, context: str) -> None:
+        """Raise ReleaseError listing every problem (used as a preflight)."""
+        if self.problems:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            raise ReleaseError(f"{context}: `invoke verify` finds problems:\n{lines}\n"
+                               "fix: make the files agree (edit them), then run `invoke verify`")
+
+
+def valid_version(value: str) -> Optional[Version]:
+    try:
+        return Version(value)
+    except InvalidVersion:
+        return None
+
+
+def verify(project: Project, overrides: Optional[dict] = None) -> Report:
+    """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules."""
+    report = Report()
+    for comp in project.components.values():
+        seen: dict[str, list[str]] = {}
+        for vf in comp.files:
+            row = Row(comp.id, vf.path, vf.key, None)
+            report.rows.append(row)
+            try:
+                row.version = vf.read(project.root)
+            except ReleaseError as exc:
+                row.problem = str(exc)
+                report.problems.append(f"{comp.id}: {exc}")
+                continue
+            if valid_version(row.version) is None:
+                row.problem = "not a PEP 440 version"
+                report.problems.append(
+                    f"{comp.id}: {vf.path} `{vf.key}` = {row.version!r} is not a valid PEP 440 "
+                    "version; write a version such as 5.0.0")
+            seen.setdefault(row.version, []).append(vf.label)
+        if len(seen) > 1:
+            detail = "; ".join(f"{', '.join(labels)} = {v!r}" for v, labels in seen.items())
+            report.problems.append(f"{comp.id}: version files disagree: {detail}")
+            for row in report.rows:
+                if row.component == comp.id and row.problem is None:
+                    row.problem = "disagrees"
+        agreed = next(iter(seen)) if len(seen) == 1 else None
+        if agreed is not None and valid_version(agreed) is None:
+            agreed = None
+        report.versions[comp.id] = agreed
+        for path in comp.ships:
+            if not (Path(project.root) / path).exists():
+                report.problems.append(f"{comp.id}: shipped path {path} is missing; restore it "
+                                       f"or fix `ships` of [tool.fleet.components.{comp.id}]")
+    versions = dict(report.versions)
+    versions.update(overrides or {})
+    report.problems.extend(dependency_problems(project, versions))
+    return report
+
+
+def dependency_problems(project: Project, versions: dict) -> list:
+    """Broken `requires` rules: unknown component, or a version outside the specifier."""
+    problems = []
+    by_name = {canonicalize_name(cid): cid for cid in project.components}
+    for comp in project.components.values():
+        try:
+            reqs = comp.requires(project.root)
+        except ReleaseError as exc:
+            problems.append(f"{comp.id}: {exc}")
+            continue
+        for raw in reqs:
+            where = f"{comp.manifest} `requires`"
+            try:
+                req = Requirement(raw)
+            except InvalidRequirement as exc:
+                problems.append(f"{comp.id}: {where} entry {raw!r} is not a valid requirement "
+                                f"({exc}); write e.g. \"memory-continuity>=5\"")
+                continue
+            target = by_name.get(canonicalize_name(req.name))
+            if target is None:
+                problems.append(f"{comp.id}: {where} names {req.name!r}, which is not a declared "
+                                "component; declare it in [tool.fleet.components] or drop the rule")
+                continue
+            have = versions.get(target)
+            if have is None or valid_version(have) is None:
+                continue  # the target's own problem is already reported
+            if req.specifier and not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{comp.id}: {where} needs {raw!r} but {target} is {have}; "
+                                f"change the rule in {comp.manifest} or release a matching "
+                                f"{target}")
+    return problems
+
+
+def render(report: Report):
+    """A rich table: component x file x key x version x status."""
+    from rich.table import Table  # noqa: PLC0415  (control side only, imported when printing)
+
+    table = Table(title="fleet versions")
+    for col in ("component", "file", "key", "version", "status"):
+        table.add_column(col, overflow="fold")
+    for row in report.rows:
+        status = "[green]ok[/green]" if row.problem is None else f"[red]{row.problem}[/red]"
+        table.add_row(row.component, row.path, row.key, row.version or "-", status)
+    return table
