@@ -44,8 +44,13 @@ _LINE_BREAKS_RE = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 def iso_now() -> str:
     """UTC now in JS `toISOString()` form (`2026-03-31T07:51:52.123Z`), the anchor's timestamp."""
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return to_iso(datetime.now(timezone.utc))
+
+
+def to_iso(moment: datetime) -> str:
+    """`moment` (naive = local time) in JS `toISOString()` form, UTC with milliseconds."""
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def template(now_iso: Optional[str] = None) -> str:

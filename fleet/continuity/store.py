@@ -129,10 +129,14 @@ def atomic_write(path: PathLike, text: str) -> None:
     _fsync_dir(p.parent)
 
 
-def read_text(path: PathLike) -> Optional[str]:
-    """The file as text (invalid UTF-8 replaced by U+FFFD), or None when it does not exist."""
+def read_text(path: PathLike, max_bytes: Optional[int] = None) -> Optional[str]:
+    """The file as text (invalid UTF-8 replaced by U+FFFD), or None when it does not exist.
+
+    `max_bytes` reads only that much, for files written by someone we do not trust (a child).
+    """
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read() if max_bytes is None else fh.read(max_bytes)
     except (FileNotFoundError, NotADirectoryError):
         return None
     return data.decode("utf-8", errors="replace")

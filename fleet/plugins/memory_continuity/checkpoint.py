@@ -1,0 +1,121 @@
+"""The session's own checkpoint: `agent_end` (extract + archive + journal), `before_reset`
+(archive), `session_end` (template when missing) and `before_compaction` (snapshot + tail).
+
+A subagent session only ever touches its own per-child directory
+(`memory/subagents/<child>/`), so a same-agent child can never overwrite, archive or journal
+over its parent's checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from fleet.continuity import paths, store
+from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
+from fleet.continuity.snapshot import build_snapshot
+from fleet.plugins.memory_continuity import clock, extraction, settings
+from fleet.plugins.memory_continuity.locate import Locator
+
+
+def _own(
+    locator: Locator, ctx: Mapping[str, Any], hook: str, log: Any
+) -> Tuple[Optional[Path], Optional[Path]]:
+    """(own state file, workspace its archives and journal go to) or (None, None)."""
+    try:
+        workspace, key = locator.session(ctx)
+    except ValueError as exc:
+        log.warn(f"{hook}: refusing session: {exc}")
+        return None, None
+    if workspace is None:
+        return None, None
+    own = paths.session_state_file(workspace, key)
+    if key is not None and key.is_subagent:
+        # <ws>/memory/subagents/<child>: the child's own archive/journal root.
+        return own, own.parent
+    return own, workspace
+
+
+def _archive(journal_ws: Path, text: str, max_count: Any, moment: Any) -> Path:
+    from fleet.continuity.archive import archive_state  # noqa: PLC0415
+
+    return archive_state(journal_ws, text, int(max_count), moment)
+
+
+def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
+    log = api.logger
+    config = settings.plugin_config(api)
+    messages = event.get("messages")
+    if not config["autoExtract"] or not isinstance(messages, list) or not messages:
+        return
+    own, journal_ws = _own(locator, ctx, "agent_end", log)
+    if own is None or journal_ws is None:
+        return
+    from fleet.continuity import journal  # noqa: PLC0415
+
+    real = journal.real_user_texts(messages)
+    patterns = extraction.compile_ignore_patterns(config["ignorePatterns"], log.warn)
+    if real and any(p.search(real[0]) for p in patterns):
+        log.info("agent_end: first user message matches ignorePatterns; run not recorded")
+        return
+    moment = clock.now()
+    try:
+        journal.record_run(journal_ws, messages, config, moment)
+    except (OSError, ValueError) as exc:
+        log.warn(f"agent_end: journal step failed (non-fatal): {exc}")
+    new_text = extraction.extract_state(messages, to_iso(moment))
+    if new_text is None:
+        log.info("agent_end: no real user message or a poisoned exchange; checkpoint kept")
+        return
+    with store.locked(own):
+        old = store.read_text(own)
+        if old is not None and is_meaningful(StateDocument.parse(old).get("Objective")):
+            _archive(journal_ws, old, config["maxArchiveCount"], moment)
+        store.atomic_write(own, new_text)
+    log.info(f"agent_end: checkpoint written to {own}")
+
+
+def before_reset(
+    api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]
+) -> None:
+    log = api.logger
+    config = settings.plugin_config(api)
+    if not config["archiveOnNew"]:
+        return
+    own, journal_ws = _own(locator, ctx, "before_reset", log)
+    if own is None or journal_ws is None:
+        return
+    with store.locked(own):
+        text = store.read_text(own)
+        if text is None or not is_meaningful(StateDocument.parse(text).get("Objective")):
+            return
+        path = _archive(journal_ws, text, config["maxArchiveCount"], clock.now())
+    log.info(f"before_reset: state archived to {path}")
+
+
+def session_end(
+    api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]
+) -> None:
+    own, _ws = _own(locator, ctx, "session_end", api.logger)
+    if own is None:
+        return
+    stamp = to_iso(clock.now())
+    store.update(own, lambda current: template(stamp) if current is None else None)
+
+
+def before_compaction(
+    api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]
+) -> Optional[Dict[str, str]]:
+    config = settings.plugin_config(api)
+    own, _ws = _own(locator, ctx, "before_compaction", api.logger)
+    if own is None:
+        return None
+    text = store.read_text(own)
+    snapshot = build_snapshot(StateDocument.parse(text)) if text is not None else None
+    if snapshot is None:
+        return None
+    messages = event.get("messages")
+    tail = None
+    if isinstance(messages, list):
+        tail = extraction.protected_tail(messages, int(config["tailProtectCount"]))
+    return {"prependSystemContext": snapshot + ("\n\n" + tail if tail else "")}

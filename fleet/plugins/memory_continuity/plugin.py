@@ -1,0 +1,47 @@
+"""memory-continuity: keeps each agent's working state across sessions and subagents.
+
+Entry point named by package.json `main`; the gateway calls `register(api)` (contract in
+docs/architecture.md). The logic lives in the sibling modules; this file only wires hooks.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from fleet.plugins.memory_continuity import checkpoint, recovery, settings, startup
+from fleet.plugins.memory_continuity.locate import Locator
+
+PLUGIN_ID = settings.PLUGIN_ID
+
+# (hook, priority, body) as the anchor registers them (anchor 2); higher priority runs first.
+HOOKS = (
+    ("before_agent_start", 10, startup.inject),
+    ("before_compaction", 10, checkpoint.before_compaction),
+    ("before_reset", 10, checkpoint.before_reset),
+    ("agent_end", 90, checkpoint.agent_end),
+    ("session_end", 90, checkpoint.session_end),
+    ("subagent_ended", 50, recovery.recover),
+)
+
+
+def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
+    @functools.wraps(body)
+    def handle(event: Any, ctx: Any) -> Optional[Any]:
+        try:
+            return body(api, locator, event if isinstance(event, dict) else {},
+                        ctx if isinstance(ctx, dict) else {})
+        except Exception as exc:  # a hook must never break the agent run; say why it did nothing
+            api.logger.error(f"{hook} failed: {type(exc).__name__}: {exc}")
+            return None
+
+    return handle
+
+
+def register(api: Any) -> None:
+    """Register the six lifecycle hooks; the last log line is what deploy checks look for."""
+    settings.config_schema()  # a broken manifest fails loudly at load, not on the first hook
+    locator = Locator(api)
+    for hook, priority, body in HOOKS:
+        api.on(hook, _handler(api, locator, hook, body), priority)
+    api.logger.info("Plugin registered successfully")

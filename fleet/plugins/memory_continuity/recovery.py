@@ -1,0 +1,144 @@
+"""`subagent_ended`: a finished child's unsurfaced results become a note in its parent's state.
+
+Fixed from the anchor (3.5): the parent is the *requester* session (stock OpenClaw gives no
+workspaceDir here), the child's state is its own per-child file, only `ok` (completed) and
+`timeout` (partial) are merged, each child is merged exactly once, and the whole
+read-modify-write holds the parent file's lock and replaces it atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, List, Mapping, Optional
+
+from fleet.continuity import paths, store
+from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
+from fleet.plugins.memory_continuity import clock, notes, settings
+from fleet.plugins.memory_continuity.locate import Locator
+
+MERGED_OUTCOMES = {"ok": False, "timeout": True}  # outcome -> partial?
+OUTCOME_BY_REASON = {
+    "subagent-complete": "ok",
+    "subagent-error": "error",
+    "subagent-killed": "killed",
+    "session-reset": "reset",
+    "session-delete": "deleted",
+}
+CHILD_READ_LIMIT = 4 * 1024 * 1024
+LEDGER_NAME = ".recovered_children.json"
+LEDGER_MAX = 2000
+
+
+def _ledger_path(parent_file: Path) -> Path:
+    return parent_file.parent / LEDGER_NAME
+
+
+def _load_ledger(path: Path) -> List[str]:
+    text = store.read_text(path)
+    if not text:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    items = data.get("children") if isinstance(data, dict) else None
+    return [i for i in items if isinstance(i, str)] if isinstance(items, list) else []
+
+
+def _save_ledger(path: Path, items: List[str]) -> None:
+    store.atomic_write(path, json.dumps({"children": items[-LEDGER_MAX:]}, indent=0) + "\n")
+
+
+def _parent_key(
+    child: paths.SessionKey, ctx: Mapping[str, Any], event: Mapping[str, Any], log: Any
+) -> Optional[paths.SessionKey]:
+    raw = ctx.get("requesterSessionKey") or event.get("requesterSessionKey")
+    if raw:
+        return paths.check_session_key(raw)
+    derived = child.parent_key
+    if derived is None:
+        return None
+    log.info(f"subagent_ended: no requesterSessionKey; assuming parent session {derived}")
+    return paths.check_session_key(derived)
+
+
+def recover(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
+    """The hook body (see module docstring); logs why it did nothing when it does nothing."""
+    log = api.logger
+    config = settings.plugin_config(api)
+    if not config["subagentRecovery"]:
+        return
+    raw_child = event.get("targetSessionKey") or event.get("childSessionKey")
+    raw_child = raw_child or ctx.get("childSessionKey")
+    if not raw_child:
+        log.info("subagent_ended: no child session key, skipping")
+        return
+    try:
+        child = paths.check_session_key(raw_child)
+    except ValueError as exc:
+        log.warn(f"subagent_ended: refusing child session key: {exc}")
+        return
+    outcome = event.get("outcome") or OUTCOME_BY_REASON.get(str(event.get("reason") or ""))
+    if outcome not in MERGED_OUTCOMES:
+        log.info(
+            f"subagent_ended: {child.normalized} ended with outcome={outcome!r} "
+            f"reason={event.get('reason')!r}; not merged"
+        )
+        return
+    try:
+        parent = _parent_key(child, ctx, event, log)
+    except ValueError as exc:
+        log.warn(f"subagent_ended: refusing requester session key: {exc}")
+        return
+    if parent is None:
+        log.info(f"subagent_ended: no parent session for {child.normalized}, skipping")
+        return
+    parent_file = locator.session_file_for_key(parent)
+    child_ws = locator.agent_workspace(child.agent_id)
+    child_file = paths.session_state_file(child_ws, child)
+    if child_file.resolve() == parent_file.resolve():
+        log.info(f"subagent_ended: {child.normalized} shares its parent's state file; skipping")
+        return
+    text = store.read_text(child_file, max_bytes=CHILD_READ_LIMIT)
+    if text is None:
+        log.info(f"subagent_ended: no state file for {child.normalized} ({child_file})")
+        return
+    child_doc = StateDocument.parse(text)
+    result = child_doc.get("Unsurfaced Results")
+    if not is_meaningful(result):
+        log.info(f"subagent_ended: {child.normalized} left no unsurfaced results")
+        return
+    moment = clock.now()
+    stamp = to_iso(moment)
+    shown_file = str(child_file)
+    note = notes.format_note(
+        stamp,
+        child.agent_id,
+        child.normalized,
+        child_doc.get("Objective"),
+        result,
+        partial=MERGED_OUTCOMES[outcome],
+        child_file=shown_file,
+    )
+    ident = child.normalized
+    ledger_file = _ledger_path(parent_file)
+    with store.locked(parent_file):
+        seen = _load_ledger(ledger_file)
+        if ident in seen:
+            log.info(f"subagent_ended: {ident} already merged; ignoring the repeat")
+            return
+        current = store.read_text(parent_file)
+        doc = StateDocument.parse(current if current is not None else template(stamp))
+        merged = notes.merge(doc.get("Unsurfaced Results"), note)
+        kept, moved = notes.cap(merged, stamp)
+        # Archive first: a crash after this duplicates a note, it never loses one.
+        notes.append_archive(parent_file.parent, moved)
+        doc.set("Unsurfaced Results", kept)
+        doc.touch(stamp)
+        store.atomic_write(parent_file, doc.render())
+        _save_ledger(ledger_file, seen + [ident])
+    log.info(
+        f"subagent_ended: merged {ident} ({outcome}) into {parent_file}"
+        + (f"; moved {len(moved)} older note(s) to {notes.ARCHIVE_NAME}" if moved else "")
+    )
