@@ -1,0 +1,129 @@
+"""The harness itself: hosts reachable only as intended, faults that bite and heal, cleanup."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fleet.harness import cleanup, faults, hosts, image, ssh
+from fleet.harness.run import Harness
+
+pytestmark = pytest.mark.docker
+
+
+def test_hosts_log_in_as_their_non_root_users_with_strict_host_keys(harness):
+    assert list(harness.hosts) == ["cloud", "pi", "edge-1"]
+    known = harness.known_hosts_path.read_text()
+    for name, host in harness.hosts.items():
+        result = harness.ssh(name, "id -u; id -un; echo $HOME")
+        uid, user, home = result.stdout.split()
+        assert (user, home) == (host.user, f"/home/{host.user}")
+        assert uid != "0"
+        assert host.known_hosts_line() + "\n" in known
+    assert len({h.host_key for h in harness.hosts.values()}) == 3, "hosts must not share keys"
+
+
+def test_sshd_is_published_on_loopback_only(harness):
+    for host in harness.hosts.values():
+        host.container.reload()
+        bindings = host.container.attrs["NetworkSettings"]["Ports"]["22/tcp"]
+        assert bindings and {b["HostIp"] for b in bindings} == {"127.0.0.1"}
+        assert {int(b["HostPort"]) for b in bindings} == {host.port}
+
+
+def test_inventory_lists_every_host_with_its_port_and_user(harness):
+    import yaml
+
+    data = yaml.safe_load(harness.inventory_path.read_text())
+    assert data["vars"]["host_key_policy"] == "strict"
+    assert data["vars"]["known_hosts"] == str(harness.known_hosts_path)
+    for name, host in harness.hosts.items():
+        entry = data["hosts"][name]
+        assert (entry["host"], entry["port"], entry["user"]) == ("127.0.0.1", host.port, host.user)
+
+
+def test_unknown_host_key_is_refused(harness, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    target = harness.hosts["cloud"].target(harness.key.path, empty)
+    with pytest.raises(ssh.SshError, match="not found in known_hosts|Server"):
+        ssh.run(target, "true", timeout=10)
+
+
+def test_changed_host_key_is_refused_then_healed(harness):
+    with faults.host_key_changed(harness.hosts["pi"]) as new_key:
+        assert new_key not in harness.known_hosts_path.read_text()
+        with pytest.raises(ssh.SshError):
+            harness.ssh("pi", "true", timeout=10)
+    assert harness.ssh("pi", "id -un").stdout.strip() == "administrator"
+
+
+def test_stopped_sshd_keeps_host_up_and_heals(harness):
+    host = harness.hosts["edge-1"]
+    host.exec_ok("sleep 300 >/dev/null 2>&1 & echo $! > /tmp/sleeper", user=host.user)
+    with faults.sshd_stopped(host):
+        assert host.status() == "running"
+        with pytest.raises(ssh.SshError):
+            harness.ssh("edge-1", "true", timeout=5)
+        assert host.exec("kill -0 $(cat /tmp/sleeper)").ok, "other processes must survive"
+    assert harness.ssh("edge-1", "echo back").stdout.strip() == "back"
+
+
+def test_paused_host_fails_within_the_deadline_then_heals(harness):
+    with faults.paused(harness.hosts["cloud"]):
+        started = time.monotonic()
+        with pytest.raises(ssh.SshError):
+            harness.ssh("cloud", "true", timeout=4)
+        assert time.monotonic() - started < 15
+        assert harness.ssh("pi", "true").ok, "other hosts are unaffected"
+    assert harness.ssh("cloud", "true").ok
+
+
+def test_killed_host_restarts_on_the_same_port_and_key(fresh_fleet):
+    run = fresh_fleet([hosts.HostSpec("edge-9", "opc")])
+    host = run.hosts["edge-9"]
+    port, key = host.port, host.host_key
+    run.ssh("edge-9", "echo kept > ~/.openclaw/marker")
+    host.container.kill()
+    run.restart_host(host)
+    assert (host.port, host.host_key) == (port, key)
+    assert run.ssh("edge-9", "cat ~/.openclaw/marker").stdout.strip() == "kept"
+
+
+def test_full_state_dir_refuses_writes_then_heals(fresh_fleet):
+    run = fresh_fleet([hosts.HostSpec("edge-8", "opc", state_tmpfs_mb=8)])
+    write = "head -c 200000 /dev/zero > ~/.openclaw/probe && rm ~/.openclaw/probe"
+    with faults.disk_full(run.hosts["edge-8"]) as free_kb:
+        assert free_kb < 64
+        result = run.ssh("edge-8", write)
+        assert not result.ok and "No space left" in result.stderr
+    assert run.ssh("edge-8", write).ok
+
+
+def test_image_is_reused_when_inputs_are_unchanged(docker_engine, harness):
+    started = time.monotonic()
+    build = image.ensure_image(docker_engine)
+    assert build.tag == harness.image_tag
+    assert not build.built_rootfs and not build.built_layer
+    assert time.monotonic() - started < 10
+
+
+def test_stale_runs_are_swept_and_runs_removed_by_id(docker_engine, harness, tmp_path):
+    dead = Harness(docker_engine, tmp_path / "dead", owner_pid=2**22 + 12345,
+                   image_tag=harness.image_tag)
+    dead.directory.mkdir()
+    from fleet.harness.keys import generate_key
+
+    dead.key = generate_key(dead.directory)
+    labels = cleanup.run_labels(dead.run_id, dead.owner_pid)
+    host = hosts.create_host(docker_engine, harness.image_tag, hosts.HostSpec("ghost", "opc"),
+                             labels, dead.key.public, dead.name_prefix)
+    try:
+        swept = cleanup.sweep_stale(docker_engine)
+        assert host.container.name in swept
+        mine = docker_engine.containers.list(
+            filters={"label": f"{cleanup.RUN_ID}={harness.run_id}"})
+        assert len(mine) == 3, "the live session's hosts must survive the sweep"
+    finally:
+        cleanup.remove_run(docker_engine, dead.run_id)
