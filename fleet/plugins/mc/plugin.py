@@ -1,0 +1,101 @@
+"""The `/mc` command plugin (id `mc`): read and manage memory-continuity state from chat.
+
+Entry file named by package.json `main`. The gateway imports it as a standalone module with the
+release root on `sys.path`, so everything is imported absolutely from `fleet.plugins.mc`.
+Replies are fenced monospace text as the anchor sends them; failures are `MC error: <message>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Mapping
+
+from fleet.plugins.mc import (
+    commands_export,
+    commands_history,
+    commands_journal,
+    commands_search,
+    commands_settings,
+    commands_state,
+)
+from fleet.plugins.mc.agents import AgentNotFound, Agents
+from fleet.plugins.mc.textfmt import RULE, fence
+
+DESCRIPTION = "Memory Continuity commands \u2014 state, history, search, settings, etc."
+
+HELP = "\n".join([
+    "MC Commands (Memory Continuity)",
+    RULE,
+    "/mc state [agent]       View current state (default agent)",
+    "/mc state --all         Overview of all agents",
+    "/mc sessions [date]     Session logs: days, or one day's log",
+    "/mc summary [daily|weekly]  Daily / weekly summaries",
+    "/mc tags [agent]        Tags from session topics",
+    "/mc history [agent]     List archived sessions",
+    "/mc restore <N> [agent] Restore archive #N",
+    "/mc clear [agent]       Clear state (archives first)",
+    "/mc search <keyword>    Search across all memory",
+    "/mc settings            View MC settings",
+    "/mc settings <k> <v>    Update a setting",
+    "/mc compact [agent]     Compress state file",
+    "/mc export [agent|all]  Export memory to file (--from/--to/--tag)",
+    "/mc recall <topic>      Find past work on a topic",
+    "/mc subagents           Subagent state overview across workspaces",
+])
+
+Command = Callable[[Agents, str], str]
+
+
+def _state(agents: Agents, args: str) -> str:
+    if args.split()[:1] == ["--all"]:
+        return commands_state.cmd_state_all(agents, args)
+    return commands_state.cmd_state(agents, args)
+
+
+COMMANDS: Dict[str, Command] = {
+    "state": _state,
+    "history": commands_history.cmd_history,
+    "restore": commands_history.cmd_restore,
+    "clear": commands_history.cmd_clear,
+    "search": commands_search.cmd_search,
+    "recall": commands_search.cmd_recall,
+    "settings": commands_settings.cmd_settings,
+    "compact": commands_state.cmd_compact,
+    "export": commands_export.cmd_export,
+    "sessions": commands_journal.cmd_sessions,
+    "tags": commands_journal.cmd_tags,
+    "summary": commands_journal.cmd_summary,
+    "subagents": commands_state.cmd_subagents,
+}
+
+
+def run(ctx: Mapping[str, Any]) -> str:
+    """The reply body (unfenced) for one `/mc` invocation."""
+    raw = str(ctx.get("args") or "").strip()
+    sub, _, rest = raw.partition(" ")
+    rest = rest.strip()
+    if sub in ("", "help", "--help", "-h"):
+        return HELP
+    command = COMMANDS.get(sub)
+    if command is None:
+        return f"Unknown subcommand: {sub}\n\n{HELP}"
+    agents = Agents.from_ctx(ctx)
+    try:
+        return command(agents, rest)
+    except AgentNotFound as exc:
+        return exc.reply()
+
+
+def handle(ctx: Mapping[str, Any]) -> Dict[str, str]:
+    """Command handler: `{"text": fenced reply}`, or `{"text": "MC error: ..."}` on failure."""
+    try:
+        return {"text": fence(run(ctx))}
+    except Exception as exc:  # every failure becomes a readable reply, as in the anchor
+        return {"text": f"MC error: {exc}"}
+
+
+def register(api: Any) -> None:
+    """Register `/mc` with the gateway."""
+    api.register_command("mc", handle, DESCRIPTION)
+    logger = getattr(api, "logger", None)
+    if logger is not None:
+        logger.info("MC plugin loaded, /mc registered")
