@@ -1,7 +1,124 @@
-"""Tasks for the Docker harness: `invoke harness.up|down|status` (filled in by the harness work)."""
+"""Tasks for the Docker harness: `invoke harness.up|down|status`. Thin: parse flags, call, print.
+
+`harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
+harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml --hosts all` deploys to
+it with strict host keys. Its containers are labelled `keep`, so test sessions never sweep them;
+`harness.down` removes them.
+"""
 
 from __future__ import annotations
 
-from invoke import Collection
+import json as jsonlib
+from pathlib import Path
+
+from invoke import Collection, Exit, task
+
+DEFAULT_DIR = Path(".fleet") / "harness"
+
+
+def _client():
+    from fleet.harness.run import docker_client  # noqa: PLC0415
+
+    try:
+        return docker_client()
+    except Exception as exc:
+        raise Exit(f"harness: no usable Docker engine: {exc}", code=1) from exc
+
+
+@task(help={"hosts": "number of hosts (default 3: cloud, pi, edge-1)",
+            "dir": f"where to write the run's files (default {DEFAULT_DIR})"})
+def up(c, hosts=3, dir=None):
+    """Build the host image if needed, start N SSH hosts, write inventory + known_hosts + key."""
+    from fleet.harness.cleanup import remove_run  # noqa: PLC0415
+    from fleet.harness.hosts import HostError  # noqa: PLC0415
+    from fleet.harness.image import ImageError  # noqa: PLC0415
+    from fleet.harness.run import Harness, start_harness  # noqa: PLC0415
+
+    directory = Path(dir) if dir else DEFAULT_DIR
+    client = _client()
+    try:
+        old = Harness.attach(client, directory)
+    except HostError:
+        old = None
+    if old is not None:
+        removed = remove_run(client, old.run_id)
+        print(f"harness: replaced the previous run {old.run_id} ({len(removed)} container(s))")
+    try:
+        run, timing = start_harness(client, directory.resolve(), count=int(hosts), keep=True)
+    except (ImageError, HostError) as exc:
+        raise Exit(f"harness.up: {exc}", code=1) from exc
+    for host in run.hosts.values():
+        print(f"  {host.name:<8} {host.user}@127.0.0.1:{host.port}  {host.state_dir}")
+    print(f"harness: {len(run.hosts)} host(s) ready in {timing['hosts_ready_s']}s "
+          f"(image {timing['image_s']}s)")
+    print(run.inventory_path)
+
+
+@task(help={"dir": f"the run's directory (default {DEFAULT_DIR})",
+            "all": "remove every harness container on this engine, of any run"})
+def down(c, dir=None, all=False):
+    """Remove the harness run's containers and files (or every harness container with --all)."""
+    from fleet.harness import cleanup  # noqa: PLC0415
+    from fleet.harness.hosts import HostError  # noqa: PLC0415
+    from fleet.harness.run import Harness  # noqa: PLC0415
+
+    directory = Path(dir) if dir else DEFAULT_DIR
+    client = _client()
+    removed: list[str] = []
+    try:
+        removed += Harness.attach(client, directory).close()
+    except HostError:
+        if not all:
+            print(f"harness: no run recorded in {directory}")
+    if all:
+        for run_id in cleanup.list_runs(client):
+            removed += cleanup.remove_run(client, run_id)
+    print(f"harness: removed {len(removed)} container(s)")
+
+
+@task(help={"dir": f"the run's directory (default {DEFAULT_DIR})",
+            "json": "print the result as JSON"})
+def status(c, dir=None, json=False):
+    """Show every harness run on this engine: hosts, state, port, SSH answering or not."""
+    from fleet.harness import cleanup, hosts  # noqa: PLC0415
+
+    directory = Path(dir) if dir else DEFAULT_DIR
+    client = _client()
+    recorded = None
+    state_file = directory / "harness.json"
+    if state_file.exists():
+        recorded = jsonlib.loads(state_file.read_text()).get("run_id")
+    rows = []
+    for run_id, containers in sorted(cleanup.list_runs(client).items()):
+        for container in containers:
+            binding = (container.attrs.get("HostConfig", {}).get("PortBindings") or {}).get(
+                "22/tcp") or [{}]
+            port = int(binding[0].get("HostPort") or 0)
+            rows.append({
+                "run": run_id,
+                "here": run_id == recorded,
+                "host": container.labels.get(cleanup.HOST_NAME, container.name),
+                "state": container.status,
+                "port": port,
+                "ssh": bool(port) and container.status == "running" and hosts.banner_ok(port, 2),
+                "owner_pid": container.labels.get(cleanup.OWNER_PID),
+                "kept": container.labels.get(cleanup.KEEP) == "1",
+            })
+    if json:
+        print(jsonlib.dumps({"dir": str(directory), "run": recorded, "hosts": rows}, indent=2))
+        return
+    if not rows:
+        print("harness: no harness containers")
+        return
+    for row in rows:
+        mark = "*" if row["here"] else " "
+        print(f"{mark} {row['run']} {row['host']:<8} {row['state']:<8} 127.0.0.1:{row['port']:<6}"
+              f" ssh={'up' if row['ssh'] else 'down'}")
+    if recorded:
+        print(f"* = the run in {directory} (inventory: {directory / 'inventory.yaml'})")
+
 
 ns = Collection("harness")
+ns.add_task(up)
+ns.add_task(down)
+ns.add_task(status)

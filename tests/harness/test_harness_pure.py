@@ -1,0 +1,125 @@
+"""Pure parts of the harness (no Docker): names, cache keys, staleness, generated files, keys."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import paramiko
+import pytest
+import yaml
+
+from fleet.harness import cleanup, hosts, image, inventory, keys
+
+
+def test_default_hosts_follow_the_seed_fleet():
+    specs = hosts.default_specs(4)
+    assert [(s.name, s.user) for s in specs] == [
+        ("cloud", "opc"), ("pi", "administrator"), ("edge-1", "opc"), ("edge-2", "opc")]
+    assert [s.name for s in hosts.default_specs(1)] == ["cloud"]
+    assert specs[1].state_dir == "/home/administrator/.openclaw"
+    with pytest.raises(ValueError):
+        hosts.default_specs(0)
+
+
+def test_rootfs_key_changes_with_every_input_and_only_then():
+    base = image.RootfsSpec(arch="amd64", debootstrap_version="1.0")
+    assert base.key() == image.RootfsSpec(arch="amd64", debootstrap_version="1.0").key()
+    reordered = image.RootfsSpec(arch="amd64", debootstrap_version="1.0",
+                                 packages=tuple(reversed(base.packages)))
+    assert reordered.key() == base.key()
+    variants = [
+        image.RootfsSpec(arch="arm64", debootstrap_version="1.0"),
+        image.RootfsSpec(arch="amd64", debootstrap_version="1.1"),
+        image.RootfsSpec(arch="amd64", debootstrap_version="1.0", suite="trixie"),
+        image.RootfsSpec(arch="amd64", debootstrap_version="1.0", mirror="http://m/debian"),
+        image.RootfsSpec(arch="amd64", debootstrap_version="1.0",
+                         packages=(*base.packages, "iptables")),
+    ]
+    assert len({v.key() for v in variants} | {base.key()}) == len(variants) + 1
+
+
+def test_layer_key_depends_on_the_base():
+    assert image.layer_key("a:1") != image.layer_key("a:2")
+    assert image.layer_key("a:1") == image.layer_key("a:1")
+
+
+def test_mirror_is_read_from_deb822_and_one_line_sources(tmp_path):
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian-security\n\n"
+                      "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n")
+    assert image.mirror_from_sources([deb822]) == "http://mirror.example/debian"
+    legacy = tmp_path / "sources.list"
+    legacy.write_text("# c\ndeb [arch=amd64] http://old.example/debian bookworm main\n")
+    assert image.mirror_from_sources([tmp_path / "missing", legacy]) == "http://old.example/debian"
+    assert image.mirror_from_sources([tmp_path / "missing"]) == image.DEFAULT_MIRROR
+
+
+def test_cache_dir_honours_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLEET_HARNESS_CACHE", str(tmp_path / "c"))
+    assert image.default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("FLEET_HARNESS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert image.default_cache_dir() == tmp_path / "x" / "fleet" / "harness"
+
+
+def test_cached_rootfs_is_reused_without_debootstrap(tmp_path):
+    spec = image.RootfsSpec(arch="amd64", debootstrap_version="1.0")
+    cached = tmp_path / f"rootfs-{spec.key()}.tar"
+    cached.write_bytes(b"tar")
+    assert image.build_rootfs(spec, tmp_path, log=lambda *_: None) == cached
+
+
+@pytest.mark.parametrize(
+    ("labels", "stale"),
+    [
+        ({"fleet.harness.owner-pid": "111", "fleet.harness.created": "1000"}, True),
+        ({"fleet.harness.owner-pid": "222", "fleet.harness.created": "1000"}, False),
+        ({"fleet.harness.owner-pid": "222", "fleet.harness.created": "-99999"}, True),
+        ({"fleet.harness.owner-pid": "111", "fleet.harness.created": "1000",
+          "fleet.harness.keep": "1"}, False),
+        ({"fleet.harness.owner-pid": "x", "fleet.harness.created": "1000"}, True),
+    ],
+)
+def test_staleness(labels, stale):
+    assert cleanup.is_stale(labels, now=1100, alive=lambda pid: pid == 222) is stale
+
+
+def test_own_pid_is_alive_and_a_free_pid_is_not():
+    assert cleanup.pid_alive(os.getpid())
+    assert not cleanup.pid_alive(0)
+
+
+def test_run_labels_name_run_owner_and_time():
+    labels = cleanup.run_labels("abc", 42, keep=True)
+    assert labels[cleanup.RUN_ID] == "abc" and labels[cleanup.OWNER_PID] == "42"
+    assert labels[cleanup.KEEP] == "1" and int(labels[cleanup.CREATED]) > 0
+    assert cleanup.KEEP not in cleanup.run_labels("abc", 42)
+
+
+def test_inventory_and_known_hosts_files(tmp_path):
+    rows = [{"name": "cloud", "port": 2201, "user": "opc", "state_dir": "/home/opc/.openclaw"},
+            {"name": "pi", "port": 2202, "user": "administrator",
+             "state_dir": "/home/administrator/.openclaw"}]
+    data = inventory.inventory_data(rows, tmp_path / "key", tmp_path / "kh")
+    text = inventory.render_inventory(data)
+    loaded = yaml.safe_load(text)
+    assert loaded["hosts"]["pi"] == {"host": "127.0.0.1", "port": 2202, "user": "administrator",
+                                     "state_dir": "/home/administrator/.openclaw"}
+    assert loaded["groups"]["harness"]["hosts"] == ["cloud", "pi"]
+    assert loaded["vars"]["host_key_policy"] == "strict"
+    kh = inventory.known_hosts_text([(2202, "ssh-ed25519 BBB"), (2201, "ssh-ed25519 AAA")])
+    assert kh == "[127.0.0.1]:2201 ssh-ed25519 AAA\n[127.0.0.1]:2202 ssh-ed25519 BBB\n"
+    path = tmp_path / "sub" / "inv.yaml"
+    inventory.write_atomic(path, text)
+    assert path.read_text() == text and not list(path.parent.glob(".*tmp"))
+
+
+def test_generated_key_is_private_loadable_and_unique(tmp_path):
+    first = keys.generate_key(tmp_path / "a")
+    second = keys.generate_key(tmp_path / "b")
+    assert first.public != second.public
+    assert oct(first.path.stat().st_mode & 0o777) == "0o600"
+    loaded = paramiko.Ed25519Key.from_private_key(io.StringIO(first.path.read_text()))
+    assert first.public.split()[1] == loaded.get_base64()
+    assert keys.load_key(first.path) == first
