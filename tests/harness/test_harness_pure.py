@@ -123,3 +123,17 @@ def test_generated_key_is_private_loadable_and_unique(tmp_path):
     loaded = paramiko.Ed25519Key.from_private_key(io.StringIO(first.path.read_text()))
     assert first.public.split()[1] == loaded.get_base64()
     assert keys.load_key(first.path) == first
+
+
+def test_generated_inventory_loads_with_the_deploy_schema(tmp_path):
+    deploy_inventory = pytest.importorskip("fleet.deploy.inventory")
+    rows = [{"name": "cloud", "port": 2201, "user": "opc", "state_dir": "/home/opc/.openclaw"}]
+    data = inventory.inventory_data(rows, tmp_path / "key", tmp_path / "known_hosts")
+    path = tmp_path / "inventory.yaml"
+    path.write_text(inventory.render_inventory(data))
+    loaded = deploy_inventory.load(path)
+    (host,) = loaded.select("all")
+    assert (host.host, host.port, host.user) == ("127.0.0.1", 2201, "opc")
+    assert host.host_key_policy == "strict"
+    assert host.known_hosts == str(tmp_path / "known_hosts")
+    assert loaded.select("harness") == [host]
