@@ -1,0 +1,228 @@
+"""Agent sessions and runs: start, turn (hooks + simulated model), append, close.
+
+A turn appends the user prompt, fires `before_agent_start` (its merged `prependSystemContext` is
+the injected context, returned to the caller), appends the scripted model output, and fires
+`agent_end` with the session's messages. Hook contexts are OpenClaw's shapes (anchor 6.6).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from fleet.gateway.hooks import HookBus
+from fleet.gateway.layout import agent_workspace, validate_agent_id
+from fleet.gateway.messages import (
+    build_steps,
+    is_compaction,
+    normalize_message,
+    now_ms,
+    system_message,
+    user_message,
+)
+from fleet.gateway.sessions import SessionError, SessionStore, agent_of, normalize_key, public
+
+OnAppend = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
+
+
+class Agents:
+    """Runs sessions for agents; the only place that fires the agent and session hooks."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        hooks: HookBus,
+        config_source: Callable[[], Dict[str, Any]],
+        default_agent: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.hooks = hooks
+        self.config_source = config_source
+        self.default_agent = default_agent
+        self.on_append: List[OnAppend] = []
+        self.on_close: List[Callable[[Dict[str, Any]], None]] = []
+
+    def workspace(self, agent_id: str):
+        return agent_workspace(agent_id, self.config_source(), self.store.layout.state_dir)
+
+    def agent_ctx(self, rec: Dict[str, Any], trigger: str = "user") -> Dict[str, Any]:
+        ctx = {
+            "agentId": rec["agentId"],
+            "sessionKey": rec["sessionKey"],
+            "sessionId": rec["sessionId"],
+            "workspaceDir": rec["workspaceDir"],
+            "trigger": trigger,
+            "messageProvider": "fleet",
+        }
+        if rec.get("requesterSessionKey"):
+            ctx["requesterSessionKey"] = rec["requesterSessionKey"]
+        return ctx
+
+    def start(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Open a session; an already open session with the same key is returned as is."""
+        with self.store.lock:
+            agent_id = args.get("agentId")
+            key = args.get("sessionKey")
+            if key is not None:
+                key = normalize_key(key)
+                key_agent = agent_of(key)
+                if agent_id is not None and validate_agent_id(str(agent_id)) != key_agent:
+                    raise SessionError(
+                        f"sessionKey {key!r} belongs to agent {key_agent!r}, not {agent_id!r}"
+                    )
+                agent_id = key_agent
+            else:
+                agent_id = validate_agent_id(str(agent_id or self.default_agent()))
+                key = f"agent:{agent_id}:main"
+            existing = self.store.find(key)
+            if existing is not None and not existing.get("closedAt"):
+                out = public(existing)
+                out["resumed"] = True
+                return out
+            ws = self.workspace(agent_id)
+            ws.mkdir(parents=True, exist_ok=True)
+            rec = self.store.create(key, agent_id, ws, kind=args.get("kind", "main"))
+            out = public(rec)
+            out["resumed"] = False
+            return out
+
+    def turn(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """One agent run: prompt in, hooks fired, scripted output recorded."""
+        started = time.time()
+        with self.store.lock:
+            rec = self.store.get(args.get("sessionKey"), open_only=True)
+            prompt = args.get("prompt", "")
+            if not isinstance(prompt, str):
+                raise SessionError("prompt must be a string")
+            script = args.get("steps", args.get("assistant"))
+            output = build_steps(script, rec.get("compactions", 0))
+            extra = [normalize_message(m, f"messages[{i}]")
+                     for i, m in enumerate(args.get("messages") or [])]
+            transcript = self.store.transcript(rec)
+            history = transcript.messages()
+            ctx = self.agent_ctx(rec, str(args.get("trigger", "user")))
+            notes = self._drain_notifications(rec)
+            injected, errors = self.hooks.run_modifying(
+                "before_agent_start", {"prompt": prompt, "messages": history}, ctx
+            )
+            new: List[Dict[str, Any]] = list(notes)
+            if prompt:
+                new.append(user_message(prompt))
+            transcript.append(new)
+            run_msgs = list(new)
+            for msg in output + extra:
+                if is_compaction(msg):
+                    errors += self._compact(rec, history + run_msgs)
+                transcript.append([msg])
+                run_msgs.append(msg)
+            compactions = sum(1 for m in output + extra if is_compaction(m))
+            if compactions:
+                self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
+            success = bool(args.get("success", True))
+            event = {
+                "messages": history + run_msgs,
+                "success": success,
+                "durationMs": int((time.time() - started) * 1000),
+            }
+            if args.get("error"):
+                event["error"] = str(args["error"])
+            errors += self.hooks.run_void("agent_end", event, ctx)
+            result = {
+                "sessionKey": rec["sessionKey"],
+                "sessionId": rec["sessionId"],
+                "injectedContext": injected.get("prependSystemContext"),
+                "appended": len(run_msgs),
+                "notifications": [n["content"][0]["text"] for n in notes],
+                "hookErrors": errors,
+            }
+            result.update(self._after_append(rec))
+            return result
+
+    def append(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Add messages (or scripted steps) to a session without running hooks."""
+        with self.store.lock:
+            rec = self.store.get(args.get("sessionKey"), open_only=True)
+            msgs = [normalize_message(m, f"messages[{i}]")
+                    for i, m in enumerate(args.get("messages") or [])]
+            msgs += build_steps(args.get("steps"), rec.get("compactions", 0))
+            if not msgs:
+                raise SessionError("session.messages needs 'messages' (list) or 'steps' to append")
+            self.store.transcript(rec).append(msgs)
+            compactions = sum(1 for m in msgs if is_compaction(m))
+            if compactions:
+                self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
+            result = {"sessionKey": rec["sessionKey"], "appended": len(msgs)}
+            result.update(self._after_append(rec))
+            return result
+
+    def _compact(self, rec: Dict[str, Any], messages: List[Dict[str, Any]]) -> List[str]:
+        event = {
+            "messageCount": len(messages),
+            "compactingCount": len(messages),
+            "messages": messages,
+            "sessionFile": rec["transcript"],
+        }
+        return self.hooks.run_void("before_compaction", event, self.agent_ctx(rec, "compaction"))
+
+    def _after_append(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for fn in self.on_append:
+            extra = fn(rec)
+            if extra:
+                out.update(extra)
+        return out
+
+    def _drain_notifications(self, rec: Dict[str, Any]) -> List[Dict[str, Any]]:
+        pending = rec.get("notifications") or []
+        if not pending:
+            return []
+        self.store.update(rec, notifications=[])
+        return [system_message(text, "notification") for text in pending]
+
+    def notify(self, rec: Dict[str, Any], text: str) -> None:
+        """Queue a system notification the session's next turn receives first."""
+        self.store.update(rec, notifications=list(rec.get("notifications") or []) + [text])
+
+    def close(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Close a session: before_reset (for new/reset), session_end, dispose its instances."""
+        with self.store.lock:
+            rec = self.store.get(args.get("sessionKey"), open_only=True)
+            reason = str(args.get("reason", "unknown"))
+            transcript = self.store.transcript(rec)
+            messages = transcript.messages()
+            errors: List[str] = []
+            if reason in ("new", "reset"):
+                errors += self.hooks.run_void(
+                    "before_reset",
+                    {"sessionFile": rec["transcript"], "messages": messages, "reason": reason},
+                    self.agent_ctx(rec, reason),
+                )
+            for fn in self.on_close:
+                fn(rec)
+            event = {
+                "sessionId": rec["sessionId"],
+                "sessionKey": rec["sessionKey"],
+                "messageCount": len(messages),
+                "durationMs": now_ms() - int(rec.get("createdAt") or now_ms()),
+                "reason": reason,
+            }
+            ctx = {
+                "agentId": rec["agentId"],
+                "sessionId": rec["sessionId"],
+                "sessionKey": rec["sessionKey"],
+                "workspaceDir": rec["workspaceDir"],
+            }
+            errors += self.hooks.run_void("session_end", event, ctx)
+            self.store.update(rec, closedAt=now_ms(), closeReason=reason)
+            out = public(rec)
+            out["hookErrors"] = errors
+            return out
+
+    def transcript(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        with self.store.lock:
+            rec = self.store.get(args.get("sessionKey"))
+            messages = self.store.transcript(rec).messages()
+        tail = args.get("limit")
+        if isinstance(tail, int) and tail >= 0:
+            messages = messages[-tail:] if tail else []
+        return {"session": public(rec), "messages": messages}

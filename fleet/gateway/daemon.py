@@ -1,0 +1,271 @@
+"""Process control: run in the foreground, start detached, stop, restart, status.
+
+Never `pkill -f`: a gateway is found through its flock-held pidfile only, signalled by that pid,
+and considered gone when the kernel has released its lock. `start` returns when the new process
+answers `health` as ready (every plugin loaded, `--expect` versions matching) or fails with the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from fleet.gateway import client
+from fleet.gateway.control import ControlServer
+from fleet.gateway.layout import ConfigError, Layout
+from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
+
+log = logging.getLogger("fleet.gateway.daemon")
+POLL_S = 0.02
+STOP_GRACE_S = 10.0
+DRAIN_S = 8.0
+
+
+class DaemonError(RuntimeError):
+    """start/stop could not do what was asked; the message is for the operator."""
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def run(layout: Layout) -> int:
+    """The gateway process itself (foreground). Exit 0 after a graceful stop."""
+    _setup_logging()
+    layout.ensure()
+    pidfile = PidFile(layout.pidfile)
+    try:
+        pidfile.acquire()
+    except AlreadyRunning as exc:
+        log.error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    server: Optional[ControlServer] = None
+    try:
+        from fleet.gateway.service import Gateway  # after the lock: imports plugins' world
+
+        try:
+            gateway = Gateway(layout)
+        except ConfigError as exc:
+            log.error("cannot start: %s", exc)
+            return 2
+        stop = {"signal": None}
+
+        def on_signal(signum, _frame):
+            stop["signal"] = signum
+            if server is not None:
+                server.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        gateway.load_plugins()
+        server = ControlServer(layout.socket, gateway.handle)
+        server.bind()
+        health = gateway.health()
+        log.info(
+            "gateway pid %s listening on %s; ready=%s versions=%s release=%s",
+            os.getpid(), layout.socket, health["ready"], health["versions"], health["release"],
+        )
+        server.serve(lambda: gateway.shutdown_requested.is_set() or stop["signal"] is not None)
+        why = f"signal {stop['signal']}" if stop["signal"] else "shutdown request"
+        log.info("stopping (%s): draining in-flight requests", why)
+        drained = server.close(DRAIN_S)
+        log.info("stopped%s", "" if drained else " (some requests were still running)")
+        return 0
+    finally:
+        if server is not None:
+            server.close(0)
+        pidfile.release()
+
+
+def _log_size(layout: Layout) -> int:
+    try:
+        return layout.log.stat().st_size
+    except OSError:
+        return 0
+
+
+def log_tail(layout: Layout, since: int = 0, lines: int = 30) -> str:
+    try:
+        with open(layout.log, "rb") as fh:
+            fh.seek(since)
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def check_expect(health: Dict[str, Any], expects: Dict[str, str]) -> Optional[str]:
+    """None when every expected plugin runs at its expected version, else what differs."""
+    bad = []
+    versions = health.get("versions") or {}
+    for pid, want in sorted(expects.items()):
+        have = versions.get(pid)
+        if have != want:
+            bad.append(f"{pid} expected {want}, running {have or 'not loaded'}")
+    return "; ".join(bad) or None
+
+
+def wait_ready(layout: Layout, expects: Dict[str, str], timeout_s: float,
+               proc: Optional[subprocess.Popen] = None) -> Dict[str, Any]:
+    """Poll health until ready; DaemonError (with the reason) on failure or timeout."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise DaemonError(f"gateway exited with code {proc.returncode} before it was ready")
+        if layout.socket.exists():
+            try:
+                resp = client.request(layout.socket, {"op": "health"}, timeout_s=2.0, retry_s=0)
+            except client.ClientError as exc:
+                last = str(exc)
+            else:
+                if not resp.get("ok"):
+                    last = str(resp.get("error"))
+                else:
+                    health = resp["result"]
+                    if not health.get("ready"):
+                        raise DaemonError(f"plugin load failed: {health.get('error')}")
+                    mismatch = check_expect(health, expects)
+                    if mismatch:
+                        raise DaemonError(f"version mismatch: {mismatch}")
+                    return health
+        if time.monotonic() >= deadline:
+            raise DaemonError(f"gateway not ready after {timeout_s:g}s ({last})")
+        time.sleep(POLL_S)
+
+
+def release_root() -> Path:
+    """The realpath of the directory holding the `fleet` package we run from."""
+    import fleet
+
+    return Path(fleet.__file__).resolve().parent.parent
+
+
+def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0) -> Dict[str, Any]:
+    """Start a detached gateway and wait until it is ready; the failed one is stopped again."""
+    pid = running_pid(layout.pidfile)
+    if pid is not None:
+        raise DaemonError(f"gateway already running (pid {pid or 'starting'}, state dir "
+                          f"{layout.state_dir}); use restart or stop")
+    layout.ensure()
+    root = str(release_root())
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(
+        os.pathsep) if p and p != root])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    since = _log_size(layout)
+    t0 = time.monotonic()
+    with open(layout.log, "ab") as logf, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fleet.gateway", "--state-dir", str(layout.state_dir), "run"],
+            stdin=devnull, stdout=logf, stderr=logf, close_fds=True, start_new_session=True,
+            cwd=str(layout.state_dir), env=env,
+        )
+    try:
+        health = wait_ready(layout, expects, timeout_s, proc)
+    except DaemonError as exc:
+        if proc.poll() is None:
+            _terminate(layout, proc.pid, STOP_GRACE_S)
+        proc.wait(timeout=5)
+        raise DaemonError(f"{exc}\n--- {layout.log} (tail) ---\n{log_tail(layout, since)}") from exc
+    health["ready_s"] = round(time.monotonic() - t0, 3)
+    return health
+
+
+def _gone(layout: Layout, pid: int) -> bool:
+    current = running_pid(layout.pidfile)
+    return current is None or (current != pid and current != 0)
+
+
+def _terminate(layout: Layout, pid: int, grace_s: float) -> str:
+    """SIGTERM, wait for the lock to go, SIGKILL after `grace_s`. Returns how it ended."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if _gone(layout, pid):
+            return "terminated"
+        time.sleep(POLL_S)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "terminated"
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        if _gone(layout, pid):
+            break
+        time.sleep(POLL_S)
+    else:
+        raise DaemonError(f"gateway pid {pid} survived SIGKILL for 5s")
+    try:  # a killed gateway could not remove its socket
+        layout.socket.unlink()
+    except FileNotFoundError:
+        pass
+    return "killed"
+
+
+def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Dict[str, Any]:
+    """Stop the running gateway; a stopped one is reported as such (not an error)."""
+    pid = running_pid(layout.pidfile)
+    if pid is None:
+        return {"running": False, "stopped": False,
+                "message": f"gateway is not running (state dir {layout.state_dir})"}
+    if pid == 0:  # holder is starting and has not written its pid yet
+        time.sleep(0.2)
+        pid = running_pid(layout.pidfile)
+        if not pid:
+            raise DaemonError(f"pidfile {layout.pidfile} is locked but names no pid")
+    how = _terminate(layout, pid, grace_s)
+    return {"running": False, "stopped": True, "pid": pid, "how": how,
+            "message": f"gateway pid {pid} stopped ({how})"}
+
+
+def restart(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
+            grace_s: float = STOP_GRACE_S) -> Dict[str, Any]:
+    t0 = time.monotonic()
+    stopped = stop(layout, grace_s)
+    health = start(layout, expects, timeout_s)
+    health["previous"] = stopped
+    health["restart_s"] = round(time.monotonic() - t0, 3)
+    return health
+
+
+def status(layout: Layout) -> Dict[str, Any]:
+    pid = running_pid(layout.pidfile)
+    if pid is None:
+        return {"running": False, "stateDir": str(layout.state_dir)}
+    out: Dict[str, Any] = {"running": True, "pid": pid, "stateDir": str(layout.state_dir)}
+    try:
+        resp = client.request(layout.socket, {"op": "health"}, timeout_s=5.0, retry_s=1.0)
+        out["health"] = resp.get("result") if resp.get("ok") else None
+        if not resp.get("ok"):
+            out["error"] = resp.get("error")
+    except client.ClientError as exc:
+        out["health"] = None
+        out["error"] = str(exc)
+    return out
+
+
+def parse_expects(items: List[str]) -> Dict[str, str]:
+    out = {}
+    for item in items or []:
+        pid, sep, version = item.partition("=")
+        if not sep or not pid.strip() or not version.strip():
+            raise DaemonError(f"--expect {item!r}: use id=version, e.g. memory-continuity=5.0.0")
+        out[pid.strip()] = version.strip()
+    return out

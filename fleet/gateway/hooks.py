@@ -1,0 +1,156 @@
+"""The hook bus: OpenClaw's hook semantics for Python plugins (continuity-anchor.md 6.6).
+
+Handlers run one after another, higher priority first. A modifying hook's results merge
+(`prependSystemContext` strings joined by a blank line, other keys last-wins); a void hook's return
+value is ignored. Every handler runs in a worker thread with a time limit, and its exceptions are
+caught and logged, so one broken or hung plugin cannot take an agent run down with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+log = logging.getLogger("fleet.gateway.hooks")
+
+Handler = Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]
+
+MODIFYING_HOOKS = frozenset(
+    {"before_agent_start", "before_prompt_build", "before_model_resolve", "message_sending"}
+)
+KNOWN_HOOKS = MODIFYING_HOOKS | frozenset(
+    {
+        "agent_end",
+        "before_compaction",
+        "after_compaction",
+        "before_reset",
+        "session_start",
+        "session_end",
+        "subagent_spawned",
+        "subagent_ended",
+        "gateway_start",
+        "gateway_stop",
+    }
+)
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class HookError(Exception):
+    """A handler raised or ran out of time; carries the plugin id for the log and the caller."""
+
+
+class _Registration:
+    __slots__ = ("hook", "handler", "priority", "plugin_id", "timeout_s", "order")
+
+    def __init__(self, hook, handler, priority, plugin_id, timeout_s, order):
+        self.hook = hook
+        self.handler = handler
+        self.priority = priority
+        self.plugin_id = plugin_id
+        self.timeout_s = timeout_s
+        self.order = order
+
+
+class HookBus:
+    """Registered handlers by hook name, and the two ways of running them."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._regs: Dict[str, List[_Registration]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def register(
+        self,
+        hook: str,
+        handler: Handler,
+        priority: int = 0,
+        plugin_id: str = "?",
+        timeout_s: Optional[float] = None,
+    ) -> None:
+        """Add a handler; unknown hook names are allowed (OpenClaw grows new ones) but logged."""
+        if not callable(handler):
+            raise TypeError(f"[{plugin_id}] handler for {hook!r} is not callable")
+        if hook not in KNOWN_HOOKS:
+            log.warning("[%s] registered unknown hook %r", plugin_id, hook)
+        with self._lock:
+            self._count += 1
+            reg = _Registration(hook, handler, int(priority), plugin_id, timeout_s, self._count)
+            regs = self._regs.setdefault(hook, [])
+            regs.append(reg)
+            regs.sort(key=lambda r: (-r.priority, r.order))
+
+    def handlers(self, hook: str) -> List[str]:
+        """Plugin ids of a hook's handlers in the order they run (for health and tests)."""
+        return [r.plugin_id for r in self._regs.get(hook, [])]
+
+    def run_modifying(
+        self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any]
+    ) -> Tuple[Dict[str, Any], List[str]]:
+        """Run handlers in priority order and merge their results; returns (merged, errors)."""
+        merged: Dict[str, Any] = {}
+        prepends: List[str] = []
+        errors: List[str] = []
+        for reg in list(self._regs.get(hook, [])):
+            try:
+                result = self._call(reg, event, ctx)
+            except HookError as exc:
+                errors.append(str(exc))
+                continue
+            if not isinstance(result, dict):
+                continue
+            for key, value in result.items():
+                if key == "prependSystemContext":
+                    if isinstance(value, str) and value:
+                        prepends.append(value)
+                elif value is not None:
+                    merged[key] = value
+        if prepends:
+            merged["prependSystemContext"] = "\n\n".join(prepends)
+        return merged, errors
+
+    def run_void(self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any]) -> List[str]:
+        """Run handlers in priority order, ignoring results; returns the errors (also logged)."""
+        errors: List[str] = []
+        for reg in list(self._regs.get(hook, [])):
+            try:
+                self._call(reg, event, ctx)
+            except HookError as exc:
+                errors.append(str(exc))
+        return errors
+
+    def _call(self, reg: _Registration, event: Dict[str, Any], ctx: Dict[str, Any]) -> Any:
+        box: Dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = reg.handler(dict(event), dict(ctx))
+            except BaseException as exc:  # a plugin must not kill the worker silently
+                box["error"] = exc
+
+        limit = reg.timeout_s if reg.timeout_s is not None else self.timeout_s
+        worker = threading.Thread(
+            target=target, name=f"hook-{reg.plugin_id}-{reg.hook}", daemon=True
+        )
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            msg = f"[{reg.plugin_id}] {reg.hook} handler timed out after {limit:g}s"
+            log.error("%s", msg)
+            raise HookError(msg)
+        if "error" in box:
+            exc = box["error"]
+            msg = f"[{reg.plugin_id}] {reg.hook} handler failed: {type(exc).__name__}: {exc}"
+            log.error("%s", msg, exc_info=exc)
+            raise HookError(msg)
+        return box.get("result")
+
+
+def absorb(target: HookBus, staged: HookBus) -> None:
+    """Move a plugin's staged registrations into the live bus (after its register() succeeded)."""
+    regs = sorted(
+        (r for rs in staged._regs.values() for r in rs), key=lambda r: r.order
+    )
+    for r in regs:
+        target.register(r.hook, r.handler, r.priority, r.plugin_id, r.timeout_s)

@@ -1,0 +1,347 @@
+"""Plugin loading: manifest validation, config with schema defaults, import, register(api).
+
+Every `<state>/extensions/<id>/openclaw.plugin.json` is one plugin. A plugin that fails at any step
+is recorded with its error (health shows it, readiness fails) and leaves no hook or command behind:
+its registrations are staged and only moved to the live bus when `register(api)` returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from fleet.gateway import hooks as hooks_mod
+from fleet.gateway.api import PluginApi
+from fleet.gateway.commands import CommandError, CommandRegistry
+from fleet.gateway.hooks import HookBus
+from fleet.gateway.layout import Layout, plugin_dirs
+from fleet.gateway.schema import SchemaError, apply_schema, check_schema
+
+log = logging.getLogger("fleet.gateway.loader")
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+class PluginLoadError(Exception):
+    """One plugin could not be loaded; the message says which file or key and why."""
+
+
+class PluginRecord:
+    """What health reports about one plugin."""
+
+    def __init__(self, plugin_id: str, directory: Path) -> None:
+        self.id = plugin_id
+        self.dir = directory
+        self.version: Optional[str] = None
+        self.enabled = True
+        self.loaded = False
+        self.error: Optional[str] = None
+        self.manifest: Dict[str, Any] = {}
+        self.config: Dict[str, Any] = {}
+        self.module: Optional[types.ModuleType] = None
+
+    def health(self) -> Dict[str, Any]:
+        return {
+            "version": self.version,
+            "loaded": self.loaded,
+            "enabled": self.enabled,
+            "error": self.error,
+            "dir": str(self.dir),
+        }
+
+
+def read_json(path: Path, what: str) -> Dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PluginLoadError(f"{path}: {what} is missing") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PluginLoadError(f"{path}: cannot read {what}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise PluginLoadError(
+            f"{path}: {what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from exc
+    if not isinstance(data, dict):
+        raise PluginLoadError(f"{path}: {what} must be a JSON object")
+    return data
+
+
+def validate_manifest(directory: Path) -> Dict[str, Any]:
+    """The manifest if it has a usable id, version and configSchema; else PluginLoadError."""
+    path = directory / "openclaw.plugin.json"
+    manifest = read_json(path, "plugin manifest")
+    pid = manifest.get("id")
+    if not isinstance(pid, str) or not _ID.match(pid):
+        raise PluginLoadError(f"{path}: key 'id' must be a lower-case plugin id, got {pid!r}")
+    if pid != directory.name:
+        raise PluginLoadError(
+            f"{path}: id {pid!r} does not match its directory name {directory.name!r}; "
+            f"install it as extensions/{pid}"
+        )
+    version = manifest.get("version")
+    if not isinstance(version, str) or not version.strip():
+        raise PluginLoadError(f"{path}: key 'version' must be a non-empty string")
+    if "configSchema" not in manifest:
+        raise PluginLoadError(
+            f"{path}: key 'configSchema' is required (use "
+            '{"type": "object", "additionalProperties": false} for no config)'
+        )
+    try:
+        check_schema(manifest["configSchema"], f"{path}: configSchema")
+    except SchemaError as exc:
+        raise PluginLoadError(str(exc)) from exc
+    requires = manifest.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise PluginLoadError(f"{path}: key 'requires' must be a list of plugin ids")
+    return manifest
+
+
+def entry_file(directory: Path, plugin_id: str) -> Path:
+    """The entry named by package.json `main` (default plugin.py), kept inside the plugin dir."""
+    main = "plugin.py"
+    pkg_path = directory / "package.json"
+    if pkg_path.exists():
+        pkg = read_json(pkg_path, "package.json")
+        oc = pkg.get("openclaw") if isinstance(pkg.get("openclaw"), dict) else {}
+        if oc.get("id") not in (None, plugin_id):
+            raise PluginLoadError(
+                f"{pkg_path}: openclaw.id {oc.get('id')!r} differs from the manifest id "
+                f"{plugin_id!r}"
+            )
+        main = pkg.get("main") or main
+        if not isinstance(main, str):
+            raise PluginLoadError(f"{pkg_path}: key 'main' must be a file name")
+    path = (directory / main).resolve()
+    if not str(path).startswith(str(directory.resolve()) + os.sep):
+        raise PluginLoadError(f"{pkg_path}: 'main' {main!r} points outside the plugin directory")
+    if not path.is_file():
+        raise PluginLoadError(f"{path}: entry file named by package.json 'main' does not exist")
+    return path
+
+
+def release_root(directory: Path) -> Optional[Path]:
+    """The directory holding the `fleet/` package this plugin ships in, if any."""
+    for parent in directory.resolve().parents:
+        if (parent / "fleet" / "__init__.py").is_file():
+            return parent
+    return None
+
+
+def import_entry(plugin_id: str, directory: Path, entry: Path) -> types.ModuleType:
+    """Import the entry under a unique name (plugin id + release path) as part of a package."""
+    real = directory.resolve()
+    digest = hashlib.sha1(str(real).encode()).hexdigest()[:10]
+    pkg_name = "fleet_plugin_" + re.sub(r"[^a-z0-9_]", "_", plugin_id) + "_" + digest
+    root = release_root(real)
+    if root is not None and str(root) not in sys.path:
+        sys.path.append(str(root))
+    if pkg_name not in sys.modules:
+        init = real / "__init__.py"
+        if init.is_file():
+            spec = importlib.util.spec_from_file_location(
+                pkg_name, init, submodule_search_locations=[str(real)]
+            )
+            pkg = importlib.util.module_from_spec(spec)
+            sys.modules[pkg_name] = pkg
+            try:
+                spec.loader.exec_module(pkg)
+            except BaseException:
+                sys.modules.pop(pkg_name, None)
+                raise
+        else:
+            pkg = types.ModuleType(pkg_name)
+            pkg.__path__ = [str(real)]
+            sys.modules[pkg_name] = pkg
+    mod_name = f"{pkg_name}.{entry.stem}"
+    spec = importlib.util.spec_from_file_location(mod_name, entry)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return module
+
+
+def find_register(module: types.ModuleType) -> Callable[[PluginApi], Any]:
+    fn = getattr(module, "register", None)
+    if callable(fn):
+        return fn
+    plugin = getattr(module, "plugin", None)
+    fn = getattr(plugin, "register", None) or (
+        plugin.get("register") if isinstance(plugin, dict) else None
+    )
+    if callable(fn):
+        return fn
+    raise PluginLoadError(f"{module.__file__}: defines no register(api) function")
+
+
+def describe(exc: BaseException, entry: Optional[Path]) -> str:
+    if isinstance(exc, PluginLoadError):
+        return str(exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(frames):
+        if entry is not None and str(entry.parent) in frame.filename:
+            where = f" ({Path(frame.filename).name}:{frame.lineno})"
+            break
+    return f"{entry or 'plugin'}: {type(exc).__name__}: {exc}{where}"
+
+
+def _load_order(dirs: List[Path], manifests: Dict[str, Dict[str, Any]]) -> List[Path]:
+    """Required plugins first (stable by name otherwise); cycles fall back to name order."""
+    by_id = {d.name: d for d in dirs}
+    order: List[Path] = []
+    seen: Dict[str, int] = {}
+
+    def visit(pid: str) -> None:
+        if seen.get(pid) == 2 or pid not in by_id:
+            return
+        if seen.get(pid) == 1:
+            return
+        seen[pid] = 1
+        for req in manifests.get(pid, {}).get("requires", []) or []:
+            visit(req)
+        seen[pid] = 2
+        order.append(by_id[pid])
+
+    for d in dirs:
+        visit(d.name)
+    return order
+
+
+class PluginHost:
+    """Loads every plugin of a state dir into one hook bus and command registry."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        config_source: Callable[[], Dict[str, Any]],
+        hooks: HookBus,
+        commands: CommandRegistry,
+    ) -> None:
+        self.layout = layout
+        self.config_source = config_source
+        self.hooks = hooks
+        self.commands = commands
+        self.records: Dict[str, PluginRecord] = {}
+
+    def entry_config(self, plugin_id: str) -> Dict[str, Any]:
+        plugins = self.config_source().get("plugins") or {}
+        entries = plugins.get("entries") if isinstance(plugins, dict) else None
+        entry = (entries or {}).get(plugin_id) if isinstance(entries, dict) else None
+        if entry is None:
+            return {}
+        if not isinstance(entry, dict):
+            raise PluginLoadError(
+                f"{self.layout.config_path}: plugins.entries.{plugin_id} must be an object"
+            )
+        return entry
+
+    def load_all(self) -> Dict[str, PluginRecord]:
+        dirs = plugin_dirs(self.layout)
+        manifests: Dict[str, Dict[str, Any]] = {}
+        for d in dirs:
+            rec = PluginRecord(d.name, d)
+            self.records[d.name] = rec
+            try:
+                manifests[d.name] = validate_manifest(d)
+                rec.manifest = manifests[d.name]
+                rec.version = rec.manifest["version"]
+            except PluginLoadError as exc:
+                rec.error = str(exc)
+        for d in _load_order(dirs, manifests):
+            rec = self.records[d.name]
+            if rec.error is None:
+                self._load(rec)
+        for rec in self.records.values():
+            if rec.error:
+                log.error("plugin %s failed to load: %s", rec.id, rec.error)
+            elif rec.loaded:
+                log.info("plugin %s %s loaded from %s", rec.id, rec.version, rec.dir)
+            else:
+                log.info("plugin %s is disabled in %s", rec.id, self.layout.config_path)
+        return self.records
+
+    def _load(self, rec: PluginRecord) -> None:
+        entry: Optional[Path] = None
+        try:
+            cfg_entry = self.entry_config(rec.id)
+            enabled = cfg_entry.get("enabled", True)
+            if not isinstance(enabled, bool):
+                raise PluginLoadError(
+                    f"{self.layout.config_path}: plugins.entries.{rec.id}.enabled must be "
+                    "true or false"
+                )
+            rec.enabled = enabled
+            if not enabled:
+                return
+            try:
+                rec.config = apply_schema(
+                    rec.manifest["configSchema"],
+                    cfg_entry.get("config", {}),
+                    f"plugins.entries.{rec.id}.config",
+                )
+            except SchemaError as exc:
+                raise PluginLoadError(f"{self.layout.config_path}: {exc}") from exc
+            for req in rec.manifest.get("requires", []) or []:
+                other = self.records.get(req)
+                if other is None or not other.loaded:
+                    why = "is not installed" if other is None else (
+                        "failed to load" if other.error else "is disabled"
+                    )
+                    raise PluginLoadError(
+                        f"{rec.dir / 'openclaw.plugin.json'}: requires plugin {req!r}, which {why}"
+                    )
+            entry = entry_file(rec.dir, rec.id)
+            module = import_entry(rec.id, rec.dir, entry)
+            register = find_register(module)
+            staged_hooks = HookBus(self.hooks.timeout_s)
+            staged_cmds = CommandRegistry(self.commands.timeout_s)
+            api = PluginApi(
+                rec.id,
+                rec.version or "",
+                self.layout.state_dir,
+                self.config_source,
+                lambda rec=rec: rec.config,
+                staged_hooks,
+                staged_cmds,
+                root_dir=rec.dir,
+            )
+            register(api)
+            for cmd in staged_cmds.names():
+                self.commands.register(
+                    cmd["name"],
+                    staged_cmds._commands[cmd["name"]]["handler"],
+                    cmd["description"],
+                    rec.id,
+                )
+            hooks_mod.absorb(self.hooks, staged_hooks)
+            rec.module = module
+            rec.loaded = True
+        except (PluginLoadError, CommandError) as exc:
+            rec.error = str(exc)
+        except BaseException as exc:  # an import or register() failure of any kind
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            rec.error = describe(exc, entry)
+
+    def versions(self) -> Dict[str, str]:
+        return {r.id: r.version for r in self.records.values() if r.loaded and r.version}
+
+    def health(self) -> Dict[str, Dict[str, Any]]:
+        return {pid: rec.health() for pid, rec in sorted(self.records.items())}
+
+    def ready_error(self) -> Optional[str]:
+        """Why the gateway is not ready (a plugin failed), or None."""
+        bad = [f"{r.id}: {r.error}" for r in self.records.values() if r.error]
+        return "; ".join(bad) if bad else None

@@ -1,0 +1,216 @@
+"""Persistent subagents (seed 003): one instance per (parent session, key), reused, disposed.
+
+An instance is a child session of its parent (so the parent seed reaches it) that keeps its
+transcript across invocations. Each invocation is a supervised run. Results enter the parent's
+context as tool results; `scheduling: silent` adds no notification; a config with `pendingMessage`
+answers at once with that message and queues completion/failure notifications for the parent.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+from fleet.gateway import supervisor as sv
+from fleet.gateway.agents import Agents
+from fleet.gateway.announce import summarize
+from fleet.gateway.layout import validate_agent_id
+from fleet.gateway.messages import now_ms
+from fleet.gateway.sessions import SessionError, normalize_key
+
+PERSISTENT = "persistent_session"
+EPHEMERAL = "ephemeral"
+SCHEDULING = ("silent", "when_idle", "interrupt")
+
+
+class PersistentError(ValueError):
+    """A persistent invocation is malformed or not allowed now."""
+
+
+class PersistentManager:
+    """Registry of persistent instances and the supervisor of their runs."""
+
+    def __init__(self, agents: Agents, supervisor: Optional[sv.Supervisor] = None) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.supervisor = supervisor or sv.Supervisor()
+        self._instances: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        self._lock = threading.RLock()
+        agents.on_close.append(self.dispose_session)
+
+    def instances(self, parent_key: Optional[str] = None) -> List[Dict[str, Any]]:
+        with self._lock:
+            return [
+                dict(inst) for (parent, _), inst in sorted(self._instances.items())
+                if parent_key is None or parent == parent_key
+            ]
+
+    def _config(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        config = args.get("config") or {}
+        if not isinstance(config, dict):
+            raise PersistentError(
+                "config must be an object such as {'lifetime': 'persistent_session'}"
+            )
+        lifetime = config.get("lifetime", PERSISTENT)
+        if lifetime not in (PERSISTENT, EPHEMERAL):
+            raise PersistentError(
+                f"config.lifetime {lifetime!r} is not one of {(PERSISTENT, EPHEMERAL)}"
+            )
+        key = args.get("key") or config.get("name")
+        if not isinstance(key, str) or not key.strip():
+            raise PersistentError(
+                "persistent.invoke needs 'key' (or config.name), e.g. ask_openclaw"
+            )
+        pending = config.get("pendingMessage")
+        if pending is not None and not isinstance(pending, str):
+            raise PersistentError("config.pendingMessage must be a string")
+        return {"lifetime": lifetime, "key": key.strip(), "pendingMessage": pending,
+                "agentId": config.get("agentId")}
+
+    def _instance(self, parent: Dict[str, Any], cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
+        ident = (parent["sessionKey"], cfg["key"])
+        inst = self._instances.get(ident)
+        if inst is not None and cfg["lifetime"] == PERSISTENT:
+            return inst, True
+        target = validate_agent_id(str(cfg["agentId"] or parent["agentId"]).lower())
+        child_key = f"agent:{target}:subagent:{uuid.uuid4()}"
+        ws = self.agents.workspace(target)
+        ws.mkdir(parents=True, exist_ok=True)
+        self.store.create(
+            child_key, target, ws, kind="persistent",
+            requesterSessionKey=parent["sessionKey"], task=cfg["key"], label=cfg["key"],
+        )
+        inst = {
+            "key": cfg["key"],
+            "parentSessionKey": parent["sessionKey"],
+            "childSessionKey": child_key,
+            "lifetime": cfg["lifetime"],
+            "createdAt": now_ms(),
+            "invocations": 0,
+        }
+        if cfg["lifetime"] == PERSISTENT:
+            self._instances[ident] = inst
+        return inst, False
+
+    def invoke(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Run one call on the (parent, key) instance; see the module doc for where results go."""
+        cfg = self._config(args)
+        scheduling = args.get("scheduling")
+        if scheduling is not None and scheduling not in SCHEDULING:
+            raise PersistentError(f"scheduling {scheduling!r} is not one of {SCHEDULING}")
+        with self.store.lock, self._lock:
+            parent = self.store.get(args.get("sessionKey"), open_only=True)
+            inst, reused = self._instance(parent, cfg)
+            owner = inst["childSessionKey"]
+            run_id = self.supervisor.active(owner)
+            if run_id is not None and self.supervisor.state(run_id) == sv.WAITING_INPUT:
+                self.supervisor.transition(run_id, sv.RUNNING)
+            elif run_id is not None:
+                raise PersistentError(f"instance {cfg['key']!r} is still running run {run_id}")
+            else:
+                run_id = self.supervisor.start(owner)["runId"]
+            inst["invocations"] += 1
+            turn = self.agents.turn({
+                "sessionKey": owner,
+                "prompt": str(args.get("input", "")),
+                "steps": args.get("steps", args.get("assistant")),
+            })
+            error = args.get("error")
+            new_msgs = self.store.transcript(self.store.get(owner)).messages()[-turn["appended"]:]
+            text = args.get("text")
+            if text is None:
+                text = summarize(new_msgs).assistant_text or ""
+            if error:
+                state = sv.FAILED
+            elif args.get("waitingInput"):
+                state = sv.WAITING_INPUT
+            else:
+                state = sv.COMPLETED
+            self.supervisor.transition(run_id, state, str(error) if error else None)
+            delivery = self._deliver(parent, cfg, run_id, state, text, error, scheduling)
+            if cfg["lifetime"] == EPHEMERAL and state != sv.WAITING_INPUT:
+                self.agents.close({"sessionKey": owner, "reason": "deleted"})
+            return {
+                "key": cfg["key"],
+                "instance": dict(inst),
+                "reused": reused,
+                "runId": run_id,
+                "state": state,
+                "text": text,
+                "scheduling": scheduling,
+                "error": str(error) if error else None,
+                "injectedContext": turn["injectedContext"],
+                **delivery,
+            }
+
+    def _deliver(self, parent: Dict[str, Any], cfg: Dict[str, Any], run_id: str, state: str,
+                 text: str, error: Any, scheduling: Optional[str]) -> Dict[str, Any]:
+        pending = cfg["pendingMessage"]
+        immediate = pending if pending is not None else (
+            f"Error: {error}" if error else text
+        )
+        details = {"runId": run_id, "state": state, "scheduling": scheduling or "default",
+                   "persistentKey": cfg["key"]}
+        tool_result = {
+            "role": "toolResult",
+            "toolCallId": "call_" + uuid.uuid4().hex[:12],
+            "toolName": cfg["key"],
+            "content": [{"type": "text", "text": immediate}],
+            "isError": bool(error) and pending is None,
+            "details": details,
+            "timestamp": now_ms(),
+        }
+        messages = [tool_result]
+        notification = None
+        if pending is not None:
+            if scheduling == "silent" and not error:
+                messages.append({
+                    "role": "toolResult", "toolCallId": tool_result["toolCallId"],
+                    "toolName": cfg["key"], "content": [{"type": "text", "text": text}],
+                    "isError": False, "details": dict(details, final=True), "timestamp": now_ms(),
+                })
+            elif error:
+                notification = f"[{cfg['key']}] failed: {error}"
+            elif state == sv.WAITING_INPUT:
+                notification = f"[{cfg['key']}] needs input: {text}"
+            else:
+                notification = f"[{cfg['key']}] completed: {text}"
+        self.store.transcript(parent).append(messages)
+        if notification is not None:
+            self.agents.notify(parent, notification)
+        return {"notificationQueued": notification is not None, "notification": notification,
+                "pendingMessage": pending}
+
+    def cancel(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        run_id = args.get("runId")
+        if not isinstance(run_id, str):
+            raise PersistentError("persistent.cancel needs runId")
+        try:
+            old = self.supervisor.transition(run_id, sv.CANCELLED, args.get("reason"))
+        except sv.UnknownRun as exc:
+            raise PersistentError(f"unknown run {run_id}") from exc
+        return {"runId": run_id, "from": old, "state": sv.CANCELLED}
+
+    def status(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        parent = args.get("sessionKey")
+        parent = normalize_key(parent) if parent is not None else None
+        insts = self.instances(parent)
+        owners = {i["childSessionKey"] for i in insts}
+        runs = [r for r in self.supervisor.runs() if parent is None or r["owner"] in owners]
+        return {"instances": insts, "runs": runs}
+
+    def dispose_session(self, rec: Dict[str, Any]) -> None:
+        """Parent closed: cancel live runs and close every instance it owned."""
+        with self._lock:
+            mine = [k for k in self._instances if k[0] == rec["sessionKey"]]
+            for ident in mine:
+                inst = self._instances.pop(ident)
+                owner = inst["childSessionKey"]
+                run_id = self.supervisor.active(owner)
+                if run_id is not None:
+                    self.supervisor.transition(run_id, sv.CANCELLED, "parent session closed")
+                try:
+                    self.agents.close({"sessionKey": owner, "reason": "deleted"})
+                except SessionError:
+                    pass

@@ -1,0 +1,142 @@
+"""The gateway service: config, plugins, sessions, subagents, persistent instances, one op table.
+
+`Gateway.handle(request)` is the whole control protocol (docs/architecture.md): a request dict in,
+`{"ok": bool, "result" | "error"}` out. Transport (the unix socket) lives in control.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+import fleet
+from fleet.gateway.agents import Agents
+from fleet.gateway.commands import CommandError, CommandRegistry
+from fleet.gateway.hooks import HookBus
+from fleet.gateway.layout import ConfigError, Layout, default_agent, load_config
+from fleet.gateway.loader import PluginHost
+from fleet.gateway.messages import ScriptError
+from fleet.gateway.persistent import PersistentError, PersistentManager
+from fleet.gateway.sessions import SessionError, SessionStore, public
+from fleet.gateway.subagents import Subagents
+from fleet.gateway.supervisor import IllegalTransition
+
+log = logging.getLogger("fleet.gateway.service")
+CLIENT_ERRORS = (
+    SessionError, ScriptError, PersistentError, IllegalTransition, CommandError, ConfigError,
+    ValueError, TypeError, KeyError,
+)
+
+
+def release_root() -> Path:
+    """The directory holding the `fleet` package this process runs (a release dir when deployed)."""
+    return Path(fleet.__file__).resolve().parent.parent
+
+
+class Gateway:
+    """Everything the control socket exposes."""
+
+    def __init__(self, layout: Layout, hook_timeout_s: float = 10.0) -> None:
+        self.layout = layout
+        self.started_at = time.time()
+        self.config: Dict[str, Any] = load_config(layout.config_path)
+        self.hooks = HookBus(hook_timeout_s)
+        self.commands = CommandRegistry()
+        self.plugins = PluginHost(layout, lambda: self.config, self.hooks, self.commands)
+        self.agents = Agents(
+            SessionStore(layout),
+            self.hooks,
+            lambda: self.config,
+            lambda: default_agent(self.config),
+        )
+        self.subagents = Subagents(self.agents, self.hooks)
+        self.persistent = PersistentManager(self.agents)
+        self.shutdown_requested = threading.Event()
+        self.ops: Dict[str, Callable[[Dict[str, Any]], Any]] = {
+            "health": self.health,
+            "session.start": self.agents.start,
+            "session.turn": self.agents.turn,
+            "session.messages": self.agents.append,
+            "session.close": self.agents.close,
+            "sessions": self.sessions,
+            "subagent.spawn": self.subagents.spawn,
+            "subagent.end": self.subagents.end,
+            "transcript": self.agents.transcript,
+            "persistent.invoke": self.persistent.invoke,
+            "persistent.status": self.persistent.status,
+            "persistent.cancel": self.persistent.cancel,
+            "command": self.command,
+            "commands": lambda args: {"commands": self.commands.names()},
+            "shutdown": self.shutdown,
+        }
+
+    def load_plugins(self) -> None:
+        self.plugins.load_all()
+
+    def handle(self, request: Any) -> Dict[str, Any]:
+        """One request -> one response; never raises."""
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            return {"ok": False, "error": 'request must be a JSON object with "op", e.g. '
+                                          '{"op": "health"}'}
+        op = request["op"]
+        fn = self.ops.get(op)
+        if fn is None:
+            return {"ok": False, "error": f"unknown op {op!r}; ops: {', '.join(sorted(self.ops))}"}
+        args = {k: v for k, v in request.items() if k != "op"}
+        try:
+            return {"ok": True, "result": fn(args)}
+        except CLIENT_ERRORS as exc:
+            msg = str(exc) if not isinstance(exc, KeyError) else f"missing or unknown key {exc}"
+            return {"ok": False, "error": f"{op}: {msg}"}
+        except Exception as exc:  # a bug must answer the client, not kill the connection
+            log.exception("op %s failed", op)
+            return {"ok": False, "error": f"{op}: internal error: {type(exc).__name__}: {exc}"}
+
+    def health(self, args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        root = release_root()
+        manifest_version = None
+        try:
+            manifest = json.loads((root / "fleet_manifest.json").read_text(encoding="utf-8"))
+            manifest_version = manifest.get("version")
+        except (OSError, ValueError, AttributeError):
+            pass
+        error = self.plugins.ready_error()
+        return {
+            "pid": os.getpid(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "versions": self.plugins.versions(),
+            "plugins": self.plugins.health(),
+            "ready": error is None,
+            "error": error,
+            "release": root.name,
+            "releaseRoot": str(root),
+            "releaseVersion": manifest_version,
+            "stateDir": str(self.layout.state_dir),
+            "commands": [c["name"] for c in self.commands.names()],
+        }
+
+    def sessions(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        with self.agents.store.lock:
+            recs = [public(r) for r in self.agents.store.all()]
+        if not args.get("all"):
+            recs = [r for r in recs if not r.get("closedAt")]
+        return {"sessions": sorted(recs, key=lambda r: r.get("createdAt") or 0)}
+
+    def command(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        line = args.get("command") or args.get("text") or args.get("line")
+        if not isinstance(line, str):
+            raise CommandError('command needs "command": "/mc help"')
+        ctx: Dict[str, Any] = {"stateDir": str(self.layout.state_dir), "config": self.config}
+        if args.get("sessionKey"):
+            ctx["sessionKey"] = str(args["sessionKey"]).strip().lower()
+        return self.commands.dispatch(line, ctx)
+
+    def shutdown(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        self.shutdown_requested.set()
+        return {"pid": os.getpid(), "stopping": True}

@@ -1,0 +1,221 @@
+"""Subagents: spawn a child session for a parent, end it once, announce its result to the parent.
+
+`subagent_ended` fires exactly once per child (the end is recorded before the hook runs, and the
+record survives restarts). The announce follows `announce.select_output`; when the child is waiting
+for a continuation (after `sessions_yield` or compaction) the announce stays pending and is
+delivered by the child's next real assistant turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Dict, List, Optional
+
+from fleet.gateway import announce as announce_mod
+from fleet.gateway.agents import Agents
+from fleet.gateway.hooks import HookBus
+from fleet.gateway.layout import validate_agent_id
+from fleet.gateway.messages import message_text, now_ms
+from fleet.gateway.sessions import SessionError, normalize_key, public
+
+try:
+    from fleet.continuity.tokens import estimate_tokens as _estimate
+except ImportError:  # pragma: no cover - until the continuity core lands
+    _estimate = None
+
+OUTCOMES = ("ok", "error", "timeout", "killed", "reset", "deleted")
+REASONS = (
+    "subagent-complete",
+    "subagent-error",
+    "subagent-killed",
+    "session-reset",
+    "session-delete",
+)
+_REASON_FOR = {
+    "ok": "subagent-complete",
+    "timeout": "subagent-complete",
+    "error": "subagent-error",
+    "killed": "subagent-killed",
+    "reset": "session-reset",
+    "deleted": "session-delete",
+}
+
+
+def estimate_tokens(text: str) -> int:
+    if _estimate is not None:
+        return int(_estimate(text))
+    return (len(text) + 3) // 4
+
+
+class Subagents:
+    """Spawn and end children of sessions run by `Agents`."""
+
+    def __init__(self, agents: Agents, hooks: HookBus) -> None:
+        self.agents = agents
+        self.store = agents.store
+        self.hooks = hooks
+        agents.on_append.append(self._retry_pending)
+
+    def spawn(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        parent_key = args.get("parentSessionKey") or args.get("requesterSessionKey") or args.get(
+            "sessionKey"
+        )
+        if parent_key is None:
+            raise SessionError("subagent.spawn needs parentSessionKey (the requester session)")
+        task = args.get("task", "")
+        if not isinstance(task, str):
+            raise SessionError("task must be a string")
+        with self.store.lock:
+            parent = self.store.get(parent_key, open_only=True)
+            target = validate_agent_id(str(args.get("agentId") or parent["agentId"]).lower())
+            key = f"agent:{target}:subagent:{uuid.uuid4()}"
+            run_id = str(uuid.uuid4())
+            ws = self.agents.workspace(target)
+            ws.mkdir(parents=True, exist_ok=True)
+            rec = self.store.create(
+                key,
+                target,
+                ws,
+                kind="subagent",
+                requesterSessionKey=parent["sessionKey"],
+                runId=run_id,
+                task=task,
+                label=args.get("label"),
+            )
+            ctx = self._ctx(rec)
+            errors = self.hooks.run_void(
+                "subagent_spawned",
+                {"childSessionKey": key, "agentId": target, "label": args.get("label"),
+                 "runId": run_id, "mode": "run"},
+                ctx,
+            )
+            out = public(rec)
+            out["childSessionKey"] = key
+            out["hookErrors"] = errors
+            if any(k in args for k in ("steps", "assistant", "prompt", "messages")):
+                turn_args = {
+                    "sessionKey": key,
+                    "prompt": args.get("prompt", task),
+                    "steps": args.get("steps", args.get("assistant")),
+                    "messages": args.get("messages"),
+                }
+                out["turn"] = self.agents.turn(turn_args)
+            return out
+
+    def _ctx(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+        return {
+            "runId": rec.get("runId"),
+            "childSessionKey": rec["sessionKey"],
+            "requesterSessionKey": rec.get("requesterSessionKey"),
+        }
+
+    def end(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Fire subagent_ended once, then announce (or hold the announce while waiting)."""
+        key = normalize_key(args.get("childSessionKey") or args.get("sessionKey"))
+        outcome = args.get("outcome", "ok")
+        if outcome not in OUTCOMES:
+            raise SessionError(f"outcome {outcome!r} is not one of {OUTCOMES}")
+        reason = args.get("reason") or _REASON_FOR[outcome]
+        if reason not in REASONS:
+            raise SessionError(f"reason {reason!r} is not one of {REASONS}")
+        with self.store.lock:
+            rec = self.store.get(key)
+            if not rec.get("requesterSessionKey"):
+                raise SessionError(f"session {key!r} is not a subagent session (no requester)")
+            if rec.get("ended"):
+                return {
+                    "childSessionKey": key,
+                    "alreadyEnded": True,
+                    "ended": rec["ended"],
+                    "announce": rec.get("announce"),
+                    "hookErrors": [],
+                }
+            ended: Dict[str, Any] = {"outcome": outcome, "reason": reason, "endedAt": now_ms()}
+            if args.get("error"):
+                ended["error"] = str(args["error"])
+            if isinstance(args.get("runtimeMs"), (int, float)):
+                ended["runtimeMs"] = args["runtimeMs"]
+            self.store.update(rec, ended=ended)
+            event: Dict[str, Any] = {
+                "targetSessionKey": key,
+                "targetKind": "subagent",
+                "reason": reason,
+                "outcome": outcome,
+                "endedAt": ended["endedAt"],
+                "runId": rec.get("runId"),
+            }
+            if "error" in ended:
+                event["error"] = ended["error"]
+            errors = self.hooks.run_void("subagent_ended", event, self._ctx(rec))
+            result = self._announce(rec)
+            return {
+                "childSessionKey": key,
+                "alreadyEnded": False,
+                "ended": ended,
+                "announce": result,
+                "hookErrors": errors,
+            }
+
+    def _retry_pending(self, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        if (rec.get("announce") or {}).get("state") != "pending":
+            return None
+        return {"announce": self._announce(rec)}
+
+    def _announce(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+        ended = rec["ended"]
+        outcome = ended["outcome"]
+        messages = self.store.transcript(rec).messages()
+        choice = announce_mod.select_output(messages, outcome)
+        state = choice["state"]
+        if state == "silent":
+            info = {"state": "silent", "text": None}
+        elif state == "waiting" and outcome == "ok":
+            info = {"state": "pending", "text": None}
+        else:
+            text = self._block(rec, messages, choice["text"])
+            self._deliver(rec, text)
+            info = {"state": "delivered", "text": text, "deliveredAt": now_ms()}
+        self.store.update(rec, announce=info)
+        out = dict(info)
+        out["snapshot"] = choice["snapshot"]
+        return out
+
+    def _block(self, rec: Dict[str, Any], messages: List[Dict[str, Any]],
+               result: Optional[str]) -> str:
+        ended = rec["ended"]
+        tokens_in = tokens_out = 0
+        for msg in messages:
+            text = message_text(msg)
+            if msg.get("role") == "assistant":
+                tokens_out += estimate_tokens(text)
+            elif msg.get("role") in ("user", "toolResult", "tool"):
+                tokens_in += estimate_tokens(text)
+        runtime = ended.get("runtimeMs")
+        if runtime is None:
+            runtime = now_ms() - int(rec.get("createdAt") or now_ms())
+        return announce_mod.format_announce(
+            rec["sessionKey"],
+            rec.get("label") or rec.get("task") or "",
+            ended["outcome"],
+            result,
+            runtime,
+            tokens_in,
+            tokens_out,
+            ended.get("error"),
+        )
+
+    def _deliver(self, rec: Dict[str, Any], text: str) -> None:
+        parent = self.store.get(rec["requesterSessionKey"])
+        msg = {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": now_ms(),
+            "provenance": {
+                "kind": "inter_session",
+                "sourceSessionKey": rec["sessionKey"],
+                "sourceTool": "subagent_announce",
+            },
+            "__openclaw": {"kind": "subagent_announce", "childSessionKey": rec["sessionKey"],
+                           "runId": rec.get("runId")},
+        }
+        self.store.transcript(parent).append([msg])
