@@ -1,5 +1,119 @@
-"""Tasks for fleet.deploy (filled in by the deploy work)."""
+"""Deploy tasks: `deploy`, `status`, `rollback`, `restart` (thin: parse flags, call fleet.deploy).
+
+Every task takes `--hosts` (hosts, groups or `all`; default `sandbox`) and `--inventory`
+(default ./inventory.yaml, else the embedded sandbox), prints live per-host lines on stderr, a
+table (or `--json`) on stdout, and exits non-zero unless every host succeeded.
+"""
 
 from __future__ import annotations
 
-TASKS: list = []
+import os
+from pathlib import Path
+
+from invoke import Exit, task
+
+import fleet
+from fleet.deploy import api, report
+from fleet.deploy.inventory import InventoryError, default_inventory, load
+from fleet.deploy.runner import RunOptions
+
+HOSTS_HELP = "hosts, groups or 'all', comma-separated (default: sandbox)"
+INV_HELP = "inventory file (default: ./inventory.yaml, else the embedded sandbox)"
+
+
+def _select(hosts: str, inventory: str):
+    try:
+        inv = load(inventory) if inventory else default_inventory()
+        return inv.select(hosts or "sandbox")
+    except InventoryError as exc:
+        raise Exit(f"error: {exc}", code=2) from None
+
+
+def _options(parallel: int, batch: str = "", max_fail: str = "") -> RunOptions:
+    return RunOptions(parallel=int(parallel), batch=batch or None, max_fail=max_fail or None)
+
+
+def _artifact(path: str) -> api.ArtifactRef:
+    if path:
+        return api.load_artifact(path)
+    root = Path(fleet.__file__).resolve().parent.parent
+    out_dir = root / "dist" if os.access(root, os.W_OK) else Path.cwd() / ".fleet" / "dist"
+    try:
+        return api.build_artifact(root, out_dir)
+    except ImportError as exc:
+        raise Exit(f"error: cannot build the artifact ({exc}); pass --artifact PATH", 2) from None
+
+
+def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> None:
+    report.print_results(title, results, as_json, extra)
+    if not all(r.ok for r in results):
+        raise Exit(code=1)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
+            "parallel": "hosts at once (default 10)",
+            "batch": "rolling batches of N hosts or N% (stop when --max-fail is exceeded)",
+            "max_fail": "failures tolerated (N or N%) before hosts not yet started are skipped; "
+                        "default: unlimited, or 0 with --batch",
+            "dry_run": "connect, read status, print each host's plan; change nothing",
+            "force": "restart even where this release is already active and ready",
+            "artifact": "deploy this .pyz instead of building one",
+            "json": "machine-readable result on stdout"})
+def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", dry_run=False,
+           force=False, artifact="", json_=False):
+    """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
+    selected = _select(hosts, inventory)
+    art = _artifact(artifact)
+    title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
+    with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
+        try:
+            results = api.deploy(selected, art, live.update,
+                                 _options(parallel, batch, max_fail), force, dry_run)
+        except ValueError as exc:
+            raise Exit(f"error: {exc}", code=2) from None
+    _finish(title, results, json_, {"artifact": {"path": str(art.path), "sha256": art.sha256,
+                                                 "version": art.version,
+                                                 "components": art.components},
+                                    "dry_run": dry_run})
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+            "json": "machine-readable result on stdout"})
+def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
+    """What runs where: release, versions, gateway pid and uptime, lock, last change; drift."""
+    selected = _select(hosts, inventory)
+    with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
+        results = api.status(selected, live.update, _options(parallel))
+    if json_:
+        report.print_results("status", results, True)
+    else:
+        from rich.console import Console
+
+        Console().print(report.status_table(results))
+    if not all(r.ok and (r.data or {}).get("ready") for r in results):
+        raise Exit(code=1)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+            "to": "release to go back to (version, release dir or SHA prefix; default previous)",
+            "json": "machine-readable result on stdout"})
+def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
+    """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
+    selected = _select(hosts, inventory)
+    with report.LiveReport([h.name for h in selected], "rollback") as live:
+        results = api.rollback(selected, live.update, _options(parallel), to or None)
+    _finish("rollback", results, json_)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+            "batch": "rolling restart in batches of N or N%", "max_fail": "failure budget",
+            "json": "machine-readable result on stdout"})
+def restart(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", json_=False):
+    """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
+    selected = _select(hosts, inventory)
+    with report.LiveReport([h.name for h in selected], "restart") as live:
+        results = api.restart(selected, live.update, _options(parallel, batch, max_fail))
+    _finish("restart", results, json_)
+
+
+TASKS = [deploy, status, rollback, restart]

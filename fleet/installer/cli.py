@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=60.0,
                         help="seconds for each restart and readiness wait")
     common.add_argument("--lease", type=float, default=900.0, help="lock lease in seconds")
+    common.add_argument("--lock-wait", type=float, default=0.0,
+                        help="seconds to wait for a busy lock before refusing")
     inst = sub.add_parser("install", parents=[common])
     inst.add_argument("--sha256", required=True)
     inst.add_argument("--artifact", default=None, help="default: this .pyz")
@@ -102,9 +104,11 @@ def run(args: argparse.Namespace) -> dict:
         artifact = Path(args.artifact or sys.argv[0]).absolute()
         return transaction.install(state_dir, artifact, args.sha256, manager, owner,
                                    _pairs(args.expect, "--expect"), force=args.force,
-                                   timeout=args.timeout, keep=args.keep, lease_s=args.lease)
+                                   timeout=args.timeout, keep=args.keep, lease_s=args.lease,
+                                   lock_wait=args.lock_wait)
     if args.command == "rollback":
         return transaction.rollback(state_dir, manager, owner, to=args.to,
-                                    timeout=args.timeout, lease_s=args.lease)
+                                    timeout=args.timeout, lease_s=args.lease,
+                                    lock_wait=args.lock_wait)
     return transaction.restart(state_dir, manager, owner, timeout=args.timeout,
-                               lease_s=args.lease)
+                               lease_s=args.lease, lock_wait=args.lock_wait)

@@ -113,7 +113,18 @@ class DeployLock:
         return {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
                 "time": time.time(), "lease": self.lease_s, "token": self.token}
 
-    def acquire(self) -> None:
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock; while a live holder has it, retry for up to `wait_s` seconds."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            try:
+                return self._acquire_once()
+            except LockHeld:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.25)
+
+    def _acquire_once(self) -> None:
         path = lock_path(self.state_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(5):

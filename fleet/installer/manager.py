@@ -37,14 +37,18 @@ class ManagerError(RuntimeError):
 
 
 def run_command(cmd: Union[str, Sequence[str]], env: Optional[Dict[str, str]] = None,
-                timeout: float = 60.0) -> Tuple[int, str, str]:
-    """Run with a deadline; output goes to temp files so a daemonised child can't hold a pipe."""
+                timeout: float = 60.0, cwd: Optional[Path] = None) -> Tuple[int, str, str]:
+    """Run with a deadline; output goes to temp files so a daemonised child can't hold a pipe.
+
+    The working directory defaults to the release (or /) so that a `fleet` package in the
+    caller's directory (a source checkout) can never shadow the release being started.
+    """
     full_env = dict(os.environ)
     full_env.update(env or {})
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, shell=isinstance(cmd, str), env=full_env,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
+                                start_new_session=True, cwd=str(cwd or "/"))
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -111,7 +115,7 @@ class Manager:
 
     def _run(self, cmd: Union[str, List[str]], release: Optional[Path], timeout: float,
              what: str) -> str:
-        rc, out, err = run_command(cmd, self.env(release), timeout + 5)
+        rc, out, err = run_command(cmd, self.env(release), timeout + 5, cwd=release)
         if rc != 0:
             tail = "\n".join((out + err).strip().splitlines()[-8:])
             raise ManagerError(f"{self.name} {what} failed (exit {rc}): {tail}")
@@ -130,7 +134,7 @@ class Manager:
         if not cmd:
             return socket_health(self.state_dir)
         try:
-            rc, out, _ = run_command(cmd, self.env(release), 10)
+            rc, out, _ = run_command(cmd, self.env(release), 10, cwd=release)
             data = json.loads(out) if rc == 0 else None
         except (ManagerError, ValueError):
             return None

@@ -51,7 +51,8 @@ class Transaction:
     """Shared machinery: timed steps, lock, restart + readiness, audit."""
 
     def __init__(self, state_dir: Path, manager: Manager, owner: str, timeout: float,
-                 lease_s: float, action: str):
+                 lease_s: float, action: str, lock_wait: float = 0.0):
+        self.lock_wait = lock_wait
         self.state_dir = state_dir
         self.manager = manager
         self.owner = owner
@@ -77,7 +78,7 @@ class Transaction:
 
     def take_lock(self) -> None:
         with self.step("lock"):
-            self.lock.acquire()
+            self.lock.acquire(self.lock_wait)
         if self.lock.takeover:
             self.result["lock_takeover"] = self.lock.takeover
             self.notes.append("took over a stale lock from {} ({})".format(
@@ -155,9 +156,9 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
             expect: Dict[str, str], force: bool = False, timeout: float = 60.0,
-            keep: int = 5, lease_s: float = 900.0) -> dict:
+            keep: int = 5, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
-    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install")
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
     try:
         tx.take_lock()
@@ -227,9 +228,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
 
 
 def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = None,
-             timeout: float = 60.0, lease_s: float = 900.0) -> dict:
+             timeout: float = 60.0, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
     """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
-    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback")
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback", lock_wait)
     res = tx.result
     try:
         tx.take_lock()
@@ -273,9 +274,9 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
 
 
 def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0,
-            lease_s: float = 900.0) -> dict:
+            lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
     """Restart the gateway on the current release and wait until it reports its versions."""
-    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart")
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart", lock_wait)
     res = tx.result
     try:
         tx.take_lock()

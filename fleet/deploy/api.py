@@ -1,0 +1,241 @@
+"""The deploy API the tasks call (and that Python callers, the harness and benchmarks can call).
+
+`deploy`, `status`, `rollback` and `restart` each run one per-host function through the runner
+and return a list of HostResult (inventory order). The per-host functions connect, send the few
+commands in fleet.deploy.commands, and turn the installer's one JSON answer into a HostResult.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import socket
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.deploy import commands
+from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.inventory import Host
+from fleet.deploy.plan import plan_host
+from fleet.deploy.runner import HostResult, Progress, RunOptions, run
+
+ProgressSink = Callable[[str, str, str], None]
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    path: Path
+    sha256: str
+    version: str
+    components: dict
+
+
+def load_artifact(path: str | Path) -> ArtifactRef:
+    """An existing .pyz: its SHA-256 and embedded manifest."""
+    path = Path(path).absolute()
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        with zipfile.ZipFile(path) as zf:
+            manifest = json.loads(zf.read("fleet_manifest.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a fleet artifact ({exc}); build one with "
+                         "`invoke release.build` or pass --artifact") from None
+    return ArtifactRef(path, digest, str(manifest["version"]), manifest.get("components", {}))
+
+
+def build_artifact(root: Path, out_dir: Path) -> ArtifactRef:
+    """Build (reproducibly, so the SHA matches an earlier identical build) from source `root`."""
+    from fleet.release.artifact import build_artifact as build
+
+    art = build(root, out_dir)
+    return ArtifactRef(Path(art.path), art.sha256, str(art.version), dict(art.components))
+
+
+def default_owner() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def deadline_for(host: Host) -> float:
+    """A host is abandoned after connect + transfer + two commands + slack."""
+    t = host.timeouts
+    return (t.get("connect", 10) or 10) + (t.get("transfer", 120) or 120) + 2 * (
+        t.get("command", 180) or 180) + 30
+
+
+def parse_json(stdout: str) -> dict | None:
+    """The installer's JSON object (its last line that parses as one)."""
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+class _Timer:
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.steps: dict[str, float] = {}
+
+    def step(self, name: str):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                timer.progress(name, "")
+                self.t0 = time.monotonic()
+
+            def __exit__(self, *exc):
+                timer.steps[name] = round(time.monotonic() - self.t0, 4)
+
+        return _Ctx()
+
+
+def _failure(host: Host, exc: BaseException, timer: _Timer, t0: float) -> HostResult:
+    note = str(exc) if isinstance(exc, ConnectionError_) else f"{type(exc).__name__}: {exc}"
+    return HostResult(host.name, "failed", False, note=note, steps=timer.steps,
+                      duration_s=time.monotonic() - t0)
+
+
+def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str) -> HostResult:
+    data = parse_json(res.stdout)
+    if data is None:
+        tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])
+        return HostResult(host.name, "failed", False, steps=timer.steps,
+                          duration_s=time.monotonic() - t0,
+                          note=f"{what} gave no JSON (exit {res.exit_code}): {tail[:300]}")
+    steps = dict(timer.steps)
+    steps.update({f"host.{k}": v for k, v in (data.get("steps") or {}).items()})
+    notes = [n for n in [data.get("reason"), *(data.get("notes") or [])] if n]
+    return HostResult(host.name, str(data.get("result", "failed")), bool(data.get("ok")),
+                      from_release=data.get("from"), to_release=data.get("to"),
+                      duration_s=time.monotonic() - t0, note="; ".join(notes), steps=steps,
+                      data=data)
+
+
+def _step_relay(progress: Progress) -> Callable[[str], None]:
+    def relay(line: str) -> None:
+        try:
+            step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            return
+        if step:
+            progress(f"install: {step}", "")
+
+    return relay
+
+
+def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
+                force: bool = False, dry_run: bool = False) -> HostResult:
+    """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run)."""
+    t0 = time.monotonic()
+    timer = _Timer(progress)
+    conn = None
+    try:
+        with timer.step("connect"):
+            conn = connect(host)
+        cmd_timeout = host.timeouts.get("command", 180) or 180
+        with timer.step("check"):
+            res = conn.run(commands.check(host, artifact.sha256, owner), cmd_timeout)
+        lines = res.stdout.strip().splitlines()
+        if res.exit_code != 0 or not lines or lines[0] not in (commands.HAVE, commands.MISSING):
+            tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])
+            raise ConnectionError_(f"{host.name}: check failed (exit {res.exit_code}): "
+                                   f"{tail[:300]}")
+        have = lines[0] == commands.HAVE
+        status = parse_json("\n".join(lines[1:])) or {}
+        if dry_run:
+            plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
+                             artifact.path.stat().st_size, force)
+            return HostResult(host.name, "planned", plan.action != "blocked",
+                              from_release=status.get("current"),
+                              to_release={"release": plan.target},
+                              duration_s=time.monotonic() - t0, note=plan.describe(),
+                              steps=timer.steps, data={"plan": plan.as_dict(), "status": status})
+        if not have:
+            with timer.step("upload"):
+                conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
+                         host.timeouts.get("transfer", 120) or 120)
+        with timer.step("install"):
+            res = conn.run(commands.install(host, artifact.sha256, owner, force), cmd_timeout,
+                           on_stderr_line=_step_relay(progress))
+        result = _installer_result(host, res, timer, t0, "installer")
+        result.data["uploaded"] = not have
+        return result
+    except Exception as exc:
+        return _failure(host, exc, timer, t0)
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _simple_host(host: Host, progress: Progress, command: str, what: str,
+                 relay: bool = False) -> HostResult:
+    t0 = time.monotonic()
+    timer = _Timer(progress)
+    conn = None
+    try:
+        with timer.step("connect"):
+            conn = connect(host)
+        with timer.step(what):
+            res = conn.run(command, host.timeouts.get("command", 180) or 180,
+                           on_stderr_line=_step_relay(progress) if relay else None)
+        return _installer_result(host, res, timer, t0, what)
+    except Exception as exc:
+        return _failure(host, exc, timer, t0)
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None):
+    options = options or RunOptions()
+    options.deadline = deadline_for
+    return run(hosts, work, sink, options)
+
+
+def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
+           options: RunOptions | None = None, force: bool = False, dry_run: bool = False,
+           owner: str | None = None) -> list[HostResult]:
+    owner = owner or default_owner()
+    return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
+                options)
+
+
+def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
+           owner: str | None = None) -> list[HostResult]:
+    owner = owner or default_owner()
+    results = _run(hosts, lambda h, p: _simple_host(h, p, commands.status(h, owner), "status"),
+                   sink, options)
+    for res in results:
+        if res.result == "status":
+            res.result = "ok"
+            res.from_release = res.to_release = (res.data or {}).get("current")
+            res.note = "" if res.data.get("ready") else str(res.data.get("problem") or "")
+    return results
+
+
+def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
+             to: str | None = None, owner: str | None = None) -> list[HostResult]:
+    owner = owner or default_owner()
+    return _run(hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to),
+                                                 "rollback", relay=True), sink, options)
+
+
+def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
+            owner: str | None = None) -> list[HostResult]:
+    owner = owner or default_owner()
+    return _run(hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart",
+                                                 relay=True), sink, options)

@@ -1,0 +1,74 @@
+"""The shell lines the control side sends to a host: few round trips, same for ssh and local.
+
+A deploy costs two commands per host (check + install) and at most one upload: `check` creates
+the artifact dir, says whether the artifact with that SHA-256 is already there, and prints the
+installed release's status in the same round trip. All host work is done by the installer inside
+the artifact (fleet.installer), never by ad-hoc shell here; commands run from `/` so a `fleet`
+directory in the login directory can never shadow the release's package.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from fleet.deploy.connection import shell_path
+from fleet.deploy.inventory import Host
+
+HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
+NOT_INSTALLED = '{"ok": true, "result": "status", "current": null, "installed": false}'
+
+
+def artifact_path(host: Host, sha256: str) -> str:
+    return f"{host.state_dir.rstrip('/')}/fleet/artifacts/{sha256}.pyz"
+
+
+def common_args(host: Host, owner: str) -> list[str]:
+    args = ["--manager", host.manager, "--owner", owner,
+            "--timeout", str(int(host.timeouts.get("ready", 60) or 60))]
+    for key, value in sorted(host.manager_options.items()):
+        args += ["--manager-opt", f"{key}={value}"]
+    return args
+
+
+def _state(host: Host) -> str:
+    return shell_path(host.state_dir)
+
+
+def _installer_from_current(host: Host, sub: str, owner: str, extra: list[str]) -> str:
+    args = " ".join(shlex.quote(a) for a in [sub, "--state-dir", host.state_dir,
+                                             *common_args(host, owner), *extra])
+    return (f'S={_state(host)}; if [ -f "$S/fleet/current/fleet/installer/cli.py" ]; then '
+            f'cd / && PYTHONPATH="$S/fleet/current" exec {shlex.quote(host.python)} '
+            f"-m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi")
+
+
+def status(host: Host, owner: str) -> str:
+    return _installer_from_current(host, "status", owner, [])
+
+
+def rollback(host: Host, owner: str, to: str | None) -> str:
+    return _installer_from_current(host, "rollback", owner, ["--to", to] if to else [])
+
+
+def restart(host: Host, owner: str) -> str:
+    return _installer_from_current(host, "restart", owner, [])
+
+
+def check(host: Host, sha256: str, owner: str) -> str:
+    """Make the artifact dir, report HAVE/MISSING for this SHA, then the status JSON."""
+    return (f'S={_state(host)}; mkdir -p "$S/fleet/artifacts" || exit 1; '
+            f'if [ -f "$S/fleet/artifacts/{sha256}.pyz" ]; then echo {HAVE}; '
+            f"else echo {MISSING}; fi; {status(host, owner)}")
+
+
+def install(host: Host, sha256: str, owner: str, force: bool = False) -> str:
+    args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
+            *common_args(host, owner)]
+    lock_wait = host.timeouts.get("lock", 0) or 0
+    if lock_wait:
+        args += ["--lock-wait", str(lock_wait)]
+    if force:
+        args.append("--force")
+    quoted = " ".join(shlex.quote(a) for a in args)
+    return (f'S={_state(host)}; cd / && exec {shlex.quote(host.python)} '
+            f'"$S/fleet/artifacts/{sha256}.pyz" {quoted}')

@@ -1,0 +1,200 @@
+"""How the control side talks to a host: ssh (Fabric) or local (subprocess), one small interface.
+
+Both run a shell command with a deadline (optionally streaming stderr lines, which carry the
+installer's `{"step": ...}` progress) and upload a file to a temp name then rename it, so a host
+never sees a partial artifact under its final name. Every wait is bounded: connect, banner, auth,
+each command, each transfer.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.deploy import hostkeys
+from fleet.deploy.inventory import Host
+
+LineCallback = Callable[[str], None]
+
+
+class ConnectionError_(RuntimeError):
+    """Connecting, a command or a transfer failed; the message names the host and the cause."""
+
+
+@dataclass
+class CommandResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def shell_path(path: str) -> str:
+    """Quote a host path for sh, keeping a leading `~/` expandable."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+class _LineWriter(io.TextIOBase):
+    """A stream that hands complete lines to a callback (for live progress)."""
+
+    def __init__(self, callback: LineCallback | None):
+        self.callback = callback
+        self.buf = ""
+        self.text = []
+
+    def write(self, s: str) -> int:
+        self.text.append(s)
+        self.buf += s
+        while "\n" in self.buf:
+            line, self.buf = self.buf.split("\n", 1)
+            if self.callback:
+                self.callback(line)
+        return len(s)
+
+
+class LocalConnection:
+    """A host on this machine (the seed's Mac, the sandbox): same commands, no ssh."""
+
+    def __init__(self, host: Host):
+        self.host = host
+
+    def open(self) -> None:
+        return None
+
+    def run(self, command: str, timeout: float,
+            on_stderr_line: LineCallback | None = None) -> CommandResult:
+        proc = subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        out: list[bytes] = []
+        err = _LineWriter(on_stderr_line)
+        readers = [threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
+                   threading.Thread(target=self._pump, args=(proc.stderr, err), daemon=True)]
+        for thread in readers:
+            thread.start()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait(timeout=10)
+            raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
+                                   f"{command[:120]}") from None
+        for thread in readers:
+            thread.join(timeout=5)
+        return CommandResult(code, b"".join(out).decode("utf-8", "replace"), "".join(err.text))
+
+    @staticmethod
+    def _pump(stream, writer: _LineWriter) -> None:
+        for raw in iter(stream.readline, b""):
+            writer.write(raw.decode("utf-8", "replace"))
+
+    def put(self, local: Path, remote: str, timeout: float) -> None:
+        final = Path(os.path.expanduser(remote))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.part")
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, final)
+
+    def close(self) -> None:
+        return None
+
+
+class SshConnection:
+    """A host over ssh through Fabric, with verified host keys and deadlines everywhere."""
+
+    def __init__(self, host: Host):
+        self.host = host
+        self.conn = None
+
+    def _fabric(self, host: str, port: int, user: str | None, gateway=None):
+        from fabric import Config, Connection
+
+        timeout = self.host.timeouts.get("connect", 10.0) or 10.0
+        kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
+                  "channel_timeout": timeout}
+        if self.host.identity_file:
+            kwargs["key_filename"] = [self.host.identity_file]
+        conn = Connection(host, user=user, port=port, config=Config(),
+                          connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
+                          gateway=gateway)
+        # Fabric installs AutoAddPolicy in Connection.__init__; replace it before open().
+        hostkeys.apply(conn.client, self.host.known_hosts, self.host.host_key_policy)
+        return conn
+
+    def open(self) -> None:
+        gateway = None
+        if self.host.jump:
+            user, _, rest = self.host.jump.rpartition("@")
+            addr, _, port = rest.partition(":")
+            gateway = self._fabric(addr, int(port or 22), user or None)
+        self.conn = self._fabric(self.host.host, self.host.port, self.host.user, gateway)
+        try:
+            self.conn.open()
+        except Exception as exc:
+            reason = hostkeys.explain(exc, self.host.known_hosts)
+            raise ConnectionError_(f"{self.host.name}: cannot connect to {self.host.host}:"
+                                   f"{self.host.port}: {reason or _describe(exc)}") from exc
+
+    def run(self, command: str, timeout: float,
+            on_stderr_line: LineCallback | None = None) -> CommandResult:
+        from invoke.exceptions import CommandTimedOut
+
+        err = _LineWriter(on_stderr_line)
+        try:
+            res = self.conn.run(command, hide=False, warn=True, timeout=timeout, pty=False,
+                                in_stream=False, out_stream=io.StringIO(), err_stream=err)
+        except CommandTimedOut:
+            raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
+                                   f"{command[:120]}") from None
+        except Exception as exc:
+            raise ConnectionError_(f"{self.host.name}: command failed: {_describe(exc)}") from exc
+        return CommandResult(res.exited, res.stdout, res.stderr)
+
+    def put(self, local: Path, remote: str, timeout: float) -> None:
+        path = remote[2:] if remote.startswith("~/") else remote  # sftp starts in $HOME
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            sftp = self.conn.client.open_sftp()
+            sftp.get_channel().settimeout(timeout)
+            try:
+                sftp.put(str(local), tmp, confirm=True)
+                sftp.posix_rename(tmp, path)
+            finally:
+                sftp.close()
+        except Exception as exc:
+            raise ConnectionError_(f"{self.host.name}: upload of {local.name} failed: "
+                                   f"{_describe(exc)}") from exc
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+def connect(host: Host) -> LocalConnection | SshConnection:
+    """Open the right connection for `host` (errors name the host and the cause)."""
+    conn = LocalConnection(host) if host.is_local else SshConnection(host)
+    conn.open()
+    return conn

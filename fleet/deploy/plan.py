@@ -1,0 +1,62 @@
+"""The per-host plan: what a deploy would do on each host, worked out from its status alone.
+
+`--dry-run` prints this and changes nothing (the check round trip only creates the artifact dir
+if missing and reads status). The logic mirrors the installer's own decision, so the plan is what
+the installer would do: nothing when the same SHA is active and ready, a restart when it is active
+but not ready, otherwise upload if missing, switch, restart and verify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HostPlan:
+    host: str
+    action: str                      # nothing | restart | install | blocked
+    current: str | None
+    target: str
+    upload: bool
+    details: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        head = {"nothing": "nothing to do", "restart": "restart on the same release",
+                "install": f"install {self.target}", "blocked": "blocked"}[self.action]
+        return "; ".join([head, *self.details])
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "action": self.action, "current": self.current,
+                "target": self.target, "upload": self.upload, "details": self.details,
+                "summary": self.describe()}
+
+
+def target_name(version: str, sha256: str) -> str:
+    return f"{version}-{sha256[:12]}"
+
+
+def plan_host(host: str, status: dict, have_artifact: bool, version: str, sha256: str,
+              size: int, force: bool = False) -> HostPlan:
+    current = status.get("current") or None
+    current_name = current.get("release") if current else None
+    target = target_name(version, sha256)
+    lock = status.get("lock") or None
+    details = []
+    if lock and not lock.get("stale"):
+        return HostPlan(host, "blocked", current_name, target, False,
+                        [f"deploy lock held by {lock.get('owner')} (pid {lock.get('pid')} on "
+                         f"{lock.get('host')})"])
+    if lock:
+        details.append(f"will take over a stale lock ({lock.get('stale')})")
+    upload = not have_artifact
+    if current and current.get("sha256") == sha256:
+        if status.get("ready") and not force:
+            return HostPlan(host, "nothing", current_name, target, False,
+                            ["same SHA-256 active and ready", *details])
+        why = "forced" if force else f"not ready: {status.get('problem')}"
+        return HostPlan(host, "restart", current_name, target, upload, [why, *details])
+    details.insert(0, f"from {current_name or 'nothing installed'}")
+    if upload:
+        details.append(f"upload {size} bytes")
+    details.append("switch, restart, verify versions; roll back on failure")
+    return HostPlan(host, "install", current_name, target, upload, details)

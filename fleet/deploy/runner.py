@@ -1,0 +1,155 @@
+"""Running work on many hosts: bounded pool, rolling batches, failure budget, deadlines.
+
+Why not Fabric's ThreadingGroup: it starts one thread per host with no pool size and no join
+timeout, and one exception ends the run as a raw traceback. Here every host gets a result; one
+failing host never stops the others unless the failure budget (`max_fail`) is spent, in which case
+hosts not yet started are reported `skipped`; a host still running past its deadline is reported
+`failed` ("deadline exceeded") and never waited for.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from fleet.deploy.inventory import Host
+
+Progress = Callable[[str, str], None]  # (step, note)
+
+
+@dataclass
+class HostResult:
+    """What happened on one host: `ok` is the only thing the exit code looks at."""
+
+    host: str
+    result: str
+    ok: bool
+    from_release: dict | None = None
+    to_release: dict | None = None
+    duration_s: float = 0.0
+    note: str = ""
+    steps: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "result": self.result, "ok": self.ok,
+                "from": self.from_release, "to": self.to_release,
+                "duration_s": round(self.duration_s, 3), "note": self.note,
+                "steps": self.steps, "data": self.data}
+
+
+def parse_count(value: str | int | None, total: int, what: str) -> int | None:
+    """`N` or `N%` of `total` (at least 1 for a percentage); None stays None."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    try:
+        if text.endswith("%"):
+            pct = float(text[:-1])
+            if not 0 < pct <= 100:
+                raise ValueError
+            return max(1, math.ceil(total * pct / 100))
+        number = int(text)
+        if number < 0:
+            raise ValueError
+        return number
+    except ValueError:
+        raise ValueError(f"{what} {value!r}: expected a whole number or a percentage "
+                         "like 25%") from None
+
+
+@dataclass
+class RunOptions:
+    parallel: int = 10
+    batch: str | int | None = None      # hosts per rolling batch (N or N%)
+    max_fail: str | int | None = None   # failures tolerated before stopping (N or N%)
+    deadline: Callable[[Host], float] = lambda host: 600.0
+
+
+def _batches(hosts: list[Host], size: int | None) -> list[list[Host]]:
+    if not size:
+        return [hosts]
+    return [hosts[i:i + size] for i in range(0, len(hosts), size)]
+
+
+def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
+        progress: Callable[[str, str, str], None], options: RunOptions) -> list[HostResult]:
+    """Run `work(host, progress)` on every host; results come back in inventory order."""
+    total = len(hosts)
+    batch = parse_count(options.batch, total, "--batch")
+    budget = parse_count(options.max_fail, total, "--max-fail")
+    if batch and budget is None:
+        budget = 0  # rolling batches stop after the first batch with a failure, unless told
+    if options.parallel < 1:
+        raise ValueError(f"--parallel {options.parallel}: use 1 or more")
+    results: dict[str, HostResult] = {}
+    failures = 0
+    pool = ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="fleet-host")
+    try:
+        for group in _batches(hosts, batch):
+            if budget is not None and failures > budget:
+                break
+            failures += _run_batch(pool, group, work, progress, options, results,
+                                   None if batch else budget)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    for host in hosts:
+        if host.name not in results:
+            results[host.name] = HostResult(host.name, "skipped", False,
+                                            note=f"not started: failure budget ({budget}) spent")
+            progress(host.name, "skipped", "")
+    return [results[h.name] for h in hosts]
+
+
+def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, options: RunOptions,
+               results: dict[str, HostResult], budget: int | None) -> int:
+    started: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def call(host: Host) -> HostResult:
+        with lock:
+            started[host.name] = time.monotonic()
+        t0 = time.monotonic()
+        try:
+            res = work(host, lambda step, note="": progress(host.name, step, note))
+        except Exception as exc:  # a bug or unexpected error stays this host's problem
+            res = HostResult(host.name, "failed", False, note=f"{type(exc).__name__}: {exc}")
+        if not res.duration_s:
+            res.duration_s = time.monotonic() - t0
+        return res
+
+    futures: dict[str, Future] = {h.name: pool.submit(call, h) for h in group}
+    by_name = {h.name: h for h in group}
+    failures = 0
+    pending = dict(futures)
+    while pending:
+        for name, fut in list(pending.items()):
+            res = None
+            if fut.done():
+                res = fut.result() if not fut.cancelled() else HostResult(
+                    name, "skipped", False, note="not started: failure budget spent")
+            else:
+                with lock:
+                    t0 = started.get(name)
+                limit = options.deadline(by_name[name])
+                if t0 is not None and time.monotonic() - t0 > limit:
+                    res = HostResult(name, "failed", False, duration_s=time.monotonic() - t0,
+                                     note=f"deadline exceeded ({limit:.0f}s); host abandoned")
+            if res is None:
+                continue
+            del pending[name]
+            results[name] = res
+            progress(name, res.result, res.note)
+            if not res.ok and res.result != "skipped":
+                failures += 1
+                if budget is not None and failures > budget:
+                    for other, ofut in list(pending.items()):
+                        if ofut.cancel():
+                            del pending[other]
+        if pending:
+            time.sleep(0.05)
+    return failures
