@@ -1,0 +1,40 @@
+"""The plugin directory as the gateway sees it: manifest, package.json main, standalone import."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from mc_helpers import FakeApi, state_text
+
+import fleet.plugins.mc as mc_pkg
+
+PLUGIN_DIR = Path(mc_pkg.__file__).resolve().parent
+
+
+def test_manifest_and_package_agree():
+    manifest = json.loads((PLUGIN_DIR / "openclaw.plugin.json").read_text())
+    package = json.loads((PLUGIN_DIR / "package.json").read_text())
+    assert manifest["id"] == package["openclaw"]["id"] == "mc"
+    assert manifest["version"] == package["version"] == "2.1.0"
+    assert manifest["requires"] == ["memory-continuity"]
+    assert (PLUGIN_DIR / package["main"]).is_file()
+
+
+def test_entry_imports_as_standalone_module_and_answers(tmp_path):
+    package = json.loads((PLUGIN_DIR / "package.json").read_text())
+    entry = PLUGIN_DIR / package["main"]
+    spec = importlib.util.spec_from_file_location("mc_entry_under_test", entry)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    api = FakeApi()
+    module.register(api)
+    handler = api.commands["mc"][0]
+    state = tmp_path / "state"
+    ws = state / "workspace" / "memory"
+    ws.mkdir(parents=True)
+    (ws / "CURRENT_STATE.md").write_text(state_text(objective="From the gateway"))
+    reply = handler({"args": "state --all", "stateDir": str(state), "config": {}})
+    assert reply["text"].startswith("```\nMemory States (1 agents)\n")
+    assert "From the gateway" in reply["text"]
