@@ -56,10 +56,11 @@ def next_version(current: str, part: Optional[str] = None, explicit: Optional[st
             new = Version(explicit)
         except ValueError as exc:
             raise ReleaseError(f"--version {explicit!r} is not a valid PEP 440 version; "
-                               "write e.g. 5.1.0 or 5.1.0rc1") from exc
+                               "fix: write e.g. 5.1.0 or 5.1.0rc1") from exc
     else:
         new = bump(cur, part or "patch")
     if new <= cur:
-        raise ReleaseError(f"new version {new} is not greater than the current {cur}; "
-                           f"pick a higher --version or use --part")
+        raise ReleaseError(f"refusing to release: new version {new} is not greater than the "
+                           f"current {cur}; "
+                           "fix: pick a higher --version or bump with --part")
     return str(new)

@@ -82,7 +82,7 @@ def verify(project: Project, overrides: Optional[dict] = None) -> Report:
                 row.problem = "not a PEP 440 version"
                 report.problems.append(
                     f"{comp.id}: {vf.path} `{vf.key}` = {row.version!r} is not a valid PEP 440 "
-                    "version; write a version such as 5.0.0")
+                    "version; fix: write a version such as 5.0.0")
             seen.setdefault(row.version, []).append(vf.label)
         if len(seen) > 1:
             detail = "; ".join(f"{', '.join(labels)} = {v!r}" for v, labels in seen.items())
@@ -120,19 +120,20 @@ def dependency_problems(project: Project, versions: dict) -> list:
                 req = Requirement(raw)
             except InvalidRequirement as exc:
                 problems.append(f"{comp.id}: {where} entry {raw!r} is not a valid requirement "
-                                f"({exc}); write e.g. \"memory-continuity>=5\"")
+                                f"({exc}); fix: write e.g. \"memory-continuity>=5\"")
                 continue
             target = by_name.get(canonicalize_name(req.name))
             if target is None:
                 problems.append(f"{comp.id}: {where} names {req.name!r}, which is not a declared "
-                                "component; declare it in [tool.fleet.components] or drop the rule")
+                                "component; fix: declare it in [tool.fleet.components] or drop "
+                                "the rule")
                 continue
             have = versions.get(target)
             if have is None or valid_version(have) is None:
                 continue  # the target's own problem is already reported
             if req.specifier and not req.specifier.contains(have, prereleases=True):
                 problems.append(f"{comp.id}: {where} needs {raw!r} but {target} is {have}; "
-                                f"change the rule in {comp.manifest} or release a matching "
+                                f"fix: change the rule in {comp.manifest} or release a matching "
                                 f"{target}")
     return problems
 

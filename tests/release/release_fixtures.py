@@ -1,0 +1,108 @@
+"""Helpers for the release tests: a temp git repo (a copy of the project's release-relevant files)
+with a bare remote, plus helpers to snapshot everything a dry run must leave untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+MAIN = Path(__file__).resolve().parents[2]
+RELEASE_FILES = (
+    "pyproject.toml",
+    "fleet/__init__.py",
+    "fleet/plugins/memory_continuity/openclaw.plugin.json",
+    "fleet/plugins/memory_continuity/package.json",
+    "fleet/plugins/mc/openclaw.plugin.json",
+    "fleet/plugins/mc/package.json",
+    "CHANGELOG.md",
+)
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def commit_file(repo: Path, rel: str, text: str, message: str) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    git(repo, "add", rel)
+    git(repo, "commit", "-q", "-m", message)
+
+
+def tree_bytes(root: Path) -> dict:
+    """Every file under root (including .git) -> sha256 of its bytes."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def snapshot(repo: Path, remote: Path) -> dict:
+    """Files (work tree and .git, index included), refs of both repos, bytes of the remote."""
+    return {
+        "repo": tree_bytes(repo),
+        "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "head": git(repo, "rev-parse", "HEAD"),
+        "remote": tree_bytes(remote),
+        "remote_refs": git(remote, "for-each-ref", "--format=%(refname) %(objectname)"),
+    }
+
+
+class Repo:
+    """A temp project checkout with a bare `origin`."""
+
+    def __init__(self, path: Path, remote: Path) -> None:
+        self.path = path
+        self.remote = remote
+
+    def git(self, *args: str, check: bool = True) -> str:
+        return git(self.path, *args, check=check)
+
+    def remote_git(self, *args: str) -> str:
+        return git(self.remote, *args)
+
+    def snapshot(self) -> dict:
+        return snapshot(self.path, self.remote)
+
+    def read(self, rel: str) -> str:
+        return (self.path / rel).read_bytes().decode("utf-8")
+
+    def write(self, rel: str, text: str) -> None:
+        (self.path / rel).write_bytes(text.encode("utf-8"))
+
+
+def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=()) -> Repo:
+    repo = tmp_path / "work"
+    remote = tmp_path / "remote.git"
+    repo.mkdir()
+    for rel in files:
+        src = MAIN / rel
+        dst = repo / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.exists():
+            shutil.copyfile(src, dst)
+    for rel in extra_trees:
+        shutil.copytree(MAIN / rel, repo / rel, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Release Tester")
+    git(repo, "config", "user.email", "tester@example.invalid")
+    git(repo, "config", "commit.gpgsign", "false")
+    git(repo, "config", "tag.gpgsign", "false")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "chore: initial import")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "-u", "origin", "main")
+    return Repo(repo, remote)

@@ -1,0 +1,273 @@
+"""`release`: refusals, dry run, the real thing, and recovery from a failed step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from release_fixtures import MAIN, Repo, commit_file
+
+from fleet.release.component import load_project
+from fleet.release.error import ReleaseError
+from fleet.release.release import run_release
+from fleet.release.state import JOURNAL_NAME, Journal
+from fleet.release.verify import verify
+
+MC_FILES = {"fleet/plugins/mc/openclaw.plugin.json", "fleet/plugins/mc/package.json"}
+MCONT_FILES = {"fleet/plugins/memory_continuity/openclaw.plugin.json",
+               "fleet/plugins/memory_continuity/package.json"}
+
+
+def release(repo: Repo, **kw):
+    lines: list[str] = []
+    kw.setdefault("today", "2026-01-02")
+    result = run_release(repo.path, echo=lines.append, **kw)
+    return result, "\n".join(lines)
+
+
+def versions(repo: Repo) -> dict:
+    return verify(load_project(repo.path)).versions
+
+
+def refuse(repo: Repo, match: str, **kw) -> str:
+    """Assert a refusal whose message matches, and that nothing at all changed."""
+    before = repo.snapshot()
+    with pytest.raises(ReleaseError, match=match) as err:
+        release(repo, **kw)
+    assert repo.snapshot() == before
+    assert "fix" in str(err.value)
+    return str(err.value)
+
+
+def release_commits_on_remote(repo: Repo) -> list:
+    log = repo.remote_git("log", "--format=%s", "main")
+    return [line for line in log.splitlines() if line.startswith("release: ")]
+
+
+# --- refusals ----------------------------------------------------------------------------------
+def test_refuses_dirty_tree(repo):
+    path = "fleet/plugins/mc/package.json"
+    repo.write(path, repo.read(path) + "\n")
+    msg = refuse(repo, "uncommitted changes", component="mc")
+    assert path in msg
+
+
+def test_untracked_files_do_not_block(repo):
+    (repo.path / "notes.txt").write_text("scratch")
+    result, _ = release(repo, component="mc", push=False)
+    assert "notes.txt" not in repo.git("show", "--name-only", "--format=", "HEAD")
+    assert result.commit == repo.git("rev-parse", "HEAD")
+
+
+def test_refuses_detached_head(repo):
+    repo.git("checkout", "-q", "--detach")
+    refuse(repo, "HEAD is detached")
+
+
+def test_refuses_disagreeing_versions(repo):
+    path = "fleet/plugins/mc/package.json"
+    data = json.loads(repo.read(path))
+    data["version"] = "2.0.9"
+    commit_file(repo.path, path, json.dumps(data, indent=2) + "\n", "chore: drift")
+    repo.git("push", "-q")
+    msg = refuse(repo, "disagree", component="mc")
+    assert path in msg and "2.0.9" in msg
+
+
+def test_refuses_version_not_greater(repo):
+    current = versions(repo)["memory-continuity"]
+    refuse(repo, "not greater", version=current)
+
+
+def test_refuses_unknown_component(repo):
+    with pytest.raises(ReleaseError, match="unknown component 'nope'.*mc"):
+        release(repo, component="nope")
+
+
+def test_refuses_tag_existing_locally(repo):
+    new = "9.0.0"
+    repo.git("tag", f"mc-v{new}")
+    refuse(repo, f"tag mc-v{new} already exists locally", component="mc", version=new)
+
+
+def test_refuses_tag_existing_only_on_remote(repo):
+    repo.git("tag", "v9.0.0")
+    repo.git("push", "-q", "origin", "v9.0.0")
+    repo.git("tag", "-d", "v9.0.0")
+    refuse(repo, "tag v9.0.0 already exists on remote origin", version="9.0.0")
+
+
+def test_refuses_unreachable_remote_unless_no_push(repo, tmp_path):
+    repo.git("remote", "set-url", "origin", str(tmp_path / "missing.git"))
+    refuse(repo, "cannot check tag .* on remote origin", component="mc")
+    result, out = release(repo, component="mc", push=False)
+    assert "warning: cannot check tag" in out and result.commit and not result.pushed
+
+
+def test_refuses_a_bump_that_breaks_a_dependency_rule(repo):
+    path = "fleet/plugins/mc/openclaw.plugin.json"
+    text = repo.read(path).replace('"memory-continuity"', '"memory-continuity<6"')
+    commit_file(repo.path, path, text, "chore: pin")
+    refuse(repo, "break a dependency rule", part="major")
+
+
+# --- dry run -----------------------------------------------------------------------------------
+def test_dry_run_prints_everything_and_changes_nothing(repo):
+    current = versions(repo)["mc"]
+    before = repo.snapshot()
+    result, out = release(repo, component="mc", part="minor", dry_run=True)
+    assert repo.snapshot() == before
+    assert result.dry_run and result.commit is None
+    for path in MC_FILES | {"CHANGELOG.md"}:
+        assert f"+++ b/{path}" in out
+    assert f'-  "version": "{current}",' in out
+    assert f'+  "version": "{result.version}",' in out
+    assert f"commit: 'release: mc v{result.version}'" in out
+    assert f"tag: mc-v{result.version} (annotated" in out
+    assert f"push: git push --atomic origin refs/heads/main:refs/heads/main " \
+           f"refs/tags/mc-v{result.version}" in out
+
+
+# --- the release -------------------------------------------------------------------------------
+def test_release_bumps_every_file_of_the_component_and_nothing_else(repo):
+    base = repo.git("rev-parse", "HEAD")
+    old = {p: repo.read(p) for p in MCONT_FILES}
+    current = versions(repo)["memory-continuity"]
+    result, _ = release(repo, part="minor")
+    assert result.version != current and result.tag == f"v{result.version}"
+    changed = set(repo.git("diff", "--name-only", base, "HEAD").splitlines())
+    assert changed == MCONT_FILES | {"CHANGELOG.md"}
+    for path in MCONT_FILES:
+        assert repo.read(path) == old[path].replace(f'"version": "{current}"',
+                                                    f'"version": "{result.version}"', 1)
+    new_versions = versions(repo)
+    assert new_versions["memory-continuity"] == result.version
+    assert repo.git("log", "-1", "--format=%s") == f"release: memory-continuity v{result.version}"
+    assert repo.git("cat-file", "-t", result.tag) == "tag"  # annotated
+    assert repo.git("rev-parse", f"{result.tag}^{{commit}}") == result.commit
+    assert repo.remote_git("rev-parse", "main") == result.commit
+    assert repo.remote_git("rev-parse", f"{result.tag}^{{commit}}") == result.commit
+    assert repo.git("status", "--porcelain") == ""
+    assert not (repo.path / ".git" / JOURNAL_NAME).exists()
+
+
+def test_other_components_tag_with_their_name(repo):
+    result, _ = release(repo, component="fleet", part="patch", push=False)
+    assert result.tag == f"fleet-v{result.version}"
+    changed = set(repo.git("show", "--name-only", "--format=", "HEAD").splitlines())
+    assert changed == {"pyproject.toml", "fleet/__init__.py", "CHANGELOG.md"}
+    assert f'__version__ = "{result.version}"' in repo.read("fleet/__init__.py")
+    assert repo.remote_git("tag", "--list") == ""  # --no-push
+
+
+def test_changelog_holds_commits_since_the_previous_tag_only(repo):
+    commit_file(repo.path, "a.txt", "a", "feat: before the first release")
+    first, _ = release(repo, component="mc")
+    commit_file(repo.path, "b.txt", "b", "feat(mc): new command")
+    commit_file(repo.path, "c.txt", "c", "fix: a bug")
+    commit_file(repo.path, "d.txt", "d", "docs: words")
+    second, _ = release(repo, component="mc")
+    log = repo.read("CHANGELOG.md")
+    top = log[log.index(f"## mc {second.version}"):log.index(f"## mc {first.version}")]
+    assert f"Changes since mc-v{first.version}." in top
+    assert "### Features" in top and "**mc:** new command" in top
+    assert top.index("### Fixes") < top.index("a bug") < top.index("### Other") < top.index("docs")
+    assert "before the first release" not in top
+    assert "before the first release" in log[log.index(f"## mc {first.version}"):]
+    assert log.startswith("# Changelog\n")
+
+
+# --- failures and --resume ---------------------------------------------------------------------
+def reject_pushes(repo: Repo) -> None:
+    hook = repo.remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'rejected by test hook' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+def test_failed_push_then_resume_gives_one_commit_and_one_tag(repo):
+    reject_pushes(repo)
+    with pytest.raises(ReleaseError) as err:
+        release(repo, component="mc")
+    msg = str(err.value)
+    assert "stopped at step 'push'" in msg and "invoke release --resume" in msg
+    assert "rejected by test hook" in msg
+    journal = Journal.load(repo.path / ".git" / JOURNAL_NAME)
+    assert journal.failed_step == "push" and journal.done == ["files", "commit", "tag"]
+    assert release_commits_on_remote(repo) == []
+    # a plain rerun must refuse instead of making a second commit or tag
+    before = repo.snapshot()
+    with pytest.raises(ReleaseError, match=r"(?s)unfinished release of mc .*--resume"):
+        release(repo, component="mc")
+    assert repo.snapshot() == before
+    (repo.remote / "hooks" / "pre-receive").unlink()
+    result, out = release(repo, resume=True)
+    assert result.pushed and "resuming" in out
+    assert release_commits_on_remote(repo) == [f"release: mc v{result.version}"]
+    assert repo.remote_git("tag", "--list") == f"mc-v{result.version}"
+    assert repo.remote_git("rev-parse", "main") == repo.git("rev-parse", "HEAD") == result.commit
+    assert len([s for s in repo.git("log", "--format=%s").splitlines()
+                if s.startswith("release:")]) == 1
+    assert not (repo.path / ".git" / JOURNAL_NAME).exists()
+    with pytest.raises(ReleaseError, match="nothing to resume"):
+        release(repo, resume=True)
+
+
+def test_crash_after_commit_is_adopted_on_resume(repo, monkeypatch):
+    real_mark = Journal.mark
+
+    def crash_on_commit(self, step):
+        if step == "commit":
+            raise OSError("disk full (simulated)")
+        real_mark(self, step)
+
+    monkeypatch.setattr(Journal, "mark", crash_on_commit)
+    with pytest.raises(ReleaseError, match=r"(?s)stopped at step 'commit'.*disk full"):
+        release(repo, component="mc")
+    monkeypatch.setattr(Journal, "mark", real_mark)
+    head = repo.git("rev-parse", "HEAD")
+    result, _ = release(repo, resume=True)
+    assert result.commit == head
+    assert repo.git("rev-parse", "HEAD~1") == repo.remote_git("rev-parse", "main~1")
+    assert release_commits_on_remote(repo) == [f"release: mc v{result.version}"]
+
+
+def test_resume_refuses_extra_options_and_other_branches(repo):
+    reject_pushes(repo)
+    with pytest.raises(ReleaseError):
+        release(repo, component="mc")
+    with pytest.raises(ReleaseError, match="drop --component/--part/--version"):
+        release(repo, resume=True, part="minor")
+    repo.git("checkout", "-q", "-b", "other")
+    with pytest.raises(ReleaseError, match="git switch main"):
+        release(repo, resume=True)
+
+
+# --- the task ----------------------------------------------------------------------------------
+def run_task(repo: Repo, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "release", *args],
+                          cwd=repo.path, capture_output=True, text=True, timeout=120)
+
+
+def test_task_dry_run_and_refusal_exit_codes(repo):
+    before = repo.snapshot()
+    proc = run_task(repo, "--component", "mc", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "DRY RUN" in proc.stdout and "+++ b/CHANGELOG.md" in proc.stdout
+    assert repo.snapshot() == before
+    current = versions(repo)["mc"]
+    proc = run_task(repo, "--component", "mc", "--version", current)
+    assert proc.returncode == 1
+    assert "not greater" in proc.stderr
+
+
+def test_task_failure_prints_the_resume_command(repo):
+    reject_pushes(repo)
+    proc = run_task(repo, "--component", "mc")
+    assert proc.returncode == 1
+    assert "invoke release --resume" in proc.stderr
+    (repo.remote / "hooks" / "pre-receive").unlink()
+    proc = run_task(repo, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert len(release_commits_on_remote(repo)) == 1
