@@ -100,3 +100,16 @@ def test_decay_boundary_is_local_midnight(tmp_path):
     assert archive.decay_archives(tmp_path, 30, now=datetime(2026, 1, 31, 0, 0)) == []
     assert len(archive.decay_archives(tmp_path, 30, now=datetime(2026, 1, 31, 0, 1))) == 1
     assert not path.exists()
+
+
+def test_concurrent_archives_in_one_minute_all_kept(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    now = datetime(2026, 3, 31, 7, 5)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        paths = list(pool.map(
+            lambda i: archive.archive_state(tmp_path, f"state {i}", max_count=100, now=now),
+            range(40)))
+    assert len(set(paths)) == 40
+    assert sorted(p.read_text() for p in archive.list_archives(tmp_path)) == sorted(
+        f"state {i}" for i in range(40))

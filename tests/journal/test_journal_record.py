@@ -200,3 +200,16 @@ def test_message_helpers():
     assert journal.strip_metadata(METADATA + "  hello  ") == "hello"
     assert journal.real_user_texts(anchor_vector()) == [
         "Please build the #deploy-pipeline for #Infra team", "and also fix the tests please"]
+
+
+def test_concurrent_runs_all_logged(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(
+            lambda i: journal.record_run(tmp_path, run(f"parallel task {i:02d}"), {}, now=NOW),
+            range(30)))
+    text = _mem(tmp_path, "sessions", "2026-03-31.md").read_text()
+    assert text.count("# Session Log") == 1
+    assert sorted(e.split("\n")[0] for e in text.split("- **Topic:** ")[1:]) == [
+        f"parallel task {i:02d}" for i in range(30)]

@@ -131,6 +131,15 @@ def test_compact_without_state(mc):
     assert mc("compact") == 'No state for "main".'
 
 
+def test_compact_short_state_changes_nothing(mc):
+    original = state_text()
+    path = mc.write_state(text=original)
+    n = len(original.split("\n"))
+    assert mc("compact") == f'\u2713 Compacted "main" state: {n} \u2192 {n} lines'
+    assert path.read_text() == original
+    assert not (mc.mem() / "session_archive").exists()
+
+
 def test_broken_config_is_an_unfenced_mc_error(mc):
     (mc.state / "openclaw.json").write_text("{not json")
     text = mc.raw("state")

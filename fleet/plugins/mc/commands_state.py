@@ -96,14 +96,13 @@ def cmd_compact(agents: Agents, args: str) -> str:
             return f'No state for "{agent.id}".'
         before = text.split("\n")
         after = compact_text(text)
-        doc = _doc("\n".join(after))
-        if doc.last_updated is not None:
-            doc.touch(document.iso_now())
-        new = doc.render()
         archived = None
-        if new != text:
+        if after != before:  # nothing to cut: leave the file (and its timestamp) alone
+            doc = _doc("\n".join(after))
+            if doc.last_updated is not None:
+                doc.touch(document.iso_now())
             archived = archive.archive_state(agent.workspace, text, agents.mc_archive_cap())
-            store.atomic_write(path, new)
+            store.atomic_write(path, doc.render())
     reply = f'\u2713 Compacted "{agent.id}" state: {len(before)} \u2192 {len(after)} lines'
     if archived is not None:
         reply += f"\n  Previous state archived as {archived.stem}."
