@@ -100,15 +100,20 @@ class Git:
         out = self.run("config", "--get", f"branch.{branch}.remote", check=False)
         return out or None
 
-    def remote_tag(self, remote: str, tag: str) -> Optional[str]:
-        """The object id of `tag` on the remote, or None; raises GitError if unreachable."""
-        out = self.run("ls-remote", "--tags", remote, f"refs/tags/{tag}",
-                       timeout=self.network_timeout)
+    def remote_refs(self, remote: str, *refs: str) -> dict:
+        """{ref: object id} of the given full ref names on the remote (absent ones left out), in
+        one `git ls-remote` call with a timeout; raises GitError if the remote is unreachable."""
+        out = self.run("ls-remote", remote, *refs, timeout=self.network_timeout)
+        found = {}
         for line in out.splitlines():
             sha, _, ref = line.partition("\t")
-            if ref == f"refs/tags/{tag}":
-                return sha
-        return None
+            if ref in refs:
+                found[ref] = sha
+        return found
+
+    def is_ancestor(self, rev: str, of: str) -> bool:
+        """True when `rev` is known locally and reachable from `of`."""
+        return self.ok("merge-base", "--is-ancestor", rev, of)
 
     def log_subjects(self, since: Optional[str]) -> list[tuple[str, str]]:
         """(short sha, subject) of the commits after `since` (all commits if None), oldest first."""

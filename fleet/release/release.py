@@ -134,19 +134,7 @@ def preflight(git: Git, project: Project, component: Optional[str], part: Option
                            f"with `git tag -d {tag}`")
     remote = pick_remote(git, branch)
     if remote:
-        try:
-            on_remote = git.remote_tag(remote, tag)
-        except GitError as exc:
-            if push:
-                raise ReleaseError(f"refusing to release: cannot check tag {tag} on remote "
-                                   f"{remote}: {exc}; fix: check the remote and the network, or "
-                                   "release with --no-push and push later") from exc
-            echo(f"warning: cannot check tag {tag} on remote {remote} ({exc}); continuing "
-                 "because of --no-push")
-            on_remote = None
-        if on_remote:
-            raise ReleaseError(f"refusing to release: tag {tag} already exists on remote "
-                               f"{remote} ({on_remote[:12]}); fix: pick a higher version")
+        _check_remote(git, remote, branch, tag, push, echo)
     prev_tag = previous_tag(git, comp)
     date = today or datetime.now(timezone.utc).date().isoformat()
     section = changelog.section(comp.id, new, git.log_subjects(prev_tag), date, prev_tag)
@@ -154,6 +142,30 @@ def preflight(git: Git, project: Project, component: Optional[str], part: Option
     return Plan(component=comp.id, previous=current, version=new, tag=tag, branch=branch,
                 base=git.head(), remote=remote, push=push, previous_tag=prev_tag,
                 changelog_section=section, changes=changes)
+
+
+def _check_remote(git: Git, remote: str, branch: str, tag: str, push: bool, echo: Echo) -> None:
+    """Refuse when the tag is already on the remote, or (when pushing) the remote branch has
+    commits we lack, which would make the push fail after the commit and tag are made."""
+    tag_ref, branch_ref = f"refs/tags/{tag}", f"refs/heads/{branch}"
+    try:
+        refs = git.remote_refs(remote, tag_ref, branch_ref)
+    except GitError as exc:
+        if push:
+            raise ReleaseError(f"refusing to release: cannot check tag {tag} on remote "
+                               f"{remote}: {exc}; fix: check the remote and the network, or "
+                               "release with --no-push and push later") from exc
+        echo(f"warning: cannot check tag {tag} on remote {remote} ({exc}); continuing "
+             "because of --no-push")
+        return
+    if tag_ref in refs:
+        raise ReleaseError(f"refusing to release: tag {tag} already exists on remote "
+                           f"{remote} ({refs[tag_ref][:12]}); fix: pick a higher version")
+    ahead = refs.get(branch_ref)
+    if push and ahead and not git.is_ancestor(ahead, "HEAD"):
+        raise ReleaseError(f"refusing to release: {remote}/{branch} ({ahead[:12]}) has commits "
+                           f"that {branch} lacks, so the push would be rejected; fix: "
+                           f"`git pull --rebase {remote} {branch}`, then release")
 
 
 def _resume(git: Git, project: Project, journal: Journal, dry_run: bool,

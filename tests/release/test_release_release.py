@@ -271,3 +271,15 @@ def test_task_failure_prints_the_resume_command(repo):
     proc = run_task(repo, "--resume")
     assert proc.returncode == 0, proc.stderr
     assert len(release_commits_on_remote(repo)) == 1
+
+
+def test_refuses_when_the_remote_branch_is_ahead(repo, tmp_path):
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(repo.remote), str(other)], check=True, timeout=60)
+    for args in (("config", "user.email", "o@example.invalid"), ("config", "user.name", "O")):
+        subprocess.run(["git", *args], cwd=other, check=True, timeout=30)
+    commit_file(other, "x.txt", "x", "feat: elsewhere")
+    subprocess.run(["git", "push", "-q"], cwd=other, check=True, timeout=60)
+    refuse(repo, "has commits that main lacks", component="mc")
+    result, _ = release(repo, component="mc", push=False)  # a local-only release is still fine
+    assert result.commit and not result.pushed
