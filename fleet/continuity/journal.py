@@ -21,8 +21,14 @@ from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
 
-_CONVERSATION_META_RE = re.compile(r"^Conversation info \(untrusted metadata\):[\s\S]*?\n\n", re.M)
-_SENDER_META_RE = re.compile(r"^Sender \(untrusted metadata\):[\s\S]*?\n\n", re.M)
+_META_LABELS = (r"Conversation info \(untrusted metadata\):", r"Sender \(untrusted metadata\):")
+# The usual envelope: label, a fenced JSON block, then the message (blank line optional).
+_FENCED_META = [
+    re.compile("^" + label + r"[ \t]*\n```[^\n]*\n[\s\S]*?^```[ \t]*(?:\n|$)\n?", re.M)
+    for label in _META_LABELS
+]
+# The anchor's rule, for unfenced envelopes: from the label up to the first blank line.
+_PLAIN_META = [re.compile("^" + label + r"[\s\S]*?\n\n", re.M) for label in _META_LABELS]
 
 
 @dataclass
@@ -58,8 +64,9 @@ def strip_metadata(text: str) -> str:
     """Remove channel metadata blocks (`Conversation info`/`Sender (untrusted metadata):` up to
     the first blank line) and trim, so Telegram/Discord envelopes never become topics or state."""
     text = (text or "").replace("\r\n", "\n")
-    text = _CONVERSATION_META_RE.sub("", text, count=1)
-    text = _SENDER_META_RE.sub("", text, count=1)
+    for fenced, plain in zip(_FENCED_META, _PLAIN_META):
+        stripped = fenced.sub("", text, count=1)
+        text = stripped if stripped != text else plain.sub("", text, count=1)
     return text.strip()
 
 

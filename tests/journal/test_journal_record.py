@@ -213,3 +213,21 @@ def test_concurrent_runs_all_logged(tmp_path):
     assert text.count("# Session Log") == 1
     assert sorted(e.split("\n")[0] for e in text.split("- **Topic:** ")[1:]) == [
         f"parallel task {i:02d}" for i in range(30)]
+
+
+def test_metadata_envelopes_stripped_without_eating_the_message():
+    both = (METADATA + "Sender (untrusted metadata):\n```json\n{\"id\": \"1\"}\n```\n\n"
+            "Deploy now\n\nsecond paragraph")
+    assert journal.strip_metadata(both) == "Deploy now\n\nsecond paragraph"
+    # No blank line after the fenced block: only the envelope goes, the message stays whole.
+    tight = "Conversation info (untrusted metadata):\n```json\n{}\n```\nFix CI\n\nplease"
+    assert journal.strip_metadata(tight) == "Fix CI\n\nplease"
+    crlf = METADATA.replace("\n", "\r\n") + "hello there"
+    assert journal.strip_metadata(crlf) == "hello there"
+    unfenced = "Conversation info (untrusted metadata): chat 42\n\nreal text"
+    assert journal.strip_metadata(unfenced) == "real text"
+
+
+def test_unicode_and_punctuated_tags(tmp_path):
+    record = journal.record_run(tmp_path, run("部署 #部署 and #infra. plus #CI_2!"), {}, now=NOW)
+    assert record.tags == ["#部署", "#infra", "#ci_2"]
