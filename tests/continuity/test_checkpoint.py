@@ -1,0 +1,182 @@
+"""agent_end / before_reset / session_end / before_compaction on the session's own file."""
+
+from __future__ import annotations
+
+import pytest
+from continuity_fakes import files_under, write_state
+
+from fleet.continuity.document import SECTIONS, StateDocument
+from fleet.continuity.snapshot import build_snapshot
+
+META = ('Conversation info (untrusted metadata):\n```json\n{"chat": "tg-1"}\n```\n\n')
+ANCHOR_RUN = [
+    {"role": "user", "content": [
+        {"type": "text", "text": META + "Please build the #deploy-pipeline for #Infra team"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "Starting."},
+                                      {"type": "toolCall", "name": "exec", "arguments": {}}]},
+    {"role": "toolResult", "content": [{"type": "text", "text": "ok"}]},
+    {"role": "user", "content": "and also fix the tests please"},
+    {"role": "assistant", "content": [{"type": "text", "text": "Done: tests fixed.\nmore"}]},
+]
+
+
+def main_ws(state_dir):
+    return state_dir / "workspace"
+
+
+def main_ctx(state_dir):
+    return {"agentId": "main", "sessionKey": "agent:main:main", "sessionId": "s1",
+            "workspaceDir": str(main_ws(state_dir))}
+
+
+def own(state_dir):
+    return main_ws(state_dir) / "memory" / "CURRENT_STATE.md"
+
+
+def archives(ws):
+    d = ws / "memory" / "session_archive"
+    return sorted(p.name for p in d.glob("*.md")) if d.exists() else []
+
+
+def test_anchor_agent_end_vector(api, state_dir):
+    api.fire("agent_end", {"messages": ANCHOR_RUN, "success": True}, main_ctx(state_dir))
+    doc = StateDocument.parse(own(state_dir).read_text())
+    assert doc.section_names() == list(SECTIONS)
+    assert doc.get("Objective") == "and also fix the tests please"
+    assert doc.get("Current Step") == "Conversation ended after 5 messages"
+    assert doc.get("Key Decisions") == "- Auto-extracted from conversation"
+    assert doc.get("Next Action") == "Continue from where we left off"
+    assert doc.get("Blockers") == "None"
+    assert doc.get("Unsurfaced Results") == "Done: tests fixed.\nmore"
+    log = next((main_ws(state_dir) / "memory" / "sessions").glob("*.md")).read_text()
+    assert "- **Topic:** Please build the #deploy-pipeline for #Infra team" in log
+    assert "2 user / 2 assistant" in log
+    tags = (main_ws(state_dir) / "memory" / "tags.md").read_text()
+    assert "## #deploy-pipeline" in tags and "## #infra" in tags
+
+
+def test_previous_meaningful_state_is_archived(api, state_dir):
+    write_state(own(state_dir), objective="Old plan")
+    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    names = archives(main_ws(state_dir))
+    assert len(names) == 2  # two in the same minute do not collide
+    texts = [(main_ws(state_dir) / "memory" / "session_archive" / n).read_text() for n in names]
+    assert any("Old plan" in t for t in texts)
+
+
+# Fixed flaw (issue 7 / anchor 7 "death spiral"): trivial or poisoned runs keep the checkpoint.
+@pytest.mark.parametrize("messages", [
+    [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello! How can I help?"}],
+    [{"role": "user", "content": META + "ok"}, {"role": "assistant", "content": "Sure."}],
+    [{"role": "user", "content": "what were we doing again?"},
+     {"role": "assistant", "content": "Error: not logged in. Please run /login"}],
+    [{"role": "user", "content": "session expired, auth failed hard"}],
+    [{"role": "assistant", "content": "I do not remember anything."}],
+])
+def test_trivial_or_poisoned_runs_do_not_overwrite(api, state_dir, messages):
+    write_state(own(state_dir), objective="The secret plan")
+    before = own(state_dir).read_bytes()
+    api.fire("agent_end", {"messages": messages}, main_ctx(state_dir))
+    assert own(state_dir).read_bytes() == before
+    assert archives(main_ws(state_dir)) == []
+
+
+def test_ignore_patterns_match_the_first_real_user_message(api, state_dir):
+    write_state(own(state_dir), objective="The secret plan")
+    before = own(state_dir).read_bytes()
+    api.plugin_config = {"ignorePatterns": ["([", "^please build"]}
+    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    assert own(state_dir).read_bytes() == before
+    assert not (main_ws(state_dir) / "memory" / "sessions").exists()
+    assert "invalid regex '(['" in api.logger.text("warn")
+
+
+def test_auto_extract_off(api, state_dir):
+    api.plugin_config = {"autoExtract": False}
+    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    assert not own(state_dir).exists()
+
+
+# Fixed flaw 3.5.2: a same-agent child's run writes only its per-child file.
+def test_subagent_run_writes_only_its_own_files(api, state_dir):
+    write_state(own(state_dir), objective="Parent plan")
+    parent_files = files_under(main_ws(state_dir) / "memory")
+    ctx = {"agentId": "main", "sessionKey": "agent:main:subagent:c7",
+           "workspaceDir": str(main_ws(state_dir))}
+    child_run = [{"role": "user", "content": "[Subagent Context] You are running as a subagent"},
+                 {"role": "assistant", "content": "child result"}]
+    api.fire("agent_end", {"messages": child_run}, ctx)
+    api.fire("agent_end", {"messages": child_run}, ctx)
+    after = files_under(main_ws(state_dir) / "memory")
+    assert {k: v for k, v in after.items() if not k.startswith("subagents/")} == parent_files
+    child = main_ws(state_dir) / "memory" / "subagents" / "c7" / "CURRENT_STATE.md"
+    assert StateDocument.parse(child.read_text()).get("Unsurfaced Results") == "child result"
+
+
+def test_before_reset_archives_meaningful_state(api, state_dir):
+    api.fire("before_reset", {}, main_ctx(state_dir))
+    write_state(own(state_dir), objective="idle")
+    api.fire("before_reset", {}, main_ctx(state_dir))
+    assert archives(main_ws(state_dir)) == []
+    write_state(own(state_dir), objective="Real plan")
+    api.plugin_config = {"archiveOnNew": False}
+    api.fire("before_reset", {}, main_ctx(state_dir))
+    assert archives(main_ws(state_dir)) == []
+    api.plugin_config = {}
+    api.fire("before_reset", {}, main_ctx(state_dir))
+    (name,) = archives(main_ws(state_dir))
+    assert "Real plan" in (main_ws(state_dir) / "memory" / "session_archive" / name).read_text()
+    assert "Real plan" in own(state_dir).read_text()  # the file itself is not cleared
+
+
+# Fixed flaw 3.5.1: the stock session ctx has no workspaceDir; it is resolved from the agent.
+def test_session_end_writes_template_only_when_missing(api, state_dir):
+    ctx = {"agentId": "coder", "sessionId": "s9", "sessionKey": "agent:coder:main"}
+    api.fire("session_end", {"sessionId": "s9", "messageCount": 0}, ctx)
+    path = state_dir / "workspace-coder" / "memory" / "CURRENT_STATE.md"
+    doc = StateDocument.parse(path.read_text())
+    assert doc.section_names() == list(SECTIONS) and doc.get("Objective") == "None"
+    write_state(path, objective="keep me")
+    api.fire("session_end", {"sessionId": "s9"}, ctx)
+    assert "keep me" in path.read_text()
+
+
+def test_before_compaction_snapshot_and_protected_tail(api, state_dir):
+    write_state(own(state_dir), objective="Plan")
+    msgs = [{"role": "user", "content": "first question here"},
+            {"role": "assistant", "content": "first answer that is long"},
+            {"role": "user", "content": "ok"}, {"role": "assistant", "content": "k"},
+            {"role": "user", "content": "second question here"},
+            {"role": "assistant", "content": [{"type": "text", "text": "second answer, long"}]}]
+    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
+    snap = build_snapshot(StateDocument.parse(own(state_dir).read_text()))
+    assert out["prependSystemContext"] == snap + "\n\n" + "\n".join([
+        "=== RECENT EXCHANGE (protected) ===",
+        "User: first question here", "Assistant: first answer that is long", "---",
+        "User: second question here", "Assistant: second answer, long", "---",
+        "=== END RECENT EXCHANGE ==="])
+    api.plugin_config = {"tailProtectCount": 0}
+    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
+    assert out["prependSystemContext"] == snap
+
+
+def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
+    before = files_under(tmp_path)
+    for key in ["agent:../../x:subagent:1", "agent:main:subagent:../../../etc",
+                "agent:a/b:main"]:
+        ctx = {"sessionKey": key}
+        for hook in ("agent_end", "before_reset", "session_end", "before_compaction",
+                     "before_agent_start"):
+            assert api.fire(hook, {"messages": ANCHOR_RUN}, ctx) is None
+    assert files_under(tmp_path) == before
+    assert api.logger.text("error") == ""
+    assert "refusing" in api.logger.text("warn")
+
+
+def test_upper_case_and_empty_parts_are_normalised(api, state_dir):
+    ctx = {"sessionKey": "AGENT:Main::SubAgent:C8"}
+    api.fire("agent_end", {"messages": ANCHOR_RUN}, ctx)
+    child = main_ws(state_dir) / "memory" / "subagents" / "c8" / "CURRENT_STATE.md"
+    assert "and also fix the tests please" in child.read_text()
+    assert all("subagents/c8" in k or k == "openclaw.json" for k in files_under(state_dir))
