@@ -87,3 +87,24 @@ def pytest_runtest_makereport(item, call):
     for run in item.config.stash.get(_RUNS_KEY, []):
         for host in list(run.hosts.values()):
             report.sections.append((f"harness {run.run_id} {host.name}", _host_report(host)))
+
+
+@pytest.fixture(scope="session")
+def deployed(harness, tmp_path_factory):
+    """The session harness with the repo's release installed (TEMPORARY: direct installer)."""
+    from fleet.harness import ssh  # noqa: PLC0415
+    from fleet.release.artifact import build_artifact  # noqa: PLC0415
+
+    art = build_artifact(Path(__file__).resolve().parents[2], tmp_path_factory.mktemp("dist"))
+    for name, host in harness.hosts.items():
+        client = ssh.connect(harness.target(name))
+        try:
+            sftp = client.open_sftp()
+            sftp.put(str(art.path), f"/home/{host.user}/fleet.pyz")
+            sftp.close()
+        finally:
+            client.close()
+        result = harness.ssh(name, f"python3 fleet.pyz install --state-dir {host.state_dir} "
+                                   f"--sha256 {art.sha256}", timeout=120)
+        assert result.ok, result.stdout + result.stderr
+    return harness
