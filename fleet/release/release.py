@@ -76,7 +76,7 @@ def run_release(root: Path, component: Optional[str] = None, part: Optional[str]
                       tag=plan.tag, branch=plan.branch, base=plan.base, files=plan.paths,
                       changelog_section=plan.changelog_section, push=plan.push,
                       remote=plan.remote, path=journal_path)
-    journal.save()
+    journal.claim()
     return _execute(git, project, journal, echo, plan)
 
 

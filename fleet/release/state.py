@@ -60,6 +60,17 @@ class Journal:
         journal.path = Path(path)
         return journal
 
+    def claim(self) -> None:
+        """Create the journal exclusively: two releases started at once cannot both proceed."""
+        assert self.path is not None
+        try:
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError as exc:
+            raise ReleaseError(f"another release is in progress or unfinished ({self.path} "
+                               f"exists); fix: wait for it, or finish it with "
+                               f"`{RESUME_COMMAND}`") from exc
+        self.save()
+
     def save(self) -> None:
         """Write atomically (temp file + fsync + rename) so a crash never leaves half a journal."""
         assert self.path is not None

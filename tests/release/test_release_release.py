@@ -283,3 +283,21 @@ def test_refuses_when_the_remote_branch_is_ahead(repo, tmp_path):
     refuse(repo, "has commits that main lacks", component="mc")
     result, _ = release(repo, component="mc", push=False)  # a local-only release is still fine
     assert result.commit and not result.pushed
+
+
+def test_a_concurrent_release_cannot_start(repo, monkeypatch):
+    """Another process creating the journal between our preflight and our start wins."""
+    from fleet.release import release as release_mod
+
+    real_preflight = release_mod.preflight
+
+    def racing_preflight(*args, **kw):
+        plan = real_preflight(*args, **kw)
+        (repo.path / ".git" / JOURNAL_NAME).write_text("{}")
+        return plan
+
+    monkeypatch.setattr(release_mod, "preflight", racing_preflight)
+    with pytest.raises(ReleaseError, match="another release is in progress"):
+        release(repo, component="mc")
+    assert repo.git("log", "-1", "--format=%s") == "chore: initial import"
+    assert repo.git("status", "--porcelain") == ""
