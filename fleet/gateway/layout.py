@@ -145,6 +145,8 @@ def agent_workspace(agent_id: str, config: Dict[str, Any], state_dir: Path) -> P
 
 def default_agent(config: Dict[str, Any]) -> str:
     """The default agent id: the `default: true` entry, else the first, else `main`."""
+    if _paths is not None and hasattr(_paths, "default_agent_id"):
+        return _paths.default_agent_id(config)
     agents = config.get("agents") if isinstance(config.get("agents"), dict) else {}
     entries = [e for e in agents.get("list") or [] if isinstance(e, dict) and e.get("id")]
     for entry in entries:

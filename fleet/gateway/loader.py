@@ -26,6 +26,11 @@ from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import Layout, plugin_dirs
 from fleet.gateway.schema import SchemaError, apply_schema, check_schema
 
+try:  # the continuity core's validator is the one the plugins themselves use
+    from fleet.continuity.schema import validate as _core_validate
+except ImportError:  # pragma: no cover - until the core lands
+    _core_validate = None
+
 log = logging.getLogger("fleet.gateway.loader")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -285,14 +290,7 @@ class PluginHost:
             rec.enabled = enabled
             if not enabled:
                 return
-            try:
-                rec.config = apply_schema(
-                    rec.manifest["configSchema"],
-                    cfg_entry.get("config", {}),
-                    f"plugins.entries.{rec.id}.config",
-                )
-            except SchemaError as exc:
-                raise PluginLoadError(f"{self.layout.config_path}: {exc}") from exc
+            rec.config = self._plugin_config(rec, cfg_entry.get("config"))
             for req in rec.manifest.get("requires", []) or []:
                 other = self.records.get(req)
                 if other is None or not other.loaded:
@@ -334,6 +332,20 @@ class PluginHost:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             rec.error = describe(exc, entry)
+
+    def _plugin_config(self, rec: PluginRecord, raw: Any) -> Dict[str, Any]:
+        """`plugins.entries.<id>.config` validated against the manifest schema, defaults applied."""
+        where = f"plugins.entries.{rec.id}.config"
+        schema = rec.manifest["configSchema"]
+        try:
+            if _core_validate is not None:
+                if raw is not None and not isinstance(raw, dict):
+                    raise SchemaError(f"{where}: must be an object")
+                return _core_validate(raw or {}, schema)
+            return apply_schema(schema, raw if raw is not None else {}, where)
+        except (SchemaError, ValueError) as exc:
+            text = str(exc) if str(exc).startswith("plugins.") else f"{where}: {exc}"
+            raise PluginLoadError(f"{self.layout.config_path}: {text}") from exc
 
     def versions(self) -> Dict[str, str]:
         return {r.id: r.version for r in self.records.values() if r.loaded and r.version}

@@ -1,0 +1,83 @@
+"""Hook bus: OpenClaw's order, merge, error and time-limit semantics."""
+
+from __future__ import annotations
+
+import time
+
+from fleet.gateway.hooks import HookBus
+
+
+def test_higher_priority_runs_first_and_prompt_texts_merge_in_that_order():
+    bus = HookBus()
+    calls = []
+
+    def make(name, text):
+        def handler(event, ctx):
+            calls.append(name)
+            return {"prependSystemContext": text}
+        return handler
+
+    bus.register("before_agent_start", make("low", "LOW"), priority=1, plugin_id="low")
+    bus.register("before_agent_start", make("high", "HIGH"), priority=90, plugin_id="high")
+    bus.register("before_agent_start", make("mid", "MID"), priority=10, plugin_id="mid")
+    merged, errors = bus.run_modifying("before_agent_start", {"prompt": "p"}, {})
+    assert calls == ["high", "mid", "low"]
+    assert merged["prependSystemContext"] == "HIGH\n\nMID\n\nLOW"
+    assert errors == []
+
+
+def test_equal_priority_keeps_registration_order():
+    bus = HookBus()
+    seen = []
+    for name in ("a", "b", "c"):
+        bus.register("agent_end", lambda e, c, n=name: seen.append(n), priority=5, plugin_id=name)
+    bus.run_void("agent_end", {}, {})
+    assert seen == ["a", "b", "c"]
+
+
+def test_modifying_hook_skips_none_and_failing_handlers():
+    bus = HookBus()
+
+    def boom(event, ctx):
+        raise RuntimeError("broken plugin")
+
+    bus.register("before_agent_start", lambda e, c: None, priority=50, plugin_id="quiet")
+    bus.register("before_agent_start", boom, priority=40, plugin_id="broken")
+    bus.register("before_agent_start", lambda e, c: {"prependSystemContext": "ok"}, 30, "good")
+    merged, errors = bus.run_modifying("before_agent_start", {}, {})
+    assert merged == {"prependSystemContext": "ok"}
+    assert len(errors) == 1 and "broken" in errors[0] and "broken plugin" in errors[0]
+
+
+def test_void_hook_errors_are_caught_and_later_handlers_still_run():
+    bus = HookBus()
+    ran = []
+
+    def boom(event, ctx):
+        raise ValueError("nope")
+
+    bus.register("subagent_ended", boom, priority=9, plugin_id="bad")
+    bus.register("subagent_ended", lambda e, c: ran.append(e["x"]) or {"ignored": 1}, 1, "good")
+    errors = bus.run_void("subagent_ended", {"x": 7}, {})
+    assert ran == [7]
+    assert errors and "[bad] subagent_ended handler failed: ValueError: nope" in errors[0]
+
+
+def test_a_hung_handler_is_abandoned_after_its_time_limit():
+    bus = HookBus(timeout_s=0.2)
+    ran = []
+    bus.register("agent_end", lambda e, c: time.sleep(5), priority=9, plugin_id="slow")
+    bus.register("agent_end", lambda e, c: ran.append(1), priority=1, plugin_id="fast")
+    t0 = time.monotonic()
+    errors = bus.run_void("agent_end", {}, {})
+    assert time.monotonic() - t0 < 2
+    assert ran == [1]
+    assert errors == ["[slow] agent_end handler timed out after 0.2s"]
+
+
+def test_handler_cannot_mutate_the_callers_event_dict():
+    bus = HookBus()
+    bus.register("agent_end", lambda e, c: e.update(success=False), plugin_id="p")
+    event = {"success": True}
+    bus.run_void("agent_end", event, {})
+    assert event == {"success": True}

@@ -1,0 +1,170 @@
+"""Sessions, turns, subagents and announces through the in-process gateway (one op table)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.gateway.conftest import hook_log, ok
+
+
+def test_turn_fires_hooks_with_openclaw_shapes_and_returns_injected_context(recorder_gateway):
+    gw = recorder_gateway
+    s = ok(gw, "session.start", agentId="main")
+    assert s["sessionKey"] == "agent:main:main"
+    assert s["workspaceDir"] == str(gw.layout.state_dir / "workspace")
+    turn = ok(gw, "session.turn", sessionKey=s["sessionKey"], prompt="build the thing",
+              steps=[{"text": "On it.", "tool": "exec", "args": {"cmd": "make"},
+                      "result": "ok"}, "Built."])
+    assert turn["injectedContext"] == "CTX for agent:main:main"
+    assert turn["appended"] == 4
+    log = hook_log(gw.layout.state_dir)
+    start, end = log[0], log[1]
+    assert start["hook"] == "before_agent_start"
+    assert start["event"] == {"prompt": "build the thing", "messageCount": 0, "roles": []}
+    assert start["ctx"] == {"agentId": "main", "sessionKey": "agent:main:main",
+                            "sessionId": s["sessionId"], "workspaceDir": s["workspaceDir"],
+                            "trigger": "user", "messageProvider": "fleet"}
+    assert end["hook"] == "agent_end"
+    assert end["event"]["roles"] == ["user", "assistant", "toolResult", "assistant"]
+    assert end["event"]["success"] is True and isinstance(end["event"]["durationMs"], int)
+    lines = (gw.layout.state_dir / "agents/main/sessions" / f"{s['sessionId']}.jsonl"
+             ).read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "session"
+    assert [json.loads(x)["message"]["role"] for x in lines[1:]] == end["event"]["roles"]
+
+
+def test_session_start_resumes_an_open_session_and_close_fires_session_end(recorder_gateway):
+    gw = recorder_gateway
+    a = ok(gw, "session.start")
+    b = ok(gw, "session.start", sessionKey="AGENT:main:main")
+    assert (b["resumed"], b["sessionId"]) == (True, a["sessionId"])
+    ok(gw, "session.close", sessionKey=a["sessionKey"], reason="new")
+    hooks = [h["hook"] for h in hook_log(gw.layout.state_dir)]
+    assert hooks[-2:] == ["before_reset", "session_end"]
+    end = hook_log(gw.layout.state_dir)[-1]
+    assert end["ctx"]["workspaceDir"] == a["workspaceDir"]
+    assert end["event"]["reason"] == "new"
+    resp = gw.handle({"op": "session.turn", "sessionKey": a["sessionKey"], "prompt": "x"})
+    assert not resp["ok"] and "closed" in resp["error"]
+    c = ok(gw, "session.start")
+    assert c["sessionId"] != a["sessionId"] and c["resumed"] is False
+
+
+def test_compaction_step_fires_before_compaction_and_writes_a_marker(recorder_gateway):
+    gw = recorder_gateway
+    key = ok(gw, "session.start")["sessionKey"]
+    ok(gw, "session.turn", sessionKey=key, prompt="p",
+       steps=["a", {"compaction": {"tokensBefore": 1000}}, "b"])
+    assert "before_compaction" in [h["hook"] for h in hook_log(gw.layout.state_dir)]
+    msgs = ok(gw, "transcript", sessionKey=key)["messages"]
+    marker = msgs[2]
+    assert marker["role"] == "system" and marker["content"] == [
+        {"type": "text", "text": "Compaction"}]
+    assert marker["__openclaw"]["kind"] == "compaction" and marker["__openclaw"]["seq"] == 1
+
+
+def spawn(gw, parent, **extra):
+    return ok(gw, "subagent.spawn", parentSessionKey=parent, task="deep search", **extra)
+
+
+def test_spawned_child_has_openclaw_key_and_requester_in_its_agent_ctx(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, agentId="research", steps=["found it"])
+    key = child["childSessionKey"]
+    assert re.fullmatch(r"agent:research:subagent:[0-9a-f-]{36}", key)
+    assert child["workspaceDir"] == str(gw.layout.state_dir / "workspace-research")
+    start = [h for h in hook_log(gw.layout.state_dir) if h["hook"] == "before_agent_start"][-1]
+    assert start["ctx"]["sessionKey"] == key
+    assert start["ctx"]["requesterSessionKey"] == parent
+    assert start["event"]["prompt"] == "deep search"
+    assert child["turn"]["injectedContext"] == f"CTX for {key}"
+
+
+def test_subagent_ended_fires_once_and_the_parent_receives_the_announce(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, steps=["Answer: 42"])
+    key = child["childSessionKey"]
+    first = ok(gw, "subagent.end", childSessionKey=key, outcome="ok")
+    second = ok(gw, "subagent.end", childSessionKey=key, outcome="error", error="late")
+    ended = [h for h in hook_log(gw.layout.state_dir) if h["hook"] == "subagent_ended"]
+    assert len(ended) == 1
+    assert ended[0]["ctx"] == {"runId": child["runId"], "childSessionKey": key,
+                               "requesterSessionKey": parent}
+    ev = ended[0]["event"]
+    assert {k: ev[k] for k in ("targetSessionKey", "targetKind", "reason", "outcome", "runId")} \
+        == {"targetSessionKey": key, "targetKind": "subagent", "reason": "subagent-complete",
+            "outcome": "ok", "runId": child["runId"]}
+    assert isinstance(ev["endedAt"], int)
+    assert second["alreadyEnded"] is True and second["ended"]["outcome"] == "ok"
+    text = first["announce"]["text"]
+    assert first["announce"]["state"] == "delivered"
+    assert "status: completed successfully" in text and "\nAnswer: 42\n" in text
+    last = ok(gw, "transcript", sessionKey=parent)["messages"][-1]
+    assert last["content"][0]["text"] == text
+    assert last["provenance"]["sourceSessionKey"] == key
+
+
+def test_announce_after_compaction_waits_for_the_real_answer(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, steps=[
+        {"tool": "exec", "args": {"command": "find /"}, "result": "/a\n/b\n/c"},
+        {"compaction": True}])
+    key = child["childSessionKey"]
+    end = ok(gw, "subagent.end", childSessionKey=key)
+    assert end["announce"]["state"] == "pending"
+    parent_texts = [m["content"][0]["text"] for m in
+                    ok(gw, "transcript", sessionKey=parent)["messages"]]
+    assert not any("/a\n/b" in t for t in parent_texts)
+    more = ok(gw, "session.turn", sessionKey=key, prompt="continue",
+              steps=["Deep search done: the answer is B."])
+    assert more["announce"]["state"] == "delivered"
+    assert "Deep search done: the answer is B." in more["announce"]["text"]
+    parent_texts = [m["content"][0]["text"] for m in
+                    ok(gw, "transcript", sessionKey=parent)["messages"]]
+    announces = [t for t in parent_texts if t.startswith("[Internal task completion event]")]
+    assert len(announces) == 1 and "/a\n/b" not in announces[0]
+
+
+def test_timeout_and_silent_children(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    slow = spawn(gw, parent, steps=[{"tool": "exec", "args": {}, "result": "raw"},
+                                    {"compaction": True}])
+    res = ok(gw, "subagent.end", childSessionKey=slow["childSessionKey"], outcome="timeout")
+    assert res["announce"]["state"] == "delivered"
+    assert "status: timed out" in res["announce"]["text"]
+    assert "[Partial progress: 1 tool call(s) executed before timeout]" in res["announce"]["text"]
+    quiet = spawn(gw, parent, steps=["NO_REPLY"])
+    res = ok(gw, "subagent.end", childSessionKey=quiet["childSessionKey"])
+    assert res["announce"]["state"] == "silent"
+    texts = [m["content"][0]["text"] for m in ok(gw, "transcript", sessionKey=parent)["messages"]]
+    assert sum(t.startswith("[Internal task completion event]") for t in texts) == 1
+
+
+def test_bad_requests_get_clear_errors(recorder_gateway):
+    gw = recorder_gateway
+    assert "unknown op" in gw.handle({"op": "nope"})["error"]
+    assert "op" in gw.handle(["not", "a", "dict"])["error"]
+    err = gw.handle({"op": "session.turn", "sessionKey": "agent:main:zzz"})["error"]
+    assert "unknown session" in err
+    key = ok(gw, "session.start")["sessionKey"]
+    err = gw.handle({"op": "session.turn", "sessionKey": key, "steps": [{"dance": 1}]})["error"]
+    assert "steps[0]" in err
+    err = gw.handle({"op": "subagent.end", "childSessionKey": key})["error"]
+    assert "not a subagent session" in err
+    child = spawn(gw, key)["childSessionKey"]
+    err = gw.handle({"op": "subagent.end", "childSessionKey": child, "outcome": "meh"})["error"]
+    assert "outcome" in err
+    err = gw.handle({"op": "session.start", "sessionKey": "agent:../x:main"})["error"]
+    assert "agent id" in err
+
+
+def test_commands_are_dispatched_by_name_with_the_documented_ctx(recorder_gateway):
+    gw = recorder_gateway
+    res = ok(gw, "command", command="/rec state --all", sessionKey="agent:main:main")
+    assert res == {"command": "rec", "plugin": "recorder", "text": "args=state --all"}
+    assert "unknown command /nope" in gw.handle({"op": "command", "command": "/nope"})["error"]
