@@ -20,6 +20,7 @@ from fleet.continuity import archive, sessionlog, summary, tagindex
 from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
+DAILY_BACKFILL_DAYS = 7
 
 _META_LABELS = (r"Conversation info \(untrusted metadata\):", r"Sender \(untrusted metadata\):")
 # The usual envelope: label, a fenced JSON block, then the message (blank line optional).
@@ -40,6 +41,7 @@ class RunRecord:
     tags: List[str] = field(default_factory=list)
     daily: Optional[Path] = None
     weekly: Optional[Path] = None
+    backfilled: List[Path] = field(default_factory=list)
     decayed: List[Path] = field(default_factory=list)
 
 
@@ -110,8 +112,10 @@ def record_run(
     """Journal one finished agent run in `<workspace>/memory/`.
 
     Session log entry and tag index (unless `sessionLogging` is false), yesterday's daily summary
-    and, on Mondays, last ISO week's summary (unless `summaryEnabled` is false), then archive decay
-    (`archiveDecayDays`, <= 0 disables). Nothing happens for an empty run.
+    (plus any day of the last week whose log has no summary yet: the anchor skipped a day when no
+    run happened the day after) and, on Mondays, last ISO week's summary (unless
+    `summaryEnabled` is false), then archive decay (`archiveDecayDays`, <= 0 disables).
+    Nothing happens for an empty run.
     """
     record = RunRecord()
     if not messages:
@@ -127,7 +131,13 @@ def record_run(
         record.topic = topic
         record.tags = tagindex.update(workspace, topic, local.date())
     if _enabled(config, "summaryEnabled"):
-        record.daily = summary.write_daily(workspace, local.date() - timedelta(days=1))
+        # Yesterday first (the anchor's rule), then any recent day a quiet day left unsummarised.
+        for back in range(1, DAILY_BACKFILL_DAYS + 1):
+            written = summary.write_daily(workspace, local.date() - timedelta(days=back))
+            if back == 1:
+                record.daily = written
+            elif written is not None:
+                record.backfilled.append(written)
         record.weekly = summary.write_weekly(workspace, local.date())
     record.decayed = archive.decay_archives(workspace, _decay_days(config), local)
     return record

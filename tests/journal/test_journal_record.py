@@ -231,3 +231,15 @@ def test_metadata_envelopes_stripped_without_eating_the_message():
 def test_unicode_and_punctuated_tags(tmp_path):
     record = journal.record_run(tmp_path, run("部署 #部署 and #infra. plus #CI_2!"), {}, now=NOW)
     assert record.tags == ["#部署", "#infra", "#ci_2"]
+
+
+def test_daily_summaries_backfilled_after_quiet_days(tmp_path):
+    journal.record_run(tmp_path, run("thursday work item"), {}, now=datetime(2026, 3, 26, 9))
+    journal.record_run(tmp_path, run("friday work item"), {}, now=datetime(2026, 3, 27, 9))
+    # Nothing from Saturday to Monday; Tuesday's run still summarises Friday.
+    record = journal.record_run(tmp_path, run("tuesday work item"), {}, now=NOW)
+    assert record.daily is None  # Monday had no log
+    assert [p.name for p in record.backfilled] == ["2026-03-27.md"]
+    assert "1. friday work item" in summary.daily_dir(tmp_path).joinpath(
+        "2026-03-27.md").read_text()
+    assert [p.name for p in summary.list_daily(tmp_path)] == ["2026-03-27.md", "2026-03-26.md"]
