@@ -1,13 +1,11 @@
 """Fixtures for deploy tests: source trees with chosen versions, artifacts, sandbox hosts.
 
-Artifacts come from `fleet.release.artifact.build_artifact` when it exists, else from a minimal
-zipapp builder here with the same layout (docs/architecture.md, "Artifact").
+Artifacts are built with `fleet.release.artifact.build_artifact` from copies of this repo's sources,
+so a test can deploy a bumped version or a release whose plugin fails on import.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import shutil
@@ -15,15 +13,15 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from fleet.release.artifact import build_artifact
+
 REPO = Path(__file__).resolve().parents[2]
 FAKEGW = Path(__file__).with_name("fakegw.py")
-HOST_SIDE = ("__init__.py", "continuity", "plugins", "gateway", "installer")
 
 
 @dataclass
@@ -53,42 +51,7 @@ def make_tree(dst: Path, bump: str | None = None, broken: bool = False) -> Path:
     return dst
 
 
-def _local_build(root: Path, out_dir: Path) -> Built:
-    files = {}
-    for top in HOST_SIDE:
-        base = root / "fleet" / top
-        paths = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
-        for path in paths:
-            if "__pycache__" in path.parts:
-                continue
-            files[path.relative_to(root).as_posix()] = path.read_bytes()
-    components = {}
-    for manifest in sorted((root / "fleet" / "plugins").glob("*/openclaw.plugin.json")):
-        data = json.loads(manifest.read_text())
-        components[data["id"]] = data["version"]
-    version = components["memory-continuity"]
-    files["__main__.py"] = b"from fleet.installer.cli import main\nraise SystemExit(main())\n"
-    manifest = {"version": version, "components": components,
-                "files": {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}}
-    files["fleet_manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
-    buf = io.BytesIO()
-    buf.write(b"#!/usr/bin/env python3\n")
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files):
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, files[name])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"fleet-{version}.pyz"
-    path.write_bytes(buf.getvalue())
-    return Built(path, hashlib.sha256(buf.getvalue()).hexdigest(), version, components)
-
-
 def build(root: Path, out_dir: Path) -> Built:
-    try:
-        from fleet.release.artifact import build_artifact
-    except ImportError:
-        return _local_build(root, out_dir)
     art = build_artifact(root, out_dir)
     return Built(Path(art.path), art.sha256, str(art.version), dict(art.components))
 
@@ -159,3 +122,79 @@ def run_installer(artifact: Path, *args: str, python: str = sys.executable,
         return proc.returncode, json.loads(proc.stdout)
     except ValueError:
         return proc.returncode, {"stdout": proc.stdout, "stderr": proc.stderr}
+
+
+SANDBOX_INVENTORY = """\
+vars:
+  connection: local
+  gateway: {manager: fleet}
+  timeouts: {ready: 30, command: 120}
+hosts:
+  a: {state_dir: hosts/a}
+  b: {state_dir: hosts/b}
+  c: {state_dir: hosts/c}
+groups:
+  sandbox: {hosts: [a, b, c]}
+"""
+
+
+class Sandbox:
+    """Three local hosts in a temp dir, deployed through fleet.deploy.api like the tasks do."""
+
+    def __init__(self, root: Path, text: str = SANDBOX_INVENTORY):
+        from fleet.deploy.inventory import load
+
+        self.root = root
+        self.inventory_path = root / "inventory.yaml"
+        self.inventory_path.write_text(text)
+        self.inventory = load(self.inventory_path)
+        self.events: list[tuple[str, str, str]] = []
+
+    def state(self, name: str) -> Path:
+        return Path(self.inventory.hosts[name].state_dir)
+
+    def sink(self, host: str, step: str, note: str) -> None:
+        self.events.append((host, step, note))
+
+    def deploy(self, artifact, hosts: str = "sandbox", **kw) -> dict:
+        from fleet.deploy import api
+
+        results = api.deploy(self.inventory.select(hosts), artifact, self.sink, **kw)
+        return {r.host: r for r in results}
+
+    def run(self, action: str, hosts: str = "sandbox", **kw) -> dict:
+        from fleet.deploy import api
+
+        results = getattr(api, action)(self.inventory.select(hosts), self.sink, **kw)
+        return {r.host: r for r in results}
+
+    def current(self, name: str) -> str | None:
+        link = self.state(name) / "fleet" / "current"
+        return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+    def health(self, name: str) -> dict | None:
+        from fleet.installer.manager import socket_health
+
+        return socket_health(self.state(name))
+
+    def audit(self, name: str) -> list[dict]:
+        path = self.state(name) / "fleet" / "audit.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() \
+            else []
+
+    def fault(self, name: str, step: str, action: str) -> Path:
+        path = self.state(name) / "fleet" / "faults" / step
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(action)
+        return path
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    box = Sandbox(tmp_path)
+    yield box
+    gateway_pids([box.state(n) for n in box.inventory.hosts])
+
+
+def release_of(built: Built) -> str:
+    return f"{built.version}-{built.sha256[:12]}"
