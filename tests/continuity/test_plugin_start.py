@@ -142,3 +142,9 @@ def test_invalid_config_is_an_error_naming_the_key_and_changes_nothing(api, stat
     api.plugin_config = {"relevanceInjection": "yes"}
     assert api.fire("before_agent_start", {}, main_ctx(state_dir)) is None
     assert "relevanceInjection" in api.logger.text("error")
+
+
+def test_non_agent_session_key_still_uses_the_ctx_workspace(api, state_dir):
+    write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Plan")
+    out = api.fire("before_agent_start", {}, main_ctx(state_dir, sessionKey="global"))
+    assert "Objective: Plan" in out

@@ -14,8 +14,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
-from fleet.plugins.memory_continuity import clock, extraction, settings
-from fleet.plugins.memory_continuity.locate import Locator
+
+from . import clock, extraction, settings
+from .locate import Locator
 
 
 def _own(

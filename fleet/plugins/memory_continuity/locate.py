@@ -40,10 +40,17 @@ class Locator:
     def session(self, ctx: Mapping[str, Any]) -> Tuple[Optional[Path], Optional[SessionKey]]:
         """(workspace, parsed key) of the session a hook ctx describes; workspace None if unknown.
 
-        Raises `InvalidAgentId` / ValueError for a hostile session key or agent id.
+        Raises `InvalidAgentId` for a session key or agent id that is not safe as a path part.
         """
         raw_key = session_key_of(ctx)
-        key = paths.check_session_key(raw_key) if raw_key else None
+        key = None
+        if raw_key:
+            try:
+                key = paths.check_session_key(raw_key)
+            except paths.InvalidAgentId:
+                raise
+            except ValueError:
+                key = None  # not an `agent:` key (legacy/global): use workspaceDir / agentId
         ws = ctx.get("workspaceDir")
         if isinstance(ws, str) and ws.strip():
             return Path(ws).expanduser(), key

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from fleet.plugins.memory_continuity import checkpoint, recovery, settings, startup
-from fleet.plugins.memory_continuity.locate import Locator
+from . import checkpoint, recovery, settings, startup
+from .locate import Locator
 
 PLUGIN_ID = settings.PLUGIN_ID
 

@@ -14,8 +14,9 @@ from typing import Any, List, Mapping, Optional
 
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
-from fleet.plugins.memory_continuity import clock, notes, settings
-from fleet.plugins.memory_continuity.locate import Locator
+
+from . import clock, notes, settings
+from .locate import Locator
 
 MERGED_OUTCOMES = {"ok": False, "timeout": True}  # outcome -> partial?
 OUTCOME_BY_REASON = {

@@ -15,8 +15,9 @@ from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument
 from fleet.continuity.history import related_history
 from fleet.continuity.snapshot import build_snapshot
-from fleet.plugins.memory_continuity import settings
-from fleet.plugins.memory_continuity.locate import Locator
+
+from . import settings
+from .locate import Locator
 
 IMPORTANT_LINE = (
     "IMPORTANT: The above is recovered working state from a previous session. If the user "
