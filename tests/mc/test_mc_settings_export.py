@@ -160,3 +160,12 @@ def test_export_errors(mc):
     assert mc("export --from March") == f"--from March: not a date (use YYYY-MM-DD)\n{usage}"
     assert mc("export --tag") == f"--tag needs a value\n{usage}"
     assert not (mc.state / "exports").exists()
+
+
+def test_settings_refuses_malformed_config_shape(mc):
+    mc.config["plugins"] = {"entries": []}
+    mc.write_config()
+    before = (mc.state / "openclaw.json").read_text()
+    text = mc.raw("settings autoExtract false")
+    assert text.startswith("MC error: plugins.entries is a list, not an object")
+    assert (mc.state / "openclaw.json").read_text() == before
