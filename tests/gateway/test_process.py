@@ -1,0 +1,188 @@
+"""Real gateway processes in temp state dirs, driven through the CLI as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.gateway.conftest import REPO, RECORDER, call, run_cli, write_plugin
+
+SLOW_COMMAND = """
+import time
+def register(api):
+    def slow(ctx):
+        time.sleep(float(ctx["args"] or "0.5"))
+        return {"text": "finished"}
+    api.register_command("slow", slow)
+"""
+
+
+def init_with(tmp_path: Path, state: Path, **plugins: str) -> None:
+    src = tmp_path / "plugins"
+    for pid, code in plugins.items():
+        write_plugin(src, pid, code, version="2.0.0")
+    res = run_cli(state, "init", "--link-plugins-from", str(src))
+    assert res.returncode == 0, res.stderr
+
+
+def start(state: Path, gateways, *extra: str) -> subprocess.CompletedProcess:
+    res = run_cli(state, "start", *extra)
+    if res.returncode == 0:
+        gateways.append(state)
+    return res
+
+
+def status(state: Path) -> dict:
+    return json.loads(run_cli(state, "status", "--json").stdout)
+
+
+def test_start_status_stop_and_stop_again(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    res = start(state, gateways, "--expect", "recorder=2.0.0")
+    assert res.returncode == 0, res.stderr
+    assert "ready: recorder 2.0.0" in res.stdout
+    st = status(state)
+    assert st["running"] and st["health"]["versions"] == {"recorder": "2.0.0"}
+    assert st["health"]["releaseRoot"] == str(REPO.resolve())
+    pid = st["pid"]
+    res = run_cli(state, "stop")
+    assert res.returncode == 0 and f"gateway pid {pid} stopped" in res.stdout
+    res = run_cli(state, "stop")
+    assert res.returncode == 0
+    assert res.stdout.strip() == f"gateway is not running (state dir {state})"
+    assert run_cli(state, "status").returncode == 3
+    assert not (state / "run" / "gateway.sock").exists()
+
+
+def test_second_start_refuses_naming_the_running_pid(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    assert start(state, gateways).returncode == 0
+    pid = status(state)["pid"]
+    res = run_cli(state, "start")
+    assert res.returncode == 1
+    assert f"gateway already running (pid {pid}" in res.stderr
+    assert status(state)["pid"] == pid
+
+
+def test_kill_9_leaves_a_stale_pidfile_that_start_recognises(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    assert start(state, gateways).returncode == 0
+    pid = status(state)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 3
+    while status(state)["running"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (state / "run" / "gateway.pid").read_text().strip() == str(pid)  # stale, not removed
+    assert status(state)["running"] is False
+    res = start(state, gateways)
+    assert res.returncode == 0, res.stderr
+    assert status(state)["pid"] != pid
+    assert call(state, "health")["ok"]
+
+
+def test_plugin_raising_on_import_makes_start_fail_with_its_error(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER,
+              broken="raise RuntimeError('release is broken: missing module')\n")
+    res = start(state, gateways)
+    assert res.returncode == 1
+    assert "plugin load failed" in res.stderr
+    assert "RuntimeError: release is broken: missing module" in res.stderr
+    assert "gateway.log (tail)" in res.stderr
+    assert status(state)["running"] is False  # the failed gateway is not left behind
+
+
+def test_expect_mismatch_fails_start(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    res = start(state, gateways, "--expect", "recorder=9.9.9", "--json")
+    assert res.returncode == 1
+    assert "recorder expected 9.9.9, running 2.0.0" in json.loads(res.stderr)["error"]
+    assert status(state)["running"] is False
+
+
+def snapshot_files(state: Path) -> dict:
+    skip = {"run", "logs"}
+    return {
+        str(p.relative_to(state)): p.read_bytes()
+        for p in sorted(state.rglob("*"))
+        if p.is_file() and p.relative_to(state).parts[0] not in skip
+        and not p.name.endswith(".lock")
+    }
+
+
+def test_restart_keeps_every_transcript_and_state_file(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    assert start(state, gateways).returncode == 0
+    parent = call(state, "session.start")["result"]["sessionKey"]
+    call(state, "session.turn", {"sessionKey": parent, "prompt": "plan", "steps": ["planned"]})
+    child = call(state, "subagent.spawn", {"parentSessionKey": parent, "task": "t",
+                                           "steps": [{"compaction": True}]})["result"]
+    (state / "workspace" / "memory").mkdir(parents=True, exist_ok=True)
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text("# state\n")
+    before = snapshot_files(state)
+    old_pid = status(state)["pid"]
+    res = run_cli(state, "restart", "--json")
+    assert res.returncode == 0, res.stderr
+    health = json.loads(res.stdout)
+    assert health["pid"] != old_pid and health["previous"]["stopped"] is True
+    after = snapshot_files(state)
+    assert {k: after.get(k) for k in before} == before
+    # sessions survive: the child's pending announce completes after the restart
+    end = call(state, "subagent.end", {"childSessionKey": child["childSessionKey"]})["result"]
+    assert end["announce"]["state"] == "pending"
+    turn = call(state, "session.turn", {"sessionKey": child["childSessionKey"],
+                                        "prompt": "go on", "steps": ["the answer"]})["result"]
+    assert turn["announce"]["state"] == "delivered"
+    msgs = call(state, "transcript", {"sessionKey": parent})["result"]["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert "the answer" in msgs[-1]["content"][0]["text"]
+
+
+def test_stop_lets_an_in_flight_request_finish(tmp_path, state, gateways):
+    init_with(tmp_path, state, slow=SLOW_COMMAND)
+    assert start(state, gateways).returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    pending = subprocess.Popen(
+        [sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "call", "command",
+         "command=/slow 0.8"], stdout=subprocess.PIPE, text=True, env=env)
+    time.sleep(0.4)  # the request is being handled now
+    res = run_cli(state, "stop")
+    assert res.returncode == 0 and "terminated" in res.stdout
+    out, _ = pending.communicate(timeout=5)
+    assert pending.returncode == 0
+    assert json.loads(out)["result"]["text"] == "finished"
+
+
+def test_client_call_survives_the_restart_window(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "call", "health",
+         "--retry", "8"], stdout=subprocess.PIPE, text=True, env=env)
+    time.sleep(0.3)  # the client is now retrying a missing socket
+    assert start(state, gateways).returncode == 0
+    out, _ = waiting.communicate(timeout=10)
+    assert waiting.returncode == 0 and json.loads(out)["result"]["ready"] is True
+    res = run_cli(state, "stop")
+    assert res.returncode == 0
+    unreachable = run_cli(state, "call", "health", "--retry", "0")
+    assert unreachable.returncode == 3
+    assert "not reachable" in json.loads(unreachable.stdout)["error"]
+
+
+def test_call_cli_exit_code_follows_ok_and_parses_arguments(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    assert start(state, gateways).returncode == 0
+    res = run_cli(state, "call", "session.start", "agentId=ops")
+    assert res.returncode == 0
+    key = json.loads(res.stdout)["result"]["sessionKey"]
+    assert key == "agent:ops:main"
+    res = run_cli(state, "call", "session.turn", f"sessionKey={key}", "prompt=42",
+                  'steps:=["x", {"compaction": true}]')
+    assert res.returncode == 0, res.stdout
+    res = run_cli(state, "call", "session.turn", "sessionKey=agent:ops:nope")
+    assert res.returncode == 1 and "unknown session" in json.loads(res.stdout)["error"]
