@@ -180,3 +180,17 @@ def test_upper_case_and_empty_parts_are_normalised(api, state_dir):
     child = main_ws(state_dir) / "memory" / "subagents" / "c8" / "CURRENT_STATE.md"
     assert "and also fix the tests please" in child.read_text()
     assert all("subagents/c8" in k or k == "openclaw.json" for k in files_under(state_dir))
+
+
+def test_notes_that_arrived_during_the_run_survive_its_checkpoint(api, state_dir, monkeypatch):
+    from datetime import datetime, timezone
+
+    from fleet.plugins.memory_continuity import clock
+
+    old_note = '[2026-03-31T07:00:00.000Z] Subagent "main" completed.\n  Result: seen already'
+    new_note = '[2026-03-31T07:59:59.000Z] Subagent "main" completed.\n  Result: arrived late'
+    write_state(own(state_dir), objective="Plan", unsurfaced=old_note + "\n" + new_note)
+    monkeypatch.setattr(clock, "now", lambda: datetime(2026, 3, 31, 8, 0, tzinfo=timezone.utc))
+    api.fire("agent_end", {"messages": ANCHOR_RUN, "durationMs": 60_000}, main_ctx(state_dir))
+    section = StateDocument.parse(own(state_dir).read_text()).get("Unsurfaced Results")
+    assert section == "Done: tests fixed.\nmore\n" + new_note

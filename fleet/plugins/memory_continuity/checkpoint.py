@@ -8,6 +8,7 @@ over its parent's checkpoint.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -15,7 +16,7 @@ from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import clock, extraction, settings
+from . import clock, extraction, notes, settings
 from .locate import Locator
 
 
@@ -72,8 +73,33 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         old = store.read_text(own)
         if old is not None and is_meaningful(StateDocument.parse(old).get("Objective")):
             _archive(journal_ws, old, config["maxArchiveCount"], moment)
+        if old is not None:
+            new_text = _carry_pending_notes(own, old, new_text, event.get("durationMs"), moment)
         store.atomic_write(own, new_text)
     log.info(f"agent_end: checkpoint written to {own}")
+
+
+def _carry_pending_notes(
+    own: Path, old: str, new_text: str, duration_ms: Any, moment: datetime
+) -> str:
+    """Keep recovery notes that arrived while this run was going: the model never saw them in
+    its start-of-run snapshot, so the checkpoint must not bury them in the archive only."""
+    if isinstance(duration_ms, bool) or not isinstance(duration_ms, (int, float)):
+        return new_text
+    if duration_ms < 0:
+        return new_text
+    since = to_iso(moment - timedelta(milliseconds=duration_ms))
+    pending = notes.notes_since(StateDocument.parse(old).get("Unsurfaced Results"), since)
+    if not pending:
+        return new_text
+    doc = StateDocument.parse(new_text)
+    merged = doc.get("Unsurfaced Results")
+    for note in pending:
+        merged = notes.merge(merged, note)
+    kept, moved = notes.cap(merged, to_iso(moment))
+    notes.append_archive(own.parent, moved)
+    doc.set("Unsurfaced Results", kept)
+    return doc.render()
 
 
 def before_reset(

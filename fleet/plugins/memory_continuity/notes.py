@@ -24,6 +24,7 @@ ARCHIVE_NAME = "unsurfaced_archive.md"
 ARCHIVE_HEADER = "# Unsurfaced Results Archive\n\n"
 
 _BLOCK_START_RE = re.compile(r"^\[[^\]\n]+\] ")
+_NOTE_HEAD_RE = re.compile(r'^\[([^\]\n]+)\] Subagent "')
 _MOVED_RE = re.compile(
     r"^\[[^\]\n]+\] (\d+) older note\(s\) moved to memory/" + re.escape(ARCHIVE_NAME) + r"$"
 )
@@ -62,6 +63,16 @@ def split_blocks(section: str) -> List[str]:
         else:
             blocks[-1].append(line)
     return ["\n".join(b).strip("\n") for b in blocks if "\n".join(b).strip()]
+
+
+def notes_since(section: str, since_iso: str) -> List[str]:
+    """Recovery notes in `section` stamped at or after `since_iso` (same ISO format sorts right)."""
+    out = []
+    for block in split_blocks(section):
+        m = _NOTE_HEAD_RE.match(block)
+        if m and m.group(1) >= since_iso:
+            out.append(block)
+    return out
 
 
 def merge(existing: str, note: str) -> str:
