@@ -1,0 +1,55 @@
+"""Parent/child end to end on a real gateway with the real plugins, through the client CLI.
+
+The seed reaches the child, the child's unsurfaced result is recovered into the parent's state
+file, and the announce lands in the parent's transcript.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.gateway.conftest import call, run_cli
+
+OBJECTIVE = "Migrate the billing service to Postgres 16 this week"
+CHILD_RESULT = "Replication lag on db-2 is 3 seconds, safe to switch."
+
+
+def test_parent_child_continuity_through_the_cli(state, gateways):
+    assert run_cli(state, "init").returncode == 0
+    res = run_cli(state, "start", "--expect", "memory-continuity=5.0.0", "--expect", "mc=2.1.0")
+    assert res.returncode == 0, res.stderr
+    gateways.append(state)
+
+    parent = call(state, "session.start", {"agentId": "main"})["result"]["sessionKey"]
+    call(state, "session.turn", {"sessionKey": parent, "prompt": OBJECTIVE,
+                                 "steps": ["Plan: dump, restore, switch DNS."]})
+    parent_state = state / "workspace" / "memory" / "CURRENT_STATE.md"
+    assert OBJECTIVE in parent_state.read_text()
+
+    child = call(state, "subagent.spawn", {
+        "parentSessionKey": parent,
+        "task": "Check the replication lag on db-2",
+        "steps": [{"tool": "exec", "args": {"cmd": "psql -c 'select lag'"}, "result": "3s"},
+                  CHILD_RESULT],
+    })["result"]
+    seed = child["turn"]["injectedContext"]
+    assert "=== PARENT AGENT CONTEXT ===" in seed and OBJECTIVE in seed
+
+    end = call(state, "subagent.end", {"childSessionKey": child["childSessionKey"],
+                                       "outcome": "ok"})["result"]
+    assert end["hookErrors"] == []
+    assert end["announce"]["state"] == "delivered"
+    recovered = parent_state.read_text().split("## Unsurfaced Results", 1)[1]
+    assert CHILD_RESULT in recovered
+
+    msgs = call(state, "transcript", {"sessionKey": parent})["result"]["messages"]
+    announce = msgs[-1]["content"][0]["text"]
+    assert announce.startswith("[Internal task completion event]")
+    assert f"session_key: {child['childSessionKey']}" in announce
+    assert f"\n{CHILD_RESULT}\n" in announce and "\n3s\n" not in announce
+
+    mc = call(state, "command", {"command": "/mc state"})["result"]["text"]
+    assert OBJECTIVE in mc
+
+    res = run_cli(state, "status", "--json")
+    assert json.loads(res.stdout)["health"]["ready"] is True
