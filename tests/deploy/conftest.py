@@ -72,29 +72,32 @@ def artifacts(tmp_path_factory):
 
 
 def gateway_pids(state_dirs) -> None:
-    """Stop any gateway still running under these state dirs (fixture finalizer)."""
+    """Stop every gateway still running under these state dirs (fixture finalizer).
+
+    SIGTERM all first, then wait for all together (SIGKILL after 10 s), so teardown is quick.
+    """
+    running = []
     for state in state_dirs:
         pidfile = Path(state) / "run" / "gateway.pid"
         try:
             pid = int(pidfile.read_text().split()[0])
+            os.kill(pid, signal.SIGTERM)
         except (OSError, ValueError, IndexError):
             continue
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        deadline = time.time() + 5
-        while time.time() < deadline:
+        running.append(pid)
+    deadline = time.time() + 10
+    while running and time.time() < deadline:
+        for pid in list(running):
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+                running.remove(pid)
+        time.sleep(0.05)
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture

@@ -1,0 +1,136 @@
+"""Inventory validation (errors name file, key path and fix) and host selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet.deploy.inventory import InventoryError, default_inventory, load, parse
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """
+vars: {user: deploy, timeouts: {connect: 5}}
+hosts:
+  web1: {host: 10.0.0.1}
+  web2: {host: 10.0.0.2, port: 2222, user: admin}
+  db: {host: db.invalid, gateway: {manager: systemd, options: {unit: gw.service}}}
+  laptop: {connection: local, state_dir: state/laptop}
+groups:
+  web: {hosts: [web1, web2], vars: {python: python3.11}}
+  backend: {hosts: [db], groups: [web]}
+  everything: {groups: [backend], hosts: [laptop]}
+"""
+
+
+def inv(text: str, tmp_path: Path):
+    path = tmp_path / "inv.yaml"
+    path.write_text(text)
+    return load(path)
+
+
+def error(text: str, tmp_path: Path) -> str:
+    with pytest.raises(InventoryError) as info:
+        inv(text, tmp_path)
+    return str(info.value)
+
+
+def test_vars_precedence_and_paths(tmp_path):
+    inventory = inv(GOOD, tmp_path)
+    web1, web2, db, laptop = (inventory.hosts[n] for n in ("web1", "web2", "db", "laptop"))
+    assert (web1.user, web1.port, web1.python) == ("deploy", 22, "python3.11")
+    assert (web2.user, web2.port) == ("admin", 2222)
+    assert db.python == "python3" and db.manager == "systemd"
+    assert db.manager_options == {"unit": "gw.service"}
+    assert web1.timeouts["connect"] == 5 and web1.timeouts["command"] > 0
+    assert laptop.is_local and laptop.state_dir == str(tmp_path / "state" / "laptop")
+    assert db.state_dir == "~/.openclaw"  # remote paths are expanded on the host
+
+
+def test_selection_of_hosts_groups_nested_groups_and_all(tmp_path):
+    inventory = inv(GOOD, tmp_path)
+    names = lambda spec: [h.name for h in inventory.select(spec)]  # noqa: E731
+    assert names("web") == ["web1", "web2"]
+    assert names("backend") == ["db", "web1", "web2"]
+    assert names("everything,web1") == ["laptop", "db", "web1", "web2"]
+    assert names("all") == ["web1", "web2", "db", "laptop"]
+    assert names("db, web2") == ["db", "web2"]
+
+
+def test_unknown_selection_lists_known_names(tmp_path):
+    inventory = inv(GOOD, tmp_path)
+    with pytest.raises(InventoryError) as info:
+        inventory.select("laptob")
+    message = str(info.value)
+    assert "laptob" in message and "did you mean 'laptop'" in message
+    assert "db, laptop, web1, web2" in message and "backend, everything, web" in message
+
+
+def test_unknown_key_names_file_path_and_suggestion(tmp_path):
+    message = error("hosts:\n  web1: {host: a, prot: 22}\n", tmp_path)
+    assert str(tmp_path / "inv.yaml") in message
+    assert "hosts.web1.prot" in message and "did you mean 'port'" in message
+
+
+def test_group_naming_unknown_host(tmp_path):
+    message = error("hosts: {web1: {}}\ngroups:\n  web: {hosts: [web1, web9]}\n", tmp_path)
+    assert "groups.web.hosts.1" in message and "unknown host 'web9'" in message
+    assert "define it under `hosts:`" in message
+
+
+def test_group_cycle_is_reported(tmp_path):
+    text = ("hosts: {h: {}}\ngroups:\n  a: {groups: [b]}\n  b: {groups: [c]}\n"
+            "  c: {groups: [a], hosts: [h]}\n")
+    message = error(text, tmp_path)
+    assert "cycle" in message and "a -> b -> c -> a" in message
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("hosts: {h: {port: '22'}}", "hosts.h.port", "expected int"),
+    ("hosts: {h: {port: 70000}}", "hosts.h.port", "not a TCP port"),
+    ("hosts: {h: {connection: telnet}}", "hosts.h.connection", "ssh, local"),
+    ("hosts: {h: {host_key_policy: yolo}}", "hosts.h.host_key_policy", "accept-new"),
+    ("hosts: {h: {gateway: {manager: pkill}}}", "hosts.h.gateway.manager", "systemd"),
+    ("hosts: {h: {timeouts: {connect: -1}}}", "hosts.h.timeouts.connect", ">= 0"),
+    ("hosts: {h: {timeouts: {conect: 1}}}", "hosts.h.timeouts.conect", "connect"),
+    ("vars: [1]\nhosts: {h: {}}", "vars", "expected a mapping"),
+    ("hosts: {}", "hosts", "no hosts"),
+    ("hosts: {h: {}}\ngroups: {h: {hosts: [h]}}", "groups.h", "rename the group"),
+    ("hosts: {h: {}}\ngroups: {g: {hosts: h}}", "groups.g.hosts", "list of names"),
+    ("hosts: {h: {}}\nhostz: {}", "hostz", "allowed keys: vars, hosts, groups"),
+    ("hosts: [", "", "not valid YAML"),
+])
+def test_bad_values_are_named(tmp_path, text, where, what):
+    message = error(text, tmp_path)
+    assert where in message and what in message, message
+
+
+def test_missing_file_says_how_to_fix(tmp_path):
+    with pytest.raises(InventoryError, match="pass --inventory"):
+        load(tmp_path / "nope.yaml")
+
+
+def test_shipped_inventory_has_production_and_sandbox():
+    inventory = load(REPO / "inventory.yaml")
+    prod = {h.name: h for h in inventory.select("production")}
+    assert (prod["cloud"].user, prod["pi"].user) == ("opc", "administrator")
+    assert prod["mac"].is_local
+    assert all(h.host.endswith(".invalid") for h in prod.values() if not h.is_local)
+    sandbox = inventory.select("sandbox")
+    assert len(sandbox) == 3 and all(h.is_local and h.manager == "fleet" for h in sandbox)
+    assert all(Path(h.state_dir).is_relative_to(REPO / ".fleet" / "sandbox") for h in sandbox)
+    assert len({h.state_dir for h in sandbox}) == 3
+    assert all(h.host_key_policy == "strict" for h in inventory.hosts.values())
+
+
+def test_embedded_default_is_the_sandbox_when_no_inventory_file(tmp_path):
+    inventory = default_inventory(tmp_path)
+    hosts = inventory.select("sandbox")
+    assert [Path(h.state_dir) for h in hosts] == [
+        tmp_path / ".fleet" / "sandbox" / f"sandbox-{i}" for i in (1, 2, 3)]
+
+
+def test_parse_reports_the_given_path(tmp_path):
+    with pytest.raises(InventoryError, match="somewhere.yaml: hosts.x.user"):
+        parse("hosts: {x: {user: 3}}", tmp_path / "somewhere.yaml")
