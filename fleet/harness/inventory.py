@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 GROUP = "harness"
-TIMEOUTS = {"connect": 10, "command": 120, "transfer": 60, "ready": 60, "lock": 30}
+TIMEOUTS = {"connect": 10, "command": 60, "transfer": 30, "ready": 30}
 
 
 def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict:

@@ -7,7 +7,13 @@ attached to the report (pytest_runtest_makereport), since removal at teardown de
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -89,22 +95,93 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"harness {run.run_id} {host.name}", _host_report(host)))
 
 
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class TaskRun:
+    """One `invoke <task>` run: exit code, the --json document (if any), stderr, duration."""
+
+    code: int
+    data: dict | None
+    stderr: str
+    seconds: float
+
+    def hosts(self) -> dict[str, dict]:
+        return {h["host"]: h for h in (self.data or {}).get("hosts", [])}
+
+
+def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
+    """Run a real task (`invoke -r <repo> ...`) as an operator would, with --json output."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), *args, "--json"],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env={**os.environ, "SSH_AUTH_SOCK": ""},
+    )
+    try:
+        data = json.loads(proc.stdout) if proc.stdout.strip() else None
+    except ValueError:
+        data = None
+    return TaskRun(proc.returncode, data, proc.stderr, time.monotonic() - started)
+
+
+def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Path:
+    """A snapshot of the repo's sources, optionally with memory-continuity at `version` or with
+    a plugin that fails to import (a bad release). Snapshots keep artifacts stable while others
+    edit the working tree."""
+    shutil.copytree(REPO / "fleet", dst / "fleet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
+        if (REPO / name).exists():
+            shutil.copy(REPO / name, dst / name)
+    plugin = dst / "fleet" / "plugins" / "memory_continuity"
+    if version:
+        for name in ("openclaw.plugin.json", "package.json"):
+            data = json.loads((plugin / name).read_text())
+            data["version"] = version
+            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    if broken:
+        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
+        (plugin / main).write_text('raise RuntimeError("bad release: plugin import fails")\n')
+    return dst
+
+
 @pytest.fixture(scope="session")
-def deployed(harness, tmp_path_factory):
-    """The session harness with the repo's release installed (TEMPORARY: direct installer)."""
-    from fleet.harness import ssh  # noqa: PLC0415
+def artifacts(tmp_path_factory):
+    """artifacts(version=None, broken=False) -> built .pyz (cached): reproducible releases."""
     from fleet.release.artifact import build_artifact  # noqa: PLC0415
 
-    art = build_artifact(Path(__file__).resolve().parents[2], tmp_path_factory.mktemp("dist"))
-    for name, host in harness.hosts.items():
-        client = ssh.connect(harness.target(name))
-        try:
-            sftp = client.open_sftp()
-            sftp.put(str(art.path), f"/home/{host.user}/fleet.pyz")
-            sftp.close()
-        finally:
-            client.close()
-        result = harness.ssh(name, f"python3 fleet.pyz install --state-dir {host.state_dir} "
-                                   f"--sha256 {art.sha256}", timeout=120)
-        assert result.ok, result.stdout + result.stderr
+    base = make_tree(tmp_path_factory.mktemp("src") / "tree")
+    cache: dict = {}
+
+    def get(version: str | None = None, broken: bool = False):
+        key = (version, broken)
+        if key not in cache:
+            work = tmp_path_factory.mktemp("src")
+            tree = base if key == (None, False) else make_tree(work / "tree", version, broken)
+            cache[key] = build_artifact(tree, work / "dist")
+        return cache[key]
+
+    return get
+
+
+def deploy(inventory: Path, artifact, hosts: str = "all", *extra: str) -> TaskRun:
+    """`invoke deploy --inventory <inv> --hosts <hosts> --artifact <pyz> --json`."""
+    return invoke_task("deploy", "--inventory", str(inventory), "--hosts", hosts,
+                       "--artifact", str(artifact.path), *extra)
+
+
+@pytest.fixture(scope="session")
+def base_deploy(harness, artifacts) -> TaskRun:
+    """The first `invoke deploy` of the base release to the session harness."""
+    run = deploy(harness.inventory_path, artifacts())
+    assert run.code == 0, f"deploy failed: {run.data}\n{run.stderr[-2000:]}"
+    return run
+
+
+@pytest.fixture(scope="session")
+def deployed(harness, base_deploy):
+    """The session harness once a release has been deployed to it through `invoke deploy`."""
     return harness

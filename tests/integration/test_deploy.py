@@ -1,0 +1,191 @@
+"""`invoke deploy` / `invoke status` against real SSH hosts in Docker, with faults.
+
+The session harness (cloud/opc, pi/administrator, edge-1/opc) moves forward through releases in
+file order: base -> upgrade (while a second deploy is refused) -> bad release (rolled back) ->
+a release while one host is paused -> a release while one host shows a changed host key. Faults
+that damage a host (killed mid-deploy, full disk, corrupt upload) use fresh hosts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fleet.harness import faults, hosts
+from fleet.harness.remote import RemoteGateway
+from tests.integration.conftest import REPO, deploy, invoke_task
+
+pytestmark = pytest.mark.docker
+
+NAMES = ["cloud", "pi", "edge-1"]
+
+
+def health(harness, name: str) -> dict:
+    return RemoteGateway(harness, name).call("health")
+
+
+def current_release(host: hosts.Host) -> str:
+    return host.exec_ok(f"basename $(readlink {host.state_dir}/fleet/current)").strip()
+
+
+def release_name(artifact) -> str:
+    return f"{artifact.version}-{artifact.sha256[:12]}"
+
+
+def assert_on(harness, artifact, names=None) -> None:
+    """Every named host answers with exactly this release's plugin versions."""
+    for name in names or list(harness.hosts):
+        h = health(harness, name)
+        assert h["ready"], (name, h)
+        assert h["release"] == release_name(artifact), (name, h["release"])
+        assert set(h["versions"]) == {"mc", "memory-continuity"}
+        assert h["versions"] == {k: artifact.components[k] for k in h["versions"]}, name
+
+
+def test_deploy_reaches_every_host_as_its_non_root_user(deployed, base_deploy, artifacts):
+    results = base_deploy.hosts()
+    assert [results[n]["result"] for n in NAMES] == ["installed"] * 3, base_deploy.data
+    assert_on(deployed, artifacts())
+    for name, host in deployed.hosts.items():
+        pid = health(deployed, name)["pid"]
+        assert host.exec_ok(f"ps -o user= -p {pid}").strip() == host.user
+        assert current_release(host) == release_name(artifacts())
+
+
+def test_redeploy_changes_nothing(deployed, artifacts):
+    before = {n: health(deployed, n) for n in NAMES}
+    run = deploy(deployed.inventory_path, artifacts())
+    assert run.code == 0, run.data
+    assert [run.hosts()[n]["result"] for n in NAMES] == ["unchanged"] * 3
+    for name in NAMES:
+        after = health(deployed, name)
+        assert (after["pid"], after["started_at"]) == (before[name]["pid"],
+                                                      before[name]["started_at"])
+
+
+def test_second_concurrent_deploy_is_refused_and_the_upgrade_moves_every_host(
+        deployed, artifacts):
+    upgrade = artifacts("5.0.1")
+    cloud = deployed.hosts["cloud"]
+    faults.set_step_fault(cloud, "verify", "hold")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), "deploy", "--inventory",
+         str(deployed.inventory_path), "--hosts", "all", "--artifact", str(upgrade.path),
+         "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = f"{cloud.state_dir}/fleet/deploy.lock"
+        deadline = time.monotonic() + 60
+        while not cloud.exec(f"test -s {lock}").ok:
+            assert time.monotonic() < deadline, "the first deploy never took cloud's lock"
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.2)
+        second = deploy(deployed.inventory_path, upgrade, "cloud")
+        assert second.code != 0
+        refused = second.hosts()["cloud"]
+        assert refused["result"] == "refused" and "lock" in refused["note"], refused
+    finally:
+        faults.clear_step_fault(cloud, "verify")
+        out, err = first.communicate(timeout=180)
+    assert first.returncode == 0, out + err[-2000:]
+    assert_on(deployed, upgrade)
+
+
+def test_status_shows_one_version_everywhere(deployed, artifacts):
+    run = invoke_task("status", "--inventory", str(deployed.inventory_path), "--hosts", "all")
+    assert run.code == 0, run.stderr[-2000:]
+    releases = {h["host"]: (h.get("data") or {}).get("current") for h in run.data["hosts"]}
+    assert set(releases) == set(NAMES)
+    names = {(r or {}).get("release") if isinstance(r, dict) else r for r in releases.values()}
+    assert names == {release_name(artifacts("5.0.1"))}, releases
+
+
+def test_bad_release_is_rolled_back_on_every_host(deployed, artifacts):
+    good, bad = artifacts("5.0.1"), artifacts("5.0.2", broken=True)
+    run = deploy(deployed.inventory_path, bad)
+    assert run.code != 0
+    assert [run.hosts()[n]["result"] for n in NAMES] == ["rolled_back"] * 3, run.data
+    assert_on(deployed, good)
+
+
+def test_paused_host_fails_within_its_deadline_while_the_rest_finish(deployed, artifacts):
+    release = artifacts("5.0.3")
+    with faults.paused(deployed.hosts["edge-1"]):
+        run = deploy(deployed.inventory_path, release)
+    assert run.code != 0
+    results = run.hosts()
+    assert results["edge-1"]["ok"] is False and results["edge-1"]["result"] == "failed"
+    assert [results[n]["result"] for n in ("cloud", "pi")] == ["installed"] * 2
+    assert results["edge-1"]["duration_s"] < 60, results["edge-1"]
+    assert run.seconds < 120
+    assert_on(deployed, release, ["cloud", "pi"])
+    assert_on(deployed, artifacts("5.0.1"), ["edge-1"])
+    rerun = deploy(deployed.inventory_path, release)
+    assert rerun.code == 0, rerun.data
+    assert rerun.hosts()["edge-1"]["result"] == "installed"
+    assert_on(deployed, release)
+
+
+def test_changed_host_key_is_refused(deployed, artifacts):
+    release = artifacts("5.0.4")
+    with faults.host_key_changed(deployed.hosts["pi"]):
+        run = deploy(deployed.inventory_path, release)
+        assert run.code != 0
+        pi = run.hosts()["pi"]
+        assert pi["result"] == "failed" and "key" in pi["note"].lower(), pi
+        assert [run.hosts()[n]["result"] for n in ("cloud", "edge-1")] == ["installed"] * 2
+        assert current_release(deployed.hosts["pi"]) == release_name(artifacts("5.0.3"))
+    rerun = deploy(deployed.inventory_path, release)
+    assert rerun.code == 0, rerun.data
+    assert_on(deployed, release)
+
+
+def test_host_killed_mid_deploy_recovers_and_a_rerun_converges(fresh_fleet, artifacts):
+    run = fresh_fleet([hosts.HostSpec("cloud", "opc"), hosts.HostSpec("edge-2", "opc")])
+    base, upgrade = artifacts(), artifacts("5.0.1")
+    assert deploy(run.inventory_path, base).code == 0
+    with faults.kill_at_step(run, "edge-2", "restart") as kill:
+        result = deploy(run.inventory_path, upgrade)
+        assert kill.killed, "the host must have been killed at the restart step"
+    assert result.code != 0
+    assert result.hosts()["cloud"]["result"] == "installed"
+    assert result.hosts()["edge-2"]["ok"] is False
+    edge = run.hosts["edge-2"]
+    assert current_release(edge) in (release_name(base), release_name(upgrade))
+    assert edge.exec(f"test -f {edge.state_dir}/fleet/current/fleet_manifest.json").ok
+    rerun = deploy(run.inventory_path, upgrade)
+    assert rerun.code == 0, rerun.data
+    assert_on(run, upgrade)
+
+
+def test_full_disk_fails_that_host_cleanly_on_its_old_version(fresh_fleet, artifacts):
+    run = fresh_fleet([hosts.HostSpec("cloud", "opc"),
+                       hosts.HostSpec("edge-3", "opc", state_tmpfs_mb=64)])
+    base, upgrade = artifacts(), artifacts("5.0.1")
+    assert deploy(run.inventory_path, base).code == 0
+    with faults.disk_full(run.hosts["edge-3"]):
+        result = deploy(run.inventory_path, upgrade)
+        assert result.code != 0
+        assert result.hosts()["cloud"]["result"] == "installed"
+        assert result.hosts()["edge-3"]["ok"] is False
+        assert_on(run, base, ["edge-3"])
+        assert current_release(run.hosts["edge-3"]) == release_name(base)
+    rerun = deploy(run.inventory_path, upgrade)
+    assert rerun.code == 0, rerun.data
+    assert_on(run, upgrade)
+
+
+def test_corrupted_upload_is_refused_and_a_rerun_converges(fresh_fleet, artifacts):
+    run = fresh_fleet([hosts.HostSpec("edge-4", "opc")])
+    base, upgrade = artifacts(), artifacts("5.0.1")
+    assert deploy(run.inventory_path, base).code == 0
+    with faults.corrupt_artifact(run.hosts["edge-4"]) as corrupted:
+        result = deploy(run.inventory_path, upgrade)
+        assert corrupted.done.is_set(), "the uploaded artifact must have been corrupted"
+    assert result.code != 0 and result.hosts()["edge-4"]["ok"] is False
+    assert_on(run, base)
+    rerun = deploy(run.inventory_path, upgrade)
+    assert rerun.code == 0, rerun.data
+    assert_on(run, upgrade)
