@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import threading
 import time
@@ -53,27 +54,44 @@ class ControlServer:
         self._sock: Optional[socket.socket] = None
         self._inflight = 0
         self._cond = threading.Condition()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
 
     def bind(self) -> None:
         self._sock = bind_unix(self.path)
-        self._sock.settimeout(0.1)
+        self._sock.setblocking(False)
 
     def serve(self, should_stop: Callable[[], bool]) -> None:
         """Accept until `should_stop()` or `stop()`; does not drain (see `close`)."""
         assert self._sock is not None, "bind() first"
         while not self.stop_event.is_set() and not should_stop():
             try:
+                ready, _, _ = select.select([self._sock, self._wake_r], [], [], 0.5)
+            except InterruptedError:
+                continue
+            if self._sock not in ready:
+                continue
+            try:
                 conn, _ = self._sock.accept()
-            except socket.timeout:
+            except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 if self.stop_event.is_set():
                     break
                 raise
+            conn.setblocking(True)
             threading.Thread(target=self._serve_conn, args=(conn,), daemon=True).start()
 
     def stop(self) -> None:
+        """Wake the accept loop at once (safe from a signal handler)."""
         self.stop_event.set()
+        self.wake()
+
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
 
     def close(self, drain_timeout_s: float = 10.0) -> bool:
         """Stop listening, unlink the socket, wait for in-flight requests; True if all finished."""

@@ -73,6 +73,7 @@ def run(layout: Layout) -> int:
         gateway.load_plugins()
         server = ControlServer(layout.socket, gateway.handle)
         server.bind()
+        gateway.on_shutdown = server.wake
         health = gateway.health()
         log.info(
             "gateway pid %s listening on %s; ready=%s versions=%s release=%s",

@@ -310,7 +310,7 @@ class PluginHost:
                 rec.version or "",
                 self.layout.state_dir,
                 self.config_source,
-                lambda rec=rec: rec.config,
+                lambda rec=rec: self.fresh_config(rec),
                 staged_hooks,
                 staged_cmds,
                 root_dir=rec.dir,
@@ -346,6 +346,21 @@ class PluginHost:
         except (SchemaError, ValueError) as exc:
             text = str(exc) if str(exc).startswith("plugins.") else f"{where}: {exc}"
             raise PluginLoadError(f"{self.layout.config_path}: {text}") from exc
+
+    def fresh_config(self, rec: PluginRecord) -> Dict[str, Any]:
+        """The plugin's config after picking up any change of the config file."""
+        self.config_source()
+        return rec.config
+
+    def refresh_configs(self) -> None:
+        """Re-validate loaded plugins' configs; an invalid change keeps the previous config."""
+        for rec in self.records.values():
+            if not rec.loaded:
+                continue
+            try:
+                rec.config = self._plugin_config(rec, self.entry_config(rec.id).get("config"))
+            except PluginLoadError as exc:
+                log.error("plugin %s keeps its previous config: %s", rec.id, exc)
 
     def versions(self) -> Dict[str, str]:
         return {r.id: r.version for r in self.records.values() if r.loaded and r.version}

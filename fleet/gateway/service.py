@@ -45,18 +45,21 @@ class Gateway:
         self.layout = layout
         self.started_at = time.time()
         self.config: Dict[str, Any] = load_config(layout.config_path)
+        self._config_sig = self._signature()
+        self._config_lock = threading.RLock()
         self.hooks = HookBus(hook_timeout_s)
         self.commands = CommandRegistry()
-        self.plugins = PluginHost(layout, lambda: self.config, self.hooks, self.commands)
+        self.plugins = PluginHost(layout, self.current_config, self.hooks, self.commands)
         self.agents = Agents(
             SessionStore(layout),
             self.hooks,
-            lambda: self.config,
-            lambda: default_agent(self.config),
+            self.current_config,
+            lambda: default_agent(self.current_config()),
         )
         self.subagents = Subagents(self.agents, self.hooks)
         self.persistent = PersistentManager(self.agents)
         self.shutdown_requested = threading.Event()
+        self.on_shutdown: Optional[Callable[[], None]] = None
         self.ops: Dict[str, Callable[[Dict[str, Any]], Any]] = {
             "health": self.health,
             "session.start": self.agents.start,
@@ -74,6 +77,34 @@ class Gateway:
             "commands": lambda args: {"commands": self.commands.names()},
             "shutdown": self.shutdown,
         }
+
+    def _signature(self) -> Optional[tuple]:
+        try:
+            st = os.stat(str(self.layout.config_path))
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def current_config(self) -> Dict[str, Any]:
+        """The OpenClaw config, re-read when the file changed (e.g. by `/mc settings`).
+
+        A change that does not parse is logged and ignored: the last good config stays in force.
+        """
+        sig = self._signature()
+        if sig == self._config_sig:
+            return self.config
+        with self._config_lock:
+            if sig == self._config_sig:
+                return self.config
+            self._config_sig = sig
+            try:
+                self.config = load_config(self.layout.config_path)
+            except ConfigError as exc:
+                log.error("config change ignored: %s", exc)
+                return self.config
+            log.info("config reloaded from %s", self.layout.config_path)
+            self.plugins.refresh_configs()
+            return self.config
 
     def load_plugins(self) -> None:
         self.plugins.load_all()
@@ -132,11 +163,14 @@ class Gateway:
         line = args.get("command") or args.get("text") or args.get("line")
         if not isinstance(line, str):
             raise CommandError('command needs "command": "/mc help"')
-        ctx: Dict[str, Any] = {"stateDir": str(self.layout.state_dir), "config": self.config}
+        ctx: Dict[str, Any] = {"stateDir": str(self.layout.state_dir),
+                               "config": self.current_config()}
         if args.get("sessionKey"):
             ctx["sessionKey"] = str(args["sessionKey"]).strip().lower()
         return self.commands.dispatch(line, ctx)
 
     def shutdown(self, args: Dict[str, Any]) -> Dict[str, Any]:
         self.shutdown_requested.set()
+        if self.on_shutdown is not None:
+            self.on_shutdown()
         return {"pid": os.getpid(), "stopping": True}

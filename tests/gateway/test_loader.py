@@ -119,3 +119,18 @@ def test_broken_openclaw_json_is_a_clear_startup_error(state):
         assert "openclaw.json" in str(exc) and "line 1" in str(exc)
     else:
         raise AssertionError("a broken config must stop the gateway")
+
+
+def test_plugin_config_is_read_fresh_after_the_config_file_changes(tmp_path, state):
+    install(state, write_plugin(tmp_path / "p", "echo", ECHO_CONFIG, schema=SCHEMA))
+    write_config(state, {"plugins": {"entries": {"echo": {"config": {"depth": 5}}}}})
+    gw = load(state)
+    assert ok(gw, "command", command="/cfg")["text"] == "[('depth', 5), ('label', 'x')]"
+    write_config(state, {"plugins": {"entries": {"echo": {"config": {"depth": 12,
+                                                                     "label": "new"}}}}})
+    assert ok(gw, "command", command="/cfg")["text"] == "[('depth', 12), ('label', 'new')]"
+    # an invalid edit is refused: the last good config stays in force
+    write_config(state, {"plugins": {"entries": {"echo": {"config": {"depth": "deep!"}}}}})
+    assert ok(gw, "command", command="/cfg")["text"] == "[('depth', 12), ('label', 'new')]"
+    (state / "openclaw.json").write_text("{broken")
+    assert ok(gw, "command", command="/cfg")["text"] == "[('depth', 12), ('label', 'new')]"
