@@ -107,10 +107,23 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
 
 def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, options: RunOptions,
                results: dict[str, HostResult], budget: int | None) -> int:
+    """Run one batch; returns its failure count. A spent budget stops hosts not yet started."""
     started: dict[str, float] = {}
     lock = threading.Lock()
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def count_failure(name: str) -> None:
+        with lock:
+            if name not in failed:
+                failed.append(name)
+            if budget is not None and len(failed) > budget:
+                stop.set()
 
     def call(host: Host) -> HostResult:
+        if stop.is_set():
+            return HostResult(host.name, "skipped", False,
+                              note=f"not started: failure budget ({budget}) spent")
         with lock:
             started[host.name] = time.monotonic()
         t0 = time.monotonic()
@@ -120,18 +133,18 @@ def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, opti
             res = HostResult(host.name, "failed", False, note=f"{type(exc).__name__}: {exc}")
         if not res.duration_s:
             res.duration_s = time.monotonic() - t0
+        if not res.ok and res.result != "skipped":
+            count_failure(host.name)
         return res
 
     futures: dict[str, Future] = {h.name: pool.submit(call, h) for h in group}
     by_name = {h.name: h for h in group}
-    failures = 0
     pending = dict(futures)
     while pending:
         for name, fut in list(pending.items()):
             res = None
             if fut.done():
-                res = fut.result() if not fut.cancelled() else HostResult(
-                    name, "skipped", False, note="not started: failure budget spent")
+                res = fut.result()
             else:
                 with lock:
                     t0 = started.get(name)
@@ -139,17 +152,12 @@ def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, opti
                 if t0 is not None and time.monotonic() - t0 > limit:
                     res = HostResult(name, "failed", False, duration_s=time.monotonic() - t0,
                                      note=f"deadline exceeded ({limit:.0f}s); host abandoned")
+                    count_failure(name)
             if res is None:
                 continue
             del pending[name]
             results[name] = res
             progress(name, res.result, res.note)
-            if not res.ok and res.result != "skipped":
-                failures += 1
-                if budget is not None and failures > budget:
-                    for other, ofut in list(pending.items()):
-                        if ofut.cancel():
-                            del pending[other]
         if pending:
             time.sleep(0.05)
-    return failures
+    return len(failed)
