@@ -1,0 +1,149 @@
+"""Host-key policy against a real SSH server (paramiko's ServerInterface on 127.0.0.1).
+
+Fabric's Connection accepts unknown keys silently; through fleet.deploy.connection an unknown or a
+changed key is refused under `strict`, and `accept-new` records a first-seen key.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import paramiko
+import pytest
+
+from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.inventory import Host
+
+
+class _Server(paramiko.ServerInterface):
+    def check_auth_publickey(self, username, key):
+        return paramiko.AUTH_SUCCESSFUL
+
+    def get_allowed_auths(self, username):
+        return "publickey"
+
+    def check_channel_request(self, kind, chanid):
+        return paramiko.OPEN_SUCCEEDED
+
+    def check_channel_exec_request(self, channel, command):
+        def reply():
+            channel.sendall(b"ran: " + command + b"\n")
+            channel.send_exit_status(0)
+            channel.close()
+
+        threading.Thread(target=reply, daemon=True).start()
+        return True
+
+
+@pytest.fixture
+def ssh_server():
+    """An SSH server on 127.0.0.1 with a fresh host key; yields (port, host_key)."""
+    host_key = paramiko.ECDSAKey.generate()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+    transports = []
+
+    def serve():
+        while not stop.is_set():
+            try:
+                sock, _ = listener.accept()
+            except OSError:
+                continue
+            transport = paramiko.Transport(sock)
+            transport.add_server_key(host_key)
+            transports.append(transport)
+            try:
+                transport.start_server(server=_Server())
+            except (paramiko.SSHException, EOFError, OSError):
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], host_key
+    stop.set()
+    thread.join(timeout=5)
+    for transport in transports:
+        transport.close()
+    listener.close()
+
+
+@pytest.fixture
+def client_key(tmp_path):
+    path = tmp_path / "id_ecdsa"
+    paramiko.ECDSAKey.generate().write_private_key_file(str(path))
+    return str(path)
+
+
+def host_for(port, known_hosts, policy, client_key):
+    return Host(name="box", host="127.0.0.1", port=port, user="tester", identity_file=client_key,
+                known_hosts=str(known_hosts), host_key_policy=policy,
+                timeouts={"connect": 5, "command": 10, "transfer": 10, "ready": 5, "lock": 0})
+
+
+def known_line(port, key) -> str:
+    return f"[127.0.0.1]:{port} {key.get_name()} {key.get_base64()}\n"
+
+
+def test_strict_refuses_unknown_key_and_records_nothing(ssh_server, tmp_path, client_key):
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    with pytest.raises(ConnectionError_) as info:
+        connect(host_for(port, known, "strict", client_key))
+    message = str(info.value)
+    assert "box" in message and "unknown host key" in message and str(known) in message
+    assert "SHA256:" in message and "accept-new" in message
+    assert known.read_text() == ""
+
+
+def test_strict_refuses_changed_key(ssh_server, tmp_path, client_key):
+    port, _ = ssh_server
+    known = tmp_path / "known_hosts"
+    known.write_text(known_line(port, paramiko.ECDSAKey.generate()))
+    with pytest.raises(ConnectionError_, match="host key CHANGED"):
+        connect(host_for(port, known, "strict", client_key))
+
+
+def test_strict_accepts_known_key_and_runs_commands(ssh_server, tmp_path, client_key):
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    known.write_text(known_line(port, key))
+    conn = connect(host_for(port, known, "strict", client_key))
+    try:
+        result = conn.run("echo hello", timeout=10)
+    finally:
+        conn.close()
+    assert result.exit_code == 0 and result.stdout == "ran: echo hello\n"
+
+
+def test_accept_new_records_first_key_then_strict_trusts_it(ssh_server, tmp_path, client_key):
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    connect(host_for(port, known, "accept-new", client_key)).close()
+    assert known.read_text() == known_line(port, key)
+    connect(host_for(port, known, "strict", client_key)).close()
+
+
+def test_accept_new_still_refuses_a_changed_key(ssh_server, tmp_path, client_key):
+    port, _ = ssh_server
+    known = tmp_path / "known_hosts"
+    original = known_line(port, paramiko.ECDSAKey.generate())
+    known.write_text(original)
+    with pytest.raises(ConnectionError_, match="host key CHANGED"):
+        connect(host_for(port, known, "accept-new", client_key))
+    assert known.read_text() == original
+
+
+def test_fabric_alone_would_have_accepted_the_unknown_key(ssh_server, client_key):
+    """Why hostkeys.apply exists: Fabric's default policy silently trusts any key."""
+    from fabric import Connection
+
+    port, _ = ssh_server
+    conn = Connection("127.0.0.1", user="tester", port=port, connect_timeout=5,
+                      connect_kwargs={"key_filename": [client_key]})
+    conn.open()
+    conn.close()
