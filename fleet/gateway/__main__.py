@@ -29,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--expect", action="append", default=[], metavar="ID=VERSION",
                         help="fail unless this plugin runs at this version (repeatable)")
         sp.add_argument("--timeout", type=float, default=30.0, help="readiness deadline (s)")
+        sp.add_argument("--release", type=Path, default=None, metavar="DIR",
+                        help="run the fleet package under DIR (default: the one running this "
+                             "command); its realpath is used, so a later switch of a "
+                             "`current` symlink does not change the running code")
     sp = sub.add_parser("stop", parents=[common], help="SIGTERM, then SIGKILL after --timeout")
     sp.add_argument("--timeout", type=float, default=daemon.STOP_GRACE_S)
     sub.add_parser("status", parents=[common], help="pid, uptime, versions, plugin health")
@@ -73,7 +77,11 @@ def parse_call_args(items: List[str], json_args: Optional[str]) -> Dict[str, Any
 
 
 def _emit(data: Dict[str, Any], as_json: bool, text: str, stream=None) -> None:
-    print(json.dumps(data, sort_keys=True) if as_json else text, file=stream or sys.stdout)
+    """JSON always goes to stdout (one object, for scripts); text errors go to `stream`."""
+    if as_json:
+        print(json.dumps(data, sort_keys=True))
+    else:
+        print(text, file=stream or sys.stdout)
 
 
 def _health_line(h: Dict[str, Any]) -> str:
@@ -122,11 +130,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if ns.cmd == "run":
             return daemon.run(layout)
         if ns.cmd == "start":
-            h = daemon.start(layout, daemon.parse_expects(ns.expect), ns.timeout)
+            h = daemon.start(layout, daemon.parse_expects(ns.expect), ns.timeout, ns.release)
             _emit(h, as_json, _health_line(h) + f" in {h['ready_s']}s")
             return 0
         if ns.cmd == "restart":
-            h = daemon.restart(layout, daemon.parse_expects(ns.expect), ns.timeout)
+            h = daemon.restart(layout, daemon.parse_expects(ns.expect), ns.timeout,
+                               root=ns.release)
             _emit(h, as_json, f"{h['previous']['message']}; " + _health_line(h)
                   + f" (restart took {h['restart_s']}s)")
             return 0

@@ -155,14 +155,22 @@ def release_root() -> Path:
     return Path(fleet.__file__).resolve().parent.parent
 
 
-def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0) -> Dict[str, Any]:
-    """Start a detached gateway and wait until it is ready; the failed one is stopped again."""
+def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
+          root: Optional[Path] = None) -> Dict[str, Any]:
+    """Start a detached gateway and wait until it is ready; the failed one is stopped again.
+
+    `root` is the release to run (the directory holding `fleet/`), default the caller's own.
+    """
     pid = running_pid(layout.pidfile)
     if pid is not None:
         raise DaemonError(f"gateway already running (pid {pid or 'starting'}, state dir "
                           f"{layout.state_dir}); use restart or stop")
+    if root is not None:
+        root = Path(root).resolve()
+        if not (root / "fleet" / "gateway" / "__main__.py").is_file():
+            raise DaemonError(f"{root}: no fleet/gateway package there; pass a release dir")
     layout.ensure()
-    root = str(release_root())
+    root = str(root or release_root())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(
         os.pathsep) if p and p != root])
@@ -237,10 +245,10 @@ def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Dict[str, Any]:
 
 
 def restart(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
-            grace_s: float = STOP_GRACE_S) -> Dict[str, Any]:
+            grace_s: float = STOP_GRACE_S, root: Optional[Path] = None) -> Dict[str, Any]:
     t0 = time.monotonic()
     stopped = stop(layout, grace_s)
-    health = start(layout, expects, timeout_s)
+    health = start(layout, expects, timeout_s, root)
     health["previous"] = stopped
     health["restart_s"] = round(time.monotonic() - t0, 3)
     return health

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.gateway.conftest import REPO, RECORDER, call, run_cli, write_plugin
+from tests.gateway.conftest import RECORDER, REPO, call, run_cli, write_plugin
 
 SLOW_COMMAND = """
 import time
@@ -100,7 +101,7 @@ def test_expect_mismatch_fails_start(tmp_path, state, gateways):
     init_with(tmp_path, state, recorder=RECORDER)
     res = start(state, gateways, "--expect", "recorder=9.9.9", "--json")
     assert res.returncode == 1
-    assert "recorder expected 9.9.9, running 2.0.0" in json.loads(res.stderr)["error"]
+    assert "recorder expected 9.9.9, running 2.0.0" in json.loads(res.stdout)["error"]
     assert status(state)["running"] is False
 
 
@@ -186,3 +187,50 @@ def test_call_cli_exit_code_follows_ok_and_parses_arguments(tmp_path, state, gat
     assert res.returncode == 0, res.stdout
     res = run_cli(state, "call", "session.turn", "sessionKey=agent:ops:nope")
     assert res.returncode == 1 and "unknown session" in json.loads(res.stdout)["error"]
+
+
+def make_release(root: Path, name: str) -> Path:
+    """A release dir holding a copy of the host-side packages, as the installer unpacks one."""
+    rel = root / "releases" / name
+    ignore = shutil.ignore_patterns("__pycache__")
+    (rel / "fleet").mkdir(parents=True)
+    shutil.copy(REPO / "fleet" / "__init__.py", rel / "fleet" / "__init__.py")
+    for pkg in ("continuity", "plugins", "gateway"):
+        shutil.copytree(REPO / "fleet" / pkg, rel / "fleet" / pkg, ignore=ignore)
+    return rel
+
+
+def test_a_running_gateway_keeps_its_release_when_current_is_switched(tmp_path, gateways):
+    state = tmp_path / ("s" * 90) / "state"  # socket path longer than sun_path allows
+    assert len(str(state / "run" / "gateway.sock")) > 108
+    init_with(tmp_path, state, recorder=RECORDER)
+    r1, r2 = make_release(tmp_path, "r1"), make_release(tmp_path, "r2")
+    current = tmp_path / "current"
+    current.symlink_to(r1)
+    res = start(state, gateways, "--release", str(current), "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["releaseRoot"] == str(r1.resolve())
+    tmp_link = tmp_path / "current.tmp"
+    tmp_link.symlink_to(r2)
+    os.replace(tmp_link, current)  # the installer's atomic switch
+    assert call(state, "health")["result"]["release"] == "r1"
+    res = run_cli(state, "restart", "--release", str(current), "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert call(state, "health")["result"]["release"] == "r2"
+
+
+def test_stop_kills_a_gateway_that_ignores_sigterm_after_the_deadline(tmp_path, state, gateways):
+    stubborn = ("import signal\n"
+                "def register(api):\n"
+                "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n")
+    init_with(tmp_path, state, stubborn=stubborn)
+    assert start(state, gateways).returncode == 0
+    pid = status(state)["pid"]
+    t0 = time.monotonic()
+    res = run_cli(state, "stop", "--timeout", "0.5")
+    assert res.returncode == 0
+    assert res.stdout.strip() == f"gateway pid {pid} stopped (killed)"
+    assert time.monotonic() - t0 < 4
+    assert status(state)["running"] is False
+    assert not (state / "run" / "gateway.sock").exists()
+    assert start(state, gateways).returncode == 0
