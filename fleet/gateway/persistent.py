@@ -8,7 +8,6 @@ answers at once with that message and queues completion/failure notifications fo
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -29,22 +28,27 @@ class PersistentError(ValueError):
 
 
 class PersistentManager:
-    """Registry of persistent instances and the supervisor of their runs."""
+    """Persistent instances (kept in the session store, so they survive a gateway restart) and
+    the supervisor of their runs (in memory: a restart ends the runs, not the instances)."""
 
     def __init__(self, agents: Agents, supervisor: Optional[sv.Supervisor] = None) -> None:
         self.agents = agents
         self.store = agents.store
         self.supervisor = supervisor or sv.Supervisor()
-        self._instances: Dict[Tuple[str, str], Dict[str, Any]] = {}
-        self._lock = threading.RLock()
         agents.on_close.append(self.dispose_session)
 
+    def _live(self, parent_key: Optional[str] = None) -> List[Dict[str, Any]]:
+        return [
+            r for r in self.store.all()
+            if r.get("kind") == "persistent" and not r.get("closedAt")
+            and r.get("lifetime") == PERSISTENT
+            and (parent_key is None or r.get("requesterSessionKey") == parent_key)
+        ]
+
     def instances(self, parent_key: Optional[str] = None) -> List[Dict[str, Any]]:
-        with self._lock:
-            return [
-                dict(inst) for (parent, _), inst in sorted(self._instances.items())
-                if parent_key is None or parent == parent_key
-            ]
+        with self.store.lock:
+            return sorted((_view(r) for r in self._live(parent_key)),
+                          key=lambda i: (i["parentSessionKey"], i["key"]))
 
     def _config(self, args: Dict[str, Any]) -> Dict[str, Any]:
         config = args.get("config") or {}
@@ -69,29 +73,21 @@ class PersistentManager:
                 "agentId": config.get("agentId")}
 
     def _instance(self, parent: Dict[str, Any], cfg: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
-        ident = (parent["sessionKey"], cfg["key"])
-        inst = self._instances.get(ident)
-        if inst is not None and cfg["lifetime"] == PERSISTENT:
-            return inst, True
+        """The (parent, key) instance's session record, created on first use."""
+        if cfg["lifetime"] == PERSISTENT:
+            for rec in self._live(parent["sessionKey"]):
+                if rec.get("persistentKey") == cfg["key"]:
+                    return rec, True
         target = validate_agent_id(str(cfg["agentId"] or parent["agentId"]).lower())
         child_key = f"agent:{target}:subagent:{uuid.uuid4()}"
         ws = self.agents.workspace(target)
         ws.mkdir(parents=True, exist_ok=True)
-        self.store.create(
+        rec = self.store.create(
             child_key, target, ws, kind="persistent",
             requesterSessionKey=parent["sessionKey"], task=cfg["key"], label=cfg["key"],
+            persistentKey=cfg["key"], lifetime=cfg["lifetime"], invocations=0,
         )
-        inst = {
-            "key": cfg["key"],
-            "parentSessionKey": parent["sessionKey"],
-            "childSessionKey": child_key,
-            "lifetime": cfg["lifetime"],
-            "createdAt": now_ms(),
-            "invocations": 0,
-        }
-        if cfg["lifetime"] == PERSISTENT:
-            self._instances[ident] = inst
-        return inst, False
+        return rec, False
 
     def invoke(self, args: Dict[str, Any]) -> Dict[str, Any]:
         """Run one call on the (parent, key) instance; see the module doc for where results go."""
@@ -99,10 +95,10 @@ class PersistentManager:
         scheduling = args.get("scheduling")
         if scheduling is not None and scheduling not in SCHEDULING:
             raise PersistentError(f"scheduling {scheduling!r} is not one of {SCHEDULING}")
-        with self.store.lock, self._lock:
+        with self.store.lock:
             parent = self.store.get(args.get("sessionKey"), open_only=True)
             inst, reused = self._instance(parent, cfg)
-            owner = inst["childSessionKey"]
+            owner = inst["sessionKey"]
             run_id = self.supervisor.active(owner)
             if run_id is not None and self.supervisor.state(run_id) == sv.WAITING_INPUT:
                 self.supervisor.transition(run_id, sv.RUNNING)
@@ -110,12 +106,16 @@ class PersistentManager:
                 raise PersistentError(f"instance {cfg['key']!r} is still running run {run_id}")
             else:
                 run_id = self.supervisor.start(owner)["runId"]
-            inst["invocations"] += 1
-            turn = self.agents.turn({
-                "sessionKey": owner,
-                "prompt": str(args.get("input", "")),
-                "steps": args.get("steps", args.get("assistant")),
-            })
+            self.store.update(inst, invocations=int(inst.get("invocations") or 0) + 1)
+            try:
+                turn = self.agents.turn({
+                    "sessionKey": owner,
+                    "prompt": str(args.get("input", "")),
+                    "steps": args.get("steps", args.get("assistant")),
+                })
+            except Exception as exc:  # a bad script must not leave the run "running" forever
+                self.supervisor.transition(run_id, sv.FAILED, str(exc))
+                raise
             error = args.get("error")
             new_msgs = self.store.transcript(self.store.get(owner)).messages()[-turn["appended"]:]
             text = args.get("text")
@@ -133,7 +133,7 @@ class PersistentManager:
                 self.agents.close({"sessionKey": owner, "reason": "deleted"})
             return {
                 "key": cfg["key"],
-                "instance": dict(inst),
+                "instance": _view(inst),
                 "reused": reused,
                 "runId": run_id,
                 "state": state,
@@ -202,15 +202,24 @@ class PersistentManager:
 
     def dispose_session(self, rec: Dict[str, Any]) -> None:
         """Parent closed: cancel live runs and close every instance it owned."""
-        with self._lock:
-            mine = [k for k in self._instances if k[0] == rec["sessionKey"]]
-            for ident in mine:
-                inst = self._instances.pop(ident)
-                owner = inst["childSessionKey"]
-                run_id = self.supervisor.active(owner)
+        with self.store.lock:
+            for inst in self._live(rec["sessionKey"]):
+                run_id = self.supervisor.active(inst["sessionKey"])
                 if run_id is not None:
                     self.supervisor.transition(run_id, sv.CANCELLED, "parent session closed")
                 try:
-                    self.agents.close({"sessionKey": owner, "reason": "deleted"})
+                    self.agents.close({"sessionKey": inst["sessionKey"], "reason": "deleted"})
                 except SessionError:
                     pass
+
+
+def _view(rec: Dict[str, Any]) -> Dict[str, Any]:
+    """What a client sees of an instance."""
+    return {
+        "key": rec.get("persistentKey"),
+        "parentSessionKey": rec.get("requesterSessionKey"),
+        "childSessionKey": rec["sessionKey"],
+        "lifetime": rec.get("lifetime"),
+        "createdAt": rec.get("createdAt"),
+        "invocations": rec.get("invocations", 0),
+    }

@@ -117,3 +117,31 @@ def test_bad_invocations_are_refused_with_the_key_named(recorder_gateway):
     resp = gw.handle({"op": "persistent.invoke", "sessionKey": p, "key": "k", "config": CFG,
                       "scheduling": "loud"})
     assert not resp["ok"] and "scheduling" in resp["error"]
+
+
+def test_a_failed_turn_fails_the_run_instead_of_leaving_it_running(recorder_gateway):
+    gw = recorder_gateway
+    p = parent(gw)
+    resp = gw.handle({"op": "persistent.invoke", "sessionKey": p, "key": "k", "config": CFG,
+                      "input": "q", "steps": [{"bogus": 1}]})
+    assert not resp["ok"] and "steps[0]" in resp["error"]
+    assert [r["state"] for r in ok(gw, "persistent.status", sessionKey=p)["runs"]] == ["failed"]
+    again = ok(gw, "persistent.invoke", sessionKey=p, key="k", config=CFG, input="q",
+               steps=["fine"])
+    assert again["reused"] is True and again["state"] == "completed"
+
+
+def test_instances_survive_a_gateway_restart(recorder_gateway):
+    from fleet.gateway.service import Gateway
+
+    gw = recorder_gateway
+    p = parent(gw)
+    first = ok(gw, "persistent.invoke", sessionKey=p, key="k", config=CFG, input="q",
+               steps=["a"])
+    gw2 = Gateway(gw.layout)  # a new process reading the same state dir
+    gw2.load_plugins()
+    second = ok(gw2, "persistent.invoke", sessionKey=p, key="k", config=CFG, input="q2",
+                steps=["b"])
+    assert second["reused"] is True
+    assert second["instance"]["childSessionKey"] == first["instance"]["childSessionKey"]
+    assert second["instance"]["invocations"] == 2
