@@ -7,17 +7,16 @@ attached to the report (pytest_runtest_makereport), since removal at teardown de
 
 from __future__ import annotations
 
-import json
+import atexit
 import os
-import shutil
-import subprocess
+import signal
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from integration_helpers import TaskRun, deploy, make_tree
 
+from fleet.harness import cleanup
 from fleet.harness import hosts as harness_hosts
 from fleet.harness.run import Harness, docker_client, start_harness
 
@@ -36,6 +35,11 @@ def harness(docker_engine, tmp_path_factory, request) -> Harness:
     """Three hosts (cloud/opc, pi/administrator, edge-1/opc) for the whole session."""
     directory = tmp_path_factory.mktemp("harness")
     run, timing = start_harness(docker_engine, directory, count=3, log=print)
+    # A killed session skips fixture teardown: remove the run at interpreter exit too (SIGTERM is
+    # turned into SystemExit so atexit runs); a hard kill is left to the next session's sweep.
+    atexit.register(cleanup.remove_run, docker_engine, run.run_id)
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     request.config.stash.setdefault(_RUNS_KEY, []).append(run)
     print(f"harness ready: {timing}")
     yield run
@@ -50,6 +54,7 @@ def fresh_fleet(docker_engine, harness, tmp_path, request):
 
     def make(specs: list[harness_hosts.HostSpec]) -> Harness:
         run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", image_tag=harness.image_tag)
+        atexit.register(cleanup.remove_run, docker_engine, run.run_id)
         run.directory.mkdir(parents=True)
         from fleet.harness.keys import generate_key  # noqa: PLC0415
 
@@ -96,58 +101,6 @@ def pytest_runtest_makereport(item, call):
 
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class TaskRun:
-    """One `invoke <task>` run: exit code, the --json document (if any), stderr, duration."""
-
-    code: int
-    data: dict | None
-    stderr: str
-    seconds: float
-
-    def hosts(self) -> dict[str, dict]:
-        return {h["host"]: h for h in (self.data or {}).get("hosts", [])}
-
-
-def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
-    """Run a real task (`invoke -r <repo> ...`) as an operator would, with --json output."""
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(REPO), *args, "--json"],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
-        env={**os.environ, "SSH_AUTH_SOCK": ""},
-    )
-    try:
-        data = json.loads(proc.stdout) if proc.stdout.strip() else None
-    except ValueError:
-        data = None
-    return TaskRun(proc.returncode, data, proc.stderr, time.monotonic() - started)
-
-
-def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Path:
-    """A snapshot of the repo's sources, optionally with memory-continuity at `version` or with
-    a plugin that fails to import (a bad release). Snapshots keep artifacts stable while others
-    edit the working tree."""
-    shutil.copytree(REPO / "fleet", dst / "fleet",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
-        if (REPO / name).exists():
-            shutil.copy(REPO / name, dst / name)
-    plugin = dst / "fleet" / "plugins" / "memory_continuity"
-    if version:
-        for name in ("openclaw.plugin.json", "package.json"):
-            data = json.loads((plugin / name).read_text())
-            data["version"] = version
-            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
-    if broken:
-        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
-        (plugin / main).write_text('raise RuntimeError("bad release: plugin import fails")\n')
-    return dst
-
-
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory):
     """artifacts(version=None, broken=False) -> built .pyz (cached): reproducible releases."""
@@ -165,12 +118,6 @@ def artifacts(tmp_path_factory):
         return cache[key]
 
     return get
-
-
-def deploy(inventory: Path, artifact, hosts: str = "all", *extra: str) -> TaskRun:
-    """`invoke deploy --inventory <inv> --hosts <hosts> --artifact <pyz> --json`."""
-    return invoke_task("deploy", "--inventory", str(inventory), "--hosts", hosts,
-                       "--artifact", str(artifact.path), *extra)
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ import sys
 import time
 
 import pytest
+from integration_helpers import REPO, deploy, invoke_task
 
 from fleet.harness import faults, hosts
 from fleet.harness.remote import RemoteGateway
-from tests.integration.conftest import REPO, deploy, invoke_task
 
 pytestmark = pytest.mark.docker
 

@@ -127,3 +127,33 @@ def test_stale_runs_are_swept_and_runs_removed_by_id(docker_engine, harness, tmp
         assert len(mine) == 3, "the live session's hosts must survive the sweep"
     finally:
         cleanup.remove_run(docker_engine, dead.run_id)
+
+
+def test_harness_tasks_bring_up_report_and_remove_a_fleet(docker_engine, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from integration_helpers import REPO
+
+    def task(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args,
+                               "--dir", str(tmp_path / "h")], capture_output=True, text=True,
+                              timeout=300, cwd=REPO)
+
+    up = task("harness.up", "--hosts", "2")
+    assert up.returncode == 0, up.stderr
+    inventory = tmp_path / "h" / "inventory.yaml"
+    assert up.stdout.strip().splitlines()[-1] == str(inventory)
+    try:
+        status = task("harness.status", "--json")
+        rows = [r for r in json.loads(status.stdout)["hosts"] if r["here"]]
+        assert sorted(r["host"] for r in rows) == ["cloud", "pi"]
+        assert all(r["state"] == "running" and r["ssh"] and r["kept"] for r in rows)
+        assert cleanup.sweep_stale(docker_engine) == [], "harness.up runs survive sweeps"
+    finally:
+        down = task("harness.down")
+    assert down.returncode == 0 and "removed 2 container(s)" in down.stdout
+    assert not inventory.exists()
+    status = task("harness.status", "--json")
+    assert not [r for r in json.loads(status.stdout)["hosts"] if r["here"]]

@@ -1,0 +1,69 @@
+"""Helpers for the integration tests: run real tasks as an operator would, build releases."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class TaskRun:
+    """One `invoke <task>` run: exit code, the --json document (if any), stderr, duration."""
+
+    code: int
+    data: dict | None
+    stderr: str
+    seconds: float
+
+    def hosts(self) -> dict[str, dict]:
+        return {h["host"]: h for h in (self.data or {}).get("hosts", [])}
+
+
+def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
+    """Run a real task (`invoke -r <repo> ...`) as an operator would, with --json output."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), *args, "--json"],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env={**os.environ, "SSH_AUTH_SOCK": ""},
+    )
+    try:
+        data = json.loads(proc.stdout) if proc.stdout.strip() else None
+    except ValueError:
+        data = None
+    return TaskRun(proc.returncode, data, proc.stderr, time.monotonic() - started)
+
+
+def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Path:
+    """A snapshot of the repo's sources, optionally with memory-continuity at `version` or with
+    a plugin that fails to import (a bad release). Snapshots keep artifacts stable while others
+    edit the working tree."""
+    shutil.copytree(REPO / "fleet", dst / "fleet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
+        if (REPO / name).exists():
+            shutil.copy(REPO / name, dst / name)
+    plugin = dst / "fleet" / "plugins" / "memory_continuity"
+    if version:
+        for name in ("openclaw.plugin.json", "package.json"):
+            data = json.loads((plugin / name).read_text())
+            data["version"] = version
+            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    if broken:
+        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
+        (plugin / main).write_text('raise RuntimeError("bad release: plugin import fails")\n')
+    return dst
+
+
+def deploy(inventory: Path, artifact, hosts: str = "all", *extra: str) -> TaskRun:
+    """`invoke deploy --inventory <inv> --hosts <hosts> --artifact <pyz> --json`."""
+    return invoke_task("deploy", "--inventory", str(inventory), "--hosts", hosts,
+                       "--artifact", str(artifact.path), *extra)
