@@ -7,7 +7,7 @@ Usage: python3 fakegw.py restart|stop|serve STATE_DIR
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import signal
@@ -24,15 +24,13 @@ def load_plugins(state: Path) -> dict:
     for link in sorted(ext.iterdir()) if ext.is_dir() else []:
         manifest = json.loads((link / "openclaw.plugin.json").read_text())
         pkg = json.loads((link / "package.json").read_text())
-        entry = link / pkg.get("main", "__init__.py")
-        if not entry.exists():
-            entry = link / "__init__.py"
+        real = Path(os.path.realpath(link))  # <release>/fleet/plugins/<pkg>
+        stem = Path(pkg.get("main", "__init__.py")).stem
+        module = f"fleet.plugins.{real.name}" + ("" if stem == "__init__" else f".{stem}")
         info = {"version": manifest["version"], "loaded": True, "error": None}
+        sys.path.insert(0, str(real.parent.parent.parent))
         try:
-            spec = importlib.util.spec_from_file_location(f"fakegw_{link.name}_{time.time_ns()}",
-                                                          entry)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            importlib.import_module(module)
         except Exception as exc:
             info.update(loaded=False, error=f"{type(exc).__name__}: {exc}")
         plugins[manifest["id"]] = info

@@ -1,0 +1,163 @@
+"""The host-side installer run directly (as the control side does), with a stand-in gateway.
+
+The `command` manager drives tests/deploy/fakegw.py, so these tests exercise the installer's own
+rules (hash check, lock lease, pruning, first-install failure, Python 3.9) quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import release_of, run_installer
+
+
+def find_python39() -> str | None:
+    """A working Python 3.9 (the oldest host Python we support), if this machine has one."""
+    candidates = [shutil.which("python3.9"),
+                  *sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.9*/bin/python3"))]
+    for candidate in filter(None, candidates):
+        try:
+            out = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.strip() == "(3, 9)":
+            return candidate
+    return None
+
+
+PY39 = find_python39()
+
+
+def install(art, state, manager_args, *extra, python=None):
+    args = ["install", "--state-dir", str(state), "--sha256", art.sha256, "--timeout", "20",
+            *manager_args, *extra]
+    return run_installer(art.path, *args, **({"python": python} if python else {}))
+
+
+def current(state: Path) -> str | None:
+    link = state / "fleet" / "current"
+    return os.readlink(link).split("/")[-1] if link.is_symlink() else None
+
+
+def test_version_prints_the_embedded_manifest(artifacts):
+    art = artifacts()
+    code, data = run_installer(art.path, "--version")
+    assert code == 0 and data["version"] == art.version
+    assert data["components"]["memory-continuity"] == art.version
+
+
+def test_wrong_sha256_is_refused_before_anything_changes(artifacts, host_states,
+                                                         fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    code, data = run_installer(art.path, "install", "--state-dir", str(state), "--sha256",
+                               "0" * 64, *fake_manager_args)
+    assert code == 1 and data["result"] == "failed"
+    assert "SHA-256" in data["reason"] and art.sha256 in data["reason"]
+    assert not (state / "fleet" / "releases").exists() and current(state) is None
+    assert not (state / "fleet" / "deploy.lock").exists()
+
+
+def test_command_manager_install_then_unchanged(artifacts, host_states, fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    code, first = install(art, state, fake_manager_args)
+    assert code == 0 and first["result"] == "installed", first
+    assert set(first["steps"]) >= {"lock", "verify", "unpack", "switch", "restart", "ready",
+                                   "audit", "prune"}
+    assert first["gateway"]["versions"]["memory-continuity"] == art.version
+    code, second = install(art, state, fake_manager_args)
+    assert code == 0 and second["result"] == "unchanged" and not second["restarted"]
+    assert second["gateway"]["pid"] == first["gateway"]["pid"]
+    code, forced = install(art, state, fake_manager_args, "--force")
+    assert forced["result"] == "installed" and forced["gateway"]["pid"] != first["gateway"]["pid"]
+
+
+def test_prune_keeps_newest_and_never_active_or_previous(artifacts, host_states,
+                                                         fake_manager_args):
+    state = host_states[0]
+    builds = [artifacts(), artifacts(bump="5.0.1"), artifacts(bump="5.0.3")]
+    for art in builds:
+        code, data = install(art, state, fake_manager_args, "--keep", "2")
+        assert code == 0, data
+    assert data["pruned"] == [release_of(builds[0])]
+    left = sorted(p.name for p in (state / "fleet" / "releases").iterdir())
+    assert left == sorted([release_of(builds[1]), release_of(builds[2])])
+    assert current(state) == release_of(builds[2])
+    assert os.readlink(state / "fleet" / "previous").endswith(release_of(builds[1]))
+    assert not (state / "fleet" / "artifacts" / f"{builds[0].sha256}.pyz").exists()
+
+
+def write_lock(state: Path, **fields) -> None:
+    lock = {"owner": "ops@laptop", "pid": os.getpid(), "host": socket.gethostname(),
+            "time": time.time(), "lease": 900}
+    lock.update(fields)
+    (state / "fleet").mkdir(parents=True, exist_ok=True)
+    (state / "fleet" / "deploy.lock").write_text(json.dumps(lock))
+
+
+def test_live_lock_holder_is_named_in_the_refusal(artifacts, host_states, fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    write_lock(state)
+    code, data = install(art, state, fake_manager_args)
+    assert code == 1 and data["result"] == "refused"
+    assert "ops@laptop" in data["reason"] and f"pid {os.getpid()}" in data["reason"]
+    assert current(state) is None
+    assert json.loads((state / "fleet" / "deploy.lock").read_text())["owner"] == "ops@laptop"
+
+
+def test_expired_lease_is_taken_over_and_reported(artifacts, host_states, fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    write_lock(state, host="elsewhere", time=time.time() - 3600, lease=60)
+    code, data = install(art, state, fake_manager_args)
+    assert code == 0 and data["result"] == "installed"
+    assert data["lock_takeover"]["owner"] == "ops@laptop"
+    assert data["lock_takeover"]["reason"] == "lease expired"
+    assert not (state / "fleet" / "deploy.lock").exists()
+
+
+def test_injected_failure_at_ready_switches_back(artifacts, host_states, fake_manager_args):
+    base, bumped, state = artifacts(), artifacts(bump="5.0.1"), host_states[0]
+    install(base, state, fake_manager_args)
+    (state / "fleet" / "faults").mkdir(parents=True)
+    (state / "fleet" / "faults" / "ready").write_text("fail\n")
+    code, data = install(bumped, state, fake_manager_args)
+    assert code == 1 and data["result"] == "rolled_back"
+    assert "injected fault at step 'ready'" in data["reason"]
+    assert data["to"]["release"] == release_of(base) and current(state) == release_of(base)
+    assert data["gateway"]["versions"]["memory-continuity"] == base.version
+
+
+def test_failed_first_install_leaves_no_release(artifacts, host_states, fake_manager_args):
+    broken, state = artifacts(bump="5.0.2", broken=True), host_states[0]
+    code, data = install(broken, state, fake_manager_args)
+    assert code == 1 and data["result"] == "rolled_back" and data["to"] is None
+    assert "broken release" in data["reason"]
+    assert current(state) is None
+    audit = [json.loads(x) for x in (state / "fleet" / "audit.jsonl").read_text().splitlines()]
+    assert audit[-1]["result"] == "rolled_back" and audit[-1]["to"] is None
+
+
+def test_rollback_with_nothing_to_go_back_to_says_so(artifacts, host_states, fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    install(art, state, fake_manager_args)
+    code, data = run_installer(art.path, "rollback", "--state-dir", str(state),
+                               *fake_manager_args)
+    assert code == 1 and "nothing to roll back to" in data["reason"]
+    assert current(state) == release_of(art)
+
+
+@pytest.mark.skipif(PY39 is None, reason="python3.9 not installed")
+def test_installer_runs_on_python_39(artifacts, host_states, fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    code, data = install(art, state, fake_manager_args, python=PY39)
+    assert code == 0 and data["result"] == "installed", data
+    code, status = run_installer(art.path, "status", "--state-dir", str(state),
+                                 *fake_manager_args, python=PY39)
+    assert code == 0 and status["ready"] and status["current"]["release"] == release_of(art)
