@@ -34,6 +34,7 @@ KNOWN_HOOKS = MODIFYING_HOOKS | frozenset(
     }
 )
 DEFAULT_TIMEOUT_S = 10.0
+PROMPT_FIELDS = ("prependSystemContext", "systemPrompt", "prependContext", "appendSystemContext")
 
 
 class HookError(Exception):
@@ -57,6 +58,8 @@ class HookBus:
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        # plugin id -> may it inject prompt text? (entries.<id>.hooks.allowPromptInjection)
+        self.prompt_policy: Optional[Callable[[str], bool]] = None
         self._regs: Dict[str, List[_Registration]] = {}
         self._count = 0
         self._lock = threading.Lock()
@@ -85,6 +88,10 @@ class HookBus:
         """Plugin ids of a hook's handlers in the order they run (for health and tests)."""
         return [r.plugin_id for r in self._regs.get(hook, [])]
 
+    def summary(self) -> Dict[str, List[str]]:
+        """Hook name -> plugin ids in run order."""
+        return {hook: self.handlers(hook) for hook in sorted(self._regs) if self._regs[hook]}
+
     def run_modifying(
         self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any]
     ) -> Tuple[Dict[str, Any], List[str]]:
@@ -100,6 +107,8 @@ class HookBus:
                 continue
             if not isinstance(result, dict):
                 continue
+            if self.prompt_policy is not None and not self.prompt_policy(reg.plugin_id):
+                result = {k: v for k, v in result.items() if k not in PROMPT_FIELDS}
             for key, value in result.items():
                 if key == "prependSystemContext":
                     if isinstance(value, str) and value:

@@ -347,6 +347,14 @@ class PluginHost:
             text = str(exc) if str(exc).startswith("plugins.") else f"{where}: {exc}"
             raise PluginLoadError(f"{self.layout.config_path}: {text}") from exc
 
+    def allows_prompt_injection(self, plugin_id: str) -> bool:
+        """False only when `plugins.entries.<id>.hooks.allowPromptInjection` is false."""
+        try:
+            hooks = self.entry_config(plugin_id).get("hooks")
+        except PluginLoadError:
+            return True
+        return not (isinstance(hooks, dict) and hooks.get("allowPromptInjection") is False)
+
     def fresh_config(self, rec: PluginRecord) -> Dict[str, Any]:
         """The plugin's config after picking up any change of the config file."""
         self.config_source()

@@ -50,6 +50,7 @@ class Gateway:
         self.hooks = HookBus(hook_timeout_s)
         self.commands = CommandRegistry()
         self.plugins = PluginHost(layout, self.current_config, self.hooks, self.commands)
+        self.hooks.prompt_policy = self.plugins.allows_prompt_injection
         self.agents = Agents(
             SessionStore(layout),
             self.hooks,
@@ -150,6 +151,7 @@ class Gateway:
             "releaseVersion": manifest_version,
             "stateDir": str(self.layout.state_dir),
             "commands": [c["name"] for c in self.commands.names()],
+            "hooks": self.hooks.summary(),
         }
 
     def sessions(self, args: Dict[str, Any]) -> Dict[str, Any]:

@@ -81,3 +81,14 @@ def test_handler_cannot_mutate_the_callers_event_dict():
     event = {"success": True}
     bus.run_void("agent_end", event, {})
     assert event == {"success": True}
+
+
+def test_prompt_fields_are_stripped_for_plugins_without_prompt_injection():
+    bus = HookBus()
+    bus.prompt_policy = lambda plugin_id: plugin_id != "muted"
+    bus.register("before_agent_start",
+                 lambda e, c: {"prependSystemContext": "SECRET", "model": "m1"}, 9, "muted")
+    bus.register("before_agent_start", lambda e, c: {"prependSystemContext": "OK"}, 1, "open")
+    merged, _ = bus.run_modifying("before_agent_start", {}, {})
+    assert merged == {"prependSystemContext": "OK", "model": "m1"}
+    assert bus.summary() == {"before_agent_start": ["muted", "open"]}

@@ -168,3 +168,11 @@ def test_commands_are_dispatched_by_name_with_the_documented_ctx(recorder_gatewa
     res = ok(gw, "command", command="/rec state --all", sessionKey="agent:main:main")
     assert res == {"command": "rec", "plugin": "recorder", "text": "args=state --all"}
     assert "unknown command /nope" in gw.handle({"op": "command", "command": "/nope"})["error"]
+
+
+def test_allow_prompt_injection_false_keeps_a_plugins_context_out(recorder_gateway):
+    gw = recorder_gateway
+    (gw.layout.state_dir / "openclaw.json").write_text(json.dumps(
+        {"plugins": {"entries": {"recorder": {"hooks": {"allowPromptInjection": False}}}}}))
+    key = ok(gw, "session.start")["sessionKey"]
+    assert ok(gw, "session.turn", sessionKey=key, prompt="p")["injectedContext"] is None
