@@ -154,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             links = ", ".join(f"{k} ({v})" for k, v in sorted(res["plugins"].items()))
             _emit(res, as_json, f"state dir {res['stateDir']} ready; plugins: {links or 'none'}")
             return 0
-    except (daemon.DaemonError, RuntimeError, ValueError) as exc:
+    except (daemon.DaemonError, RuntimeError, ValueError, OSError) as exc:
         _emit({"ok": False, "error": str(exc)}, as_json, f"error: {exc}", sys.stderr)
         return 1
     return 2

@@ -108,13 +108,16 @@ class Agents:
             new: List[Dict[str, Any]] = list(notes)
             if prompt:
                 new.append(user_message(prompt))
-            transcript.append(new)
             run_msgs = list(new)
+            unwritten = list(new)
             for msg in output + extra:
-                if is_compaction(msg):
+                if is_compaction(msg):  # the hook sees the transcript as it was before
+                    transcript.append(unwritten)
+                    unwritten = []
                     errors += self._compact(rec, history + run_msgs)
-                transcript.append([msg])
+                unwritten.append(msg)
                 run_msgs.append(msg)
+            transcript.append(unwritten)
             compactions = sum(1 for m in output + extra if is_compaction(m))
             if compactions:
                 self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
