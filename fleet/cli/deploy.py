@@ -87,9 +87,7 @@ def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
     if json_:
         report.print_results("status", results, True)
     else:
-        from rich.console import Console
-
-        Console().print(report.status_table(results))
+        report.stdout_console().print(report.status_table(results))
     if not all(r.ok and (r.data or {}).get("ready") for r in results):
         raise Exit(code=1)
 

@@ -75,6 +75,12 @@ class LiveReport:
                                    highlight=False)
 
 
+def stdout_console() -> Console:
+    """A terminal keeps its width; logs and pipes get wide lines instead of wrapped cells."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
 def results_table(title: str, results: list[HostResult]) -> Table:
     table = Table(title=title)
     for column in ("host", "from -> to", "result", "duration", "note"):
@@ -94,7 +100,7 @@ def print_results(title: str, results: list[HostResult], as_json: bool,
         doc.update(extra or {})
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
         return
-    console = Console()
+    console = stdout_console()
     console.print(results_table(title, results))
     counts = Counter(r.result for r in results)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
