@@ -1,1 +1,6 @@
-"""fleet.bench."""
+"""Benchmarks (`invoke bench`): fleet against the seed's manual loop and ansible-core, side by side.
+
+Every benchmark runs its contenders in the same run, alternating, for several repetitions, and
+reports median and min-max per contender plus the ratios (fleet.bench.stats, fleet.bench.report).
+Docker benchmarks share one harness (fleet.bench.fixture); the others run on this machine.
+"""

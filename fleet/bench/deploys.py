@@ -1,0 +1,126 @@
+"""Deploy benchmarks on the Docker harness: scaling, no-op redeploy, the manual loop, ansible.
+
+Every full-deploy repetition deploys a new artifact variant (fleet.bench.artifacts), so each one
+uploads, unpacks, switches, restarts and waits for readiness: no contender can coast on a cache.
+Contenders run alternately (fleet.bench.stats.alternation), every contender once per repetition.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from fleet.bench import fixture
+from fleet.bench.ansible import AnsibleDeploy
+from fleet.bench.artifacts import plugin_files, variant
+from fleet.bench.manual import ManualLoop
+from fleet.bench.report import Section
+from fleet.bench.stats import alternation
+
+
+class Variants:
+    """Fresh artifact variants of one base build, numbered in order of use."""
+
+    def __init__(self, base, out_dir: Path):
+        self.base = base
+        self.out_dir = out_dir
+        self.count = 0
+
+    def next(self):
+        self.count += 1
+        return variant(self.base, f"v{self.count:03d}", self.out_dir)
+
+
+def scaling(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> Section:
+    """(1) Full deploy to 1, 2, 4, 8 hosts; goal T(8)/T(1) <= 1.3."""
+    sizes = [n for n in (1, 2, 4, 8) if n <= len(fleet.hosts)]
+    sec = Section("scaling", f"1. fleet scaling: full deploy to {', '.join(map(str, sizes))} "
+                             "hosts")
+    steps: dict[int, list] = {n: [] for n in sizes}
+    for rep, name in alternation([f"{n} hosts" for n in sizes], reps):
+        n = int(name.split()[0])
+        seconds, results = fixture.deploy(fleet.hosts[:n], variants.next())
+        sec.add(name, seconds)
+        steps[n].append(results)
+        log(f"  scaling rep {rep + 1}: {name}: {seconds:.2f} s")
+    small, big = f"{sizes[0]} hosts", f"{sizes[-1]} hosts"
+    r = sec.ratio(big, small)
+    sec.figures[f"T({sizes[-1]})/T({sizes[0]})"] = r
+    for n in sizes:
+        sec.figures[f"steps, {n} hosts (median s)"] = fixture.step_medians(steps[n])
+    sec.goal(f"T({sizes[-1]})/T({sizes[0]})", r["median"], 1.3, "ratio")
+    return sec
+
+
+def noop(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> Section:
+    """(4) Redeploy of the active release vs a full deploy, all hosts; goal <= 15%."""
+    n = len(fleet.hosts)
+    sec = Section("noop", f"4. no-op redeploy vs full deploy, {n} hosts")
+    noop_results = []
+    for rep in range(reps):
+        art = variants.next()
+        seconds, _ = fixture.deploy(fleet.hosts, art)
+        sec.add("full deploy", seconds)
+        seconds_noop, results = fixture.deploy(fleet.hosts, art, expect="unchanged")
+        sec.add("no-op redeploy", seconds_noop)
+        noop_results.append(results)
+        log(f"  noop rep {rep + 1}: full {seconds:.2f} s, no-op {seconds_noop:.2f} s")
+    r = sec.ratio("no-op redeploy", "full deploy")
+    sec.figures["no-op / full"] = r
+    sec.figures["no-op steps (median s)"] = fixture.step_medians(noop_results)
+    sec.goal("no-op / full", r["median"], 0.15, "ratio")
+    return sec
+
+
+def manual(fleet: fixture.Fleet, variants: Variants, reps: int, workdir: Path,
+           log=print) -> Section:
+    """(2) The seed's sequential scp/ssh loop vs fleet on the same hosts."""
+    n = len(fleet.hosts)
+    sec = Section("manual", f"2. seed's manual loop (sequential scp + ssh restart + ssh grep) vs "
+                            f"fleet, {n} hosts")
+    loop = ManualLoop(fleet.key_path, fleet.known_hosts)
+    base = variants.base
+    files = plugin_files(base, Path(tempfile.mkdtemp(dir=workdir)))
+    log("  manual: one-time setup of ~/.openclaw-manual on every host")
+    for host in fleet.hosts:
+        loop.setup(host, base.path, files)
+    version = base.components.get("memory-continuity", base.version)
+    for rep, name in alternation(["fleet", "manual loop"], reps):
+        if name == "fleet":
+            seconds, _ = fixture.deploy(fleet.hosts, variants.next())
+        else:
+            seconds = loop.deploy(fleet.hosts, files, version)
+        sec.add(name, seconds)
+        log(f"  manual rep {rep + 1}: {name}: {seconds:.2f} s")
+    sec.figures["fleet / manual"] = sec.ratio("fleet", "manual loop")
+    sec.figures["manual / fleet"] = sec.ratio("manual loop", "fleet")
+    return sec
+
+
+def ansible(fleet: fixture.Fleet, variants: Variants, reps: int, workdir: Path,
+            log=print) -> Section:
+    """(3) ansible-core playbook (default forks, forks=8) vs fleet; goal fleet/ansible <= 0.33."""
+    n = len(fleet.hosts)
+    sec = Section("ansible", f"3. ansible-core playbook vs fleet, {n} hosts")
+    runner = AnsibleDeploy(workdir / "ansible", fleet.hosts, fleet.key_path, fleet.known_hosts,
+                           log=log)
+    log("  ansible: warm-up run (first-time directories, config)")
+    runner.deploy(variants.next(), 8)
+    forks8 = f"ansible forks={min(8, n)}"
+    for rep, name in alternation(["fleet", "ansible default forks (5)", forks8], reps):
+        art = variants.next()
+        if name == "fleet":
+            seconds, _ = fixture.deploy(fleet.hosts, art)
+        elif name == forks8:
+            seconds = runner.deploy(art, min(8, n))
+        else:
+            seconds = runner.deploy(art, None)
+        sec.add(name, seconds)
+        log(f"  ansible rep {rep + 1}: {name}: {seconds:.2f} s")
+    r5 = sec.ratio("fleet", "ansible default forks (5)")
+    r8 = sec.ratio("fleet", forks8)
+    sec.figures["fleet / ansible default forks"] = r5
+    sec.figures[f"fleet / {forks8}"] = r8
+    sec.goal("fleet / ansible (default forks)", r5["median"], 0.33, "ratio")
+    sec.goal(f"fleet / {forks8}", r8["median"], 0.33, "ratio")
+    return sec
