@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tests.gateway.conftest import call, run_cli
+from gateway_helpers import call, run_cli
 
 OBJECTIVE = "Migrate the billing service to Postgres 16 this week"
 CHILD_RESULT = "Replication lag on db-2 is 3 seconds, safe to switch."

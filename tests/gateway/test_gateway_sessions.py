@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.gateway.conftest import hook_log, ok
+from gateway_helpers import hook_log, ok
 
 
 def test_turn_fires_hooks_with_openclaw_shapes_and_returns_injected_context(recorder_gateway):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+from gateway_helpers import install, ok, write_config, write_plugin
+
 from fleet.gateway.layout import Layout
 from fleet.gateway.service import Gateway
-from tests.gateway.conftest import install, ok, write_config, write_plugin
 
 SCHEMA = {
     "type": "object",

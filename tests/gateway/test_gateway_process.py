@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.gateway.conftest import RECORDER, REPO, call, run_cli, write_plugin
+from gateway_helpers import RECORDER, REPO, call, run_cli, write_plugin
 
 SLOW_COMMAND = """
 import time

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.gateway.conftest import hook_log, ok
+from gateway_helpers import hook_log, ok
 
 CFG = {"lifetime": "persistent_session"}
 
