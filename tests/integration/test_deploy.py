@@ -8,6 +8,7 @@ that damage a host (killed mid-deploy, full disk, corrupt upload) use fresh host
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -188,4 +189,25 @@ def test_corrupted_upload_is_refused_and_a_rerun_converges(fresh_fleet, artifact
     assert_on(run, base)
     rerun = deploy(run.inventory_path, upgrade)
     assert rerun.code == 0, rerun.data
+    assert_on(run, upgrade)
+
+
+def test_rerun_after_a_reboot_is_not_blocked_by_a_reused_lock_pid(fresh_fleet, artifacts):
+    """After a power cut the dead installer's pid can belong to another process on the rebooted
+    host; the leftover deploy lock must still count as stale."""
+    run = fresh_fleet([hosts.HostSpec("edge-5", "opc")])
+    base, upgrade = artifacts(), artifacts("5.0.1")
+    assert deploy(run.inventory_path, base).code == 0
+    with faults.kill_at_step(run, "edge-5", "restart") as kill:
+        deploy(run.inventory_path, upgrade)
+        assert kill.killed
+    host = run.hosts["edge-5"]
+    lock = json.loads(host.exec_ok(f"cat {host.state_dir}/fleet/deploy.lock"))
+    pid = int(lock["pid"])
+    occupy = (f'for i in $(seq 1 30000); do sleep 600 & p=$!; [ "$p" -eq {pid} ] && exit 0; '
+              f'kill $p; wait $p 2>/dev/null; done; exit 1')
+    assert host.exec(occupy, user=host.user, timeout=120).ok, f"pid {pid} not reached"
+    assert host.exec(f"kill -0 {pid}", user=host.user).ok
+    rerun = deploy(run.inventory_path, upgrade)
+    assert rerun.code == 0, rerun.hosts()["edge-5"].get("note")
     assert_on(run, upgrade)
