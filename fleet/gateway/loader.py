@@ -148,6 +148,13 @@ def import_entry(plugin_id: str, directory: Path, entry: Path) -> types.ModuleTy
     root = release_root(real)
     if root is not None and str(root) not in sys.path:
         sys.path.append(str(root))
+    running = Path(sys.modules["fleet"].__file__).resolve().parent.parent
+    if root is not None and root != running:
+        log.warning(
+            "plugin %s ships in %s but this gateway runs the fleet package of %s: its "
+            "`fleet.*` imports resolve to the gateway's copy (start the gateway with "
+            "--release %s to run one release)", plugin_id, root, running, root,
+        )
     if pkg_name not in sys.modules:
         init = real / "__init__.py"
         if init.is_file():
