@@ -1,5 +1,37 @@
-"""Tasks for fleet.bench (filled in by the bench work)."""
+"""`invoke bench`: fleet against the seed's manual loop and ansible-core, side by side.
+
+Thin: parse flags, call fleet.bench.run, print, optionally write JSON. Results and the story of
+where the time goes are in docs/benchmarks.md.
+"""
 
 from __future__ import annotations
 
-TASKS: list = []
+from invoke import Exit, task
+
+BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
+              "restartgap, hooks, harness")
+
+
+@task(help={"only": BENCH_HELP,
+            "hosts": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
+            "reps": "repetitions per contender (default 3)",
+            "json": "write every sample, summary, ratio and goal to this JSON file"})
+def bench(c, only="", hosts=8, reps=3, json=""):
+    """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
+    from fleet.bench.run import parse_selection, run  # noqa: PLC0415
+
+    try:
+        selected = parse_selection(only)
+    except ValueError as exc:
+        raise Exit(f"error: {exc}", code=2) from None
+    if int(hosts) < 1 or int(reps) < 1:
+        raise Exit("error: --hosts and --reps must be 1 or more", code=2)
+    report = run(selected, hosts=int(hosts), reps=int(reps))
+    if json:
+        report.write_json(json)
+        print(f"bench: wrote {json}")
+    if any(s.error for s in report.sections):
+        raise Exit(code=1)
+
+
+TASKS = [bench]

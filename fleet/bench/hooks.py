@@ -1,0 +1,146 @@
+"""(6) Continuity hooks, through the gateway's own plugin host and hook bus (in process).
+
+- `before_agent_start` for the main agent whose workspace holds a year of history: 365 daily
+  summaries and 365 session logs (4 sessions a day), and a CURRENT_STATE.md whose objective shares
+  keywords with that history, so the hook builds the snapshot and scores the related history.
+  Repeated calls; p50 and p99.
+- 200 children ending at once into one parent: 200 threads fire `subagent_ended` together (as
+  200 concurrent `subagent.end` requests would), each child with an unsurfaced result carrying a
+  unique marker; total time, and markers missing from the parent's state and its archive.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from fleet.bench.report import Section
+from fleet.continuity import sessionlog, summary
+from fleet.continuity.document import StateDocument
+
+TOPICS = ["deploy pipeline for the gateway fleet", "memory continuity recovery notes",
+          "raspberry pi kernel upgrade", "quarterly budget spreadsheet", "release changelog",
+          "subagent announce compaction", "ssh host key rotation", "garden irrigation timer"]
+OBJECTIVE = "Finish the deploy pipeline for the gateway fleet with verified restarts"
+CHILDREN = 200
+
+
+def _state(doc_path: Path, objective: str, unsurfaced: str = "None") -> None:
+    doc = StateDocument.new("2026-03-31T07:51:52.123Z")
+    doc.set("Objective", objective)
+    doc.set("Current Step", "Benchmarking the continuity hooks")
+    doc.set("Key Decisions", "- keep the anchor's formats\n- fix its flaws")
+    doc.set("Unsurfaced Results", unsurfaced)
+    doc_path.parent.mkdir(parents=True, exist_ok=True)
+    doc_path.write_text(doc.render(), encoding="utf-8")
+
+
+def write_year(workspace: Path, days: int = 365, per_day: int = 4,
+               today: datetime | None = None) -> None:
+    """Session logs and daily summaries for the `days` days before `today`."""
+    today = today or datetime.now(timezone.utc)
+    for back in range(days, 0, -1):
+        day = (today - timedelta(days=back)).replace(hour=9, minute=0, second=0, microsecond=0)
+        for i in range(per_day):
+            when = day + timedelta(hours=2 * i, minutes=back % 60)
+            topic = f"{TOPICS[(back + i) % len(TOPICS)]} (day {back}, session {i})"
+            sessionlog.append_entry(workspace, when,
+                                    sessionlog.format_entry(when, topic, 6 + i, 6 + i, 1200))
+        summary.write_daily(workspace, day.date())
+
+
+def _gateway(state: Path):
+    from fleet.gateway.layout import Layout  # noqa: PLC0415
+    from fleet.gateway.scaffold import init  # noqa: PLC0415
+    from fleet.gateway.service import Gateway  # noqa: PLC0415
+
+    layout = Layout(state)
+    init(layout)
+    gateway = Gateway(layout)
+    gateway.load_plugins()
+    health = gateway.health()
+    if not health["ready"]:
+        raise RuntimeError(f"hooks bench: plugins did not load: {health['error']}")
+    return gateway
+
+
+def bench(workdir: Path, calls: int = 1000, log=print) -> Section:
+    sec = Section("hooks", "6. continuity hooks (gateway hook bus, in process)")
+    state = (workdir / "hooks" / "state").absolute()
+    if state.exists():
+        shutil.rmtree(state)
+    logging.getLogger("fleet").setLevel(logging.WARNING)
+    gateway = _gateway(state)
+    workspace = state / "workspace"
+    t0 = time.perf_counter()
+    write_year(workspace)
+    log(f"  hooks: wrote a year of history in {time.perf_counter() - t0:.1f} s")
+    parent_file = workspace / "memory" / "CURRENT_STATE.md"
+    _state(parent_file, OBJECTIVE)
+    ctx = {"agentId": "main", "sessionKey": "agent:main:main", "sessionId": "s-bench",
+           "workspaceDir": str(workspace), "trigger": "user"}
+    event = {"prompt": "continue", "messages": []}
+    merged, errors = gateway.hooks.run_modifying("before_agent_start", event, ctx)
+    text = merged.get("prependSystemContext") or ""
+    if errors or "RELATED HISTORY" not in text:
+        raise RuntimeError(f"before_agent_start gave no related history: {errors} {text[:200]}")
+    for _ in range(calls):
+        t = time.perf_counter()
+        gateway.hooks.run_modifying("before_agent_start", event, ctx)
+        sec.add("before_agent_start", time.perf_counter() - t)
+    s = sec.summary("before_agent_start")
+    sec.figures["history files"] = (
+        f"{len(list((workspace / 'memory' / 'summaries' / 'daily').glob('*.md')))} daily "
+        f"summaries, {len(list((workspace / 'memory' / 'sessions').glob('*.md')))} session logs")
+    sec.figures["injected context"] = f"{len(text)} chars"
+    sec.goal("before_agent_start p50", s["median"], 0.005, "s")
+    log(f"  hooks: before_agent_start p50 {s['median'] * 1000:.2f} ms, p99 "
+        f"{s.get('p99', 0) * 1000:.2f} ms")
+
+    total, lost = children_end(gateway, workspace)
+    sec.add("200 children end at once", total)
+    sec.figures["notes lost (200 children)"] = lost
+    sec.goal("200 children: total time", total, 1.0, "s")
+    sec.goal("200 children: notes lost", float(lost), 0.0)
+    log(f"  hooks: 200 children ended in {total:.2f} s, {lost} notes lost")
+    return sec
+
+
+def children_end(gateway, workspace: Path, count: int = CHILDREN) -> tuple[float, int]:
+    """Fire `subagent_ended` for `count` children at once; (seconds, markers missing)."""
+    memory = workspace / "memory"
+    _state(memory / "CURRENT_STATE.md", OBJECTIVE)
+    cids = [f"bench{i:03d}" for i in range(count)]
+    for cid in cids:
+        _state(memory / "subagents" / cid / "CURRENT_STATE.md", f"child task {cid}",
+               unsurfaced=f"result marker-{cid}-end\nsecond line")
+    barrier = threading.Barrier(count + 1)
+    errors: list[str] = []
+
+    def end(cid: str) -> None:
+        key = f"agent:main:subagent:{cid}"
+        ctx = {"runId": cid, "childSessionKey": key, "requesterSessionKey": "agent:main:main"}
+        ev = {"targetSessionKey": key, "targetKind": "subagent", "reason": "completed",
+              "outcome": "ok", "endedAt": time.time(), "runId": cid}
+        barrier.wait()
+        errors.extend(gateway.hooks.run_void("subagent_ended", ev, ctx))
+
+    threads = [threading.Thread(target=end, args=(cid,)) for cid in cids]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join(120)
+    total = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"subagent_ended errors: {errors[:3]}")
+    text = (memory / "CURRENT_STATE.md").read_text(encoding="utf-8")
+    archive = memory / "unsurfaced_archive.md"
+    text += archive.read_text(encoding="utf-8") if archive.exists() else ""
+    lost = sum(1 for cid in cids if text.count(f"marker-{cid}-end") != 1)
+    return total, lost
