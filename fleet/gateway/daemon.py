@@ -188,7 +188,11 @@ def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
     except DaemonError as exc:
         if proc.poll() is None:
             _terminate(layout, proc.pid, STOP_GRACE_S)
-        proc.wait(timeout=5)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # never got as far as its pidfile: kill outright
+            proc.kill()
+            proc.wait(timeout=5)
         raise DaemonError(f"{exc}\n--- {layout.log} (tail) ---\n{log_tail(layout, since)}") from exc
     health["ready_s"] = round(time.monotonic() - t0, 3)
     return health
