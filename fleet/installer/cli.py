@@ -4,6 +4,15 @@ restart`.
 Every subcommand prints exactly one JSON object on stdout (progress goes to stderr as
 `{"step": ...}` lines) and exits 0 only on success, so the control side can parse one answer per
 host. Bad arguments exit 2 with a message naming the flag and the fix.
+
+Result of install / rollback / restart: `{action, ok, result, host, state_dir, owner, from, to,
+reason, notes, restarted, steps: {step: seconds}, duration_s, gateway: <health>,
+lock_takeover?, lock_holder?, pruned?}` where `result` is installed | unchanged | rolled_back |
+restarted | refused | failed and `from`/`to` are `{release, version, sha256, components}`.
+`status` gives `{current, previous, releases, gateway, ready, problem, lock, last_audit}`.
+Extra flags beyond docs/architecture.md: --owner (audit/lock), --timeout (restart and readiness
+deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact.
+The fault seam for tests is described in fleet/installer/faults.py.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import zipfile
 from pathlib import Path
@@ -83,13 +93,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.command:
         parser.print_usage(sys.stderr)
         return 2
+    # A dropped ssh connection must not stop a host half-way: finish the transaction (its
+    # outcome is in the audit log and `status`) even if nobody is left to read the answer.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         result = run(args)
     except (UsageError, ManagerError) as exc:
-        print(json.dumps({"ok": False, "result": "error", "reason": str(exc)}))
+        result = {"ok": False, "result": "error", "reason": str(exc)}
+        _emit(result)
         return 2
-    print(json.dumps(result, sort_keys=True, default=str))
+    _emit(result)
     return 0 if result.get("ok") else 1
+
+
+def _emit(result: dict) -> None:
+    try:
+        print(json.dumps(result, sort_keys=True, default=str), flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def run(args: argparse.Namespace) -> dict:

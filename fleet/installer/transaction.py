@@ -24,6 +24,14 @@ from fleet.installer.manager import Manager, ManagerError, readiness_problem
 from fleet.installer.releases import ReleaseError
 
 
+def announce(event: dict) -> None:
+    """Progress on stderr; a reader that went away (dropped ssh) must not break the deploy."""
+    try:
+        print(json.dumps(event), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def default_owner() -> str:
     try:
         user = getpass.getuser()
@@ -67,7 +75,7 @@ class Transaction:
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
-        print(json.dumps({"step": name}), file=sys.stderr, flush=True)
+        announce({"step": name})
         faults.check(self.state_dir, name)
         t0 = time.monotonic()
         try:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -161,3 +163,28 @@ def test_installer_runs_on_python_39(artifacts, host_states, fake_manager_args):
     code, status = run_installer(art.path, "status", "--state-dir", str(state),
                                  *fake_manager_args, python=PY39)
     assert code == 0 and status["ready"] and status["current"]["release"] == release_of(art)
+
+
+def test_dropped_connection_mid_install_still_completes_the_transaction(
+        artifacts, host_states, fake_manager_args):
+    """ssh gone (pipes closed, SIGHUP) while the installer works: it finishes and records it."""
+    art, state = artifacts(), host_states[0]
+    hold = state / "fleet" / "faults" / "verify"
+    hold.parent.mkdir(parents=True)
+    hold.write_text("hold")
+    proc = subprocess.Popen([sys.executable, str(art.path), "install", "--state-dir", str(state),
+                             "--sha256", art.sha256, *fake_manager_args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (state / "fleet" / "deploy.lock").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.stdout.close()
+    proc.stderr.close()
+    os.killpg(proc.pid, signal.SIGHUP)
+    hold.unlink()
+    proc.wait(timeout=60)
+    assert current(state) == release_of(art)
+    audit = [json.loads(x) for x in (state / "fleet" / "audit.jsonl").read_text().splitlines()]
+    assert audit[-1]["result"] == "installed"
+    assert not (state / "fleet" / "deploy.lock").exists()
