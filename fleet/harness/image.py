@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -26,6 +27,7 @@ BASE_REPO = "fleet-harness-base"
 HOST_REPO = "fleet-harness-host"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 FILES_DIR = Path(__file__).with_name("files")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 DEBOOTSTRAP_TIMEOUT_S = 1800
 BUILD_LOCK_TIMEOUT_S = 2400
 
@@ -103,8 +105,12 @@ def _debootstrap_version() -> str:
         return "unknown"
 
 
-def mirror_from_sources(paths: list[Path] | None = None) -> str:
-    """The first Debian (non-security) mirror configured for apt here, else deb.debian.org."""
+def mirror_from_sources(paths: list[Path] | None = None, suite: str = "bookworm") -> str:
+    """$FLEET_HARNESS_MIRROR, else the first apt mirror here that serves `suite` (so an Ubuntu
+    machine's archive is never used for Debian), else deb.debian.org."""
+    env = os.environ.get("FLEET_HARNESS_MIRROR")
+    if env:
+        return env.rstrip("/")
     if paths is None:
         paths = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for path in paths:
@@ -112,23 +118,31 @@ def mirror_from_sources(paths: list[Path] | None = None) -> str:
             text = path.read_text()
         except OSError:
             continue
-        for uri in _source_uris(text):
-            if "security" not in uri and uri.startswith(("http://", "https://")):
+        for uri, suites in _source_entries(text):
+            if suite in suites and uri.startswith(("http://", "https://")):
                 return uri.rstrip("/")
     return DEFAULT_MIRROR
 
 
-def _source_uris(text: str) -> list[str]:
-    uris: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("URIs:"):
-            uris.extend(line.split()[1:])
-        elif line.startswith("deb "):
-            parts = [p for p in line.split() if not p.startswith("[")]
-            if len(parts) >= 2:
-                uris.append(parts[1])
-    return uris
+def _source_entries(text: str) -> list[tuple[str, list[str]]]:
+    """(uri, suites) from deb822 stanzas and one-line `deb` entries."""
+    entries: list[tuple[str, list[str]]] = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, list[str]] = {}
+        for line in stanza.splitlines():
+            line = line.strip()
+            if line.startswith("#"):
+                continue
+            if line.startswith("deb "):
+                parts = [p for p in line.split() if not p.startswith("[")]
+                if len(parts) >= 3:
+                    entries.append((parts[1], [parts[2]]))
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.split()
+        if "deb" in fields.get("types", ["deb"]):
+            entries += [(uri, fields.get("suites", [])) for uri in fields.get("uris", [])]
+    return entries
 
 
 def default_cache_dir() -> Path:
@@ -169,6 +183,9 @@ def build_rootfs(spec: RootfsSpec, cache_dir: Path, log=print) -> Path:
         raise ImageError("debootstrap needs root to build the harness rootfs (run as root)")
     if shutil.which("debootstrap") is None:
         raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
+    if not Path(DEBIAN_KEYRING).is_file():
+        raise ImageError(f"{DEBIAN_KEYRING} is missing, so debootstrap cannot verify Debian's "
+                         "archive (apt-get install debian-archive-keyring)")
     with _file_lock(cache_dir / "rootfs.lock", BUILD_LOCK_TIMEOUT_S):
         if tar_path.exists():
             return tar_path

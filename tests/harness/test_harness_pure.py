@@ -44,15 +44,22 @@ def test_layer_key_depends_on_the_base():
     assert image.layer_key("a:1") == image.layer_key("a:1")
 
 
-def test_mirror_is_read_from_deb822_and_one_line_sources(tmp_path):
+def test_mirror_is_the_first_that_serves_the_suite(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLEET_HARNESS_MIRROR", raising=False)
     deb822 = tmp_path / "debian.sources"
-    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian-security\n\n"
+    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian-security\n"
+                      "Suites: bookworm-security\n\n"
                       "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n")
     assert image.mirror_from_sources([deb822]) == "http://mirror.example/debian"
+    ubuntu = tmp_path / "ubuntu.sources"
+    ubuntu.write_text("Types: deb\nURIs: http://archive.ubuntu.com/ubuntu\nSuites: noble\n")
     legacy = tmp_path / "sources.list"
     legacy.write_text("# c\ndeb [arch=amd64] http://old.example/debian bookworm main\n")
-    assert image.mirror_from_sources([tmp_path / "missing", legacy]) == "http://old.example/debian"
-    assert image.mirror_from_sources([tmp_path / "missing"]) == image.DEFAULT_MIRROR
+    assert image.mirror_from_sources([ubuntu, tmp_path / "gone", legacy]) == \
+        "http://old.example/debian"
+    assert image.mirror_from_sources([ubuntu]) == image.DEFAULT_MIRROR
+    monkeypatch.setenv("FLEET_HARNESS_MIRROR", "http://local.example/debian/")
+    assert image.mirror_from_sources([deb822]) == "http://local.example/debian"
 
 
 def test_cache_dir_honours_the_environment(monkeypatch, tmp_path):
