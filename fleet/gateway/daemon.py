@@ -126,6 +126,10 @@ def wait_ready(layout: Layout, expects: Dict[str, str], timeout_s: float,
     last = "no answer yet"
     while True:
         if proc is not None and proc.poll() is not None:
+            other = running_pid(layout.pidfile)
+            if other:
+                raise DaemonError(f"gateway already running (pid {other}, started "
+                                  "concurrently); this start did nothing")
             raise DaemonError(f"gateway exited with code {proc.returncode} before it was ready")
         if layout.socket.exists():
             try:
@@ -137,6 +141,15 @@ def wait_ready(layout: Layout, expects: Dict[str, str], timeout_s: float,
                     last = str(resp.get("error"))
                 else:
                     health = resp["result"]
+                    if proc is not None and health.get("pid") != proc.pid:
+                        # another starter won the pidfile race; ours exits with "already running"
+                        if proc.poll() is not None:
+                            raise DaemonError(
+                                f"gateway already running (pid {health.get('pid')}, started "
+                                "concurrently); this start did nothing"
+                            )
+                        time.sleep(POLL_S)
+                        continue
                     if not health.get("ready"):
                         raise DaemonError(f"plugin load failed: {health.get('error')}")
                     mismatch = check_expect(health, expects)

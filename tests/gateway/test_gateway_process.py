@@ -234,3 +234,18 @@ def test_stop_kills_a_gateway_that_ignores_sigterm_after_the_deadline(tmp_path, 
     assert status(state)["running"] is False
     assert not (state / "run" / "gateway.sock").exists()
     assert start(state, gateways).returncode == 0
+
+
+def test_concurrent_starts_run_exactly_one_gateway(tmp_path, state, gateways):
+    init_with(tmp_path, state, recorder=RECORDER)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "start"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(2)]
+    gateways.append(state)
+    results = [(p.wait(timeout=20), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 1], results
+    pid = status(state)["pid"]
+    loser = [err for code, err in results if code == 1][0]
+    assert f"gateway already running (pid {pid}" in loser
