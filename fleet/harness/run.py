@@ -13,16 +13,20 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import docker
+from typing import TYPE_CHECKING
 
 from fleet.harness import cleanup, hosts, image, inventory, keys, ssh
+
+if TYPE_CHECKING:  # the docker SDK is an optional extra: import it only where it is used
+    import docker
 
 STATE_FILE = "harness.json"
 
 
 def docker_client(timeout: int = 120) -> docker.DockerClient:
     """A docker client with a pool big enough for parallel host starts (pitfall 15)."""
+    import docker  # noqa: PLC0415
+
     client = docker.from_env(timeout=timeout, max_pool_size=32)
     client.ping()
     return client
