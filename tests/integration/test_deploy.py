@@ -103,6 +103,20 @@ def test_status_shows_one_version_everywhere(deployed, artifacts):
     assert names == {release_name(artifacts("5.0.1"))}, releases
 
 
+def test_host_with_sshd_down_fails_fast_while_its_gateway_keeps_running(deployed):
+    edge = deployed.hosts["edge-1"]
+    pid = health(deployed, "edge-1")["pid"]
+    with faults.sshd_stopped(edge):
+        run = invoke_task("status", "--inventory", str(deployed.inventory_path), "--hosts", "all")
+        assert edge.exec(f"kill -0 {pid}").ok, "the gateway must not depend on sshd"
+    assert run.code != 0
+    results = run.hosts()
+    assert results["edge-1"]["ok"] is False and "edge-1" in results["edge-1"]["note"]
+    assert results["cloud"]["ok"] and results["pi"]["ok"]
+    assert run.seconds < 30
+    assert health(deployed, "edge-1")["pid"] == pid
+
+
 def test_bad_release_is_rolled_back_on_every_host(deployed, artifacts):
     good, bad = artifacts("5.0.1"), artifacts("5.0.2", broken=True)
     run = deploy(deployed.inventory_path, bad)
