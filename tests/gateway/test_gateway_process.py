@@ -234,6 +234,7 @@ def test_stop_kills_a_gateway_that_ignores_sigterm_after_the_deadline(tmp_path, 
     assert status(state)["running"] is False
     assert not (state / "run" / "gateway.sock").exists()
     assert start(state, gateways).returncode == 0
+    assert "(killed)" in run_cli(state, "stop", "--timeout", "0.2").stdout
 
 
 def test_concurrent_starts_run_exactly_one_gateway(tmp_path, state, gateways):
