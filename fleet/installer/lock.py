@@ -1,9 +1,11 @@
 """The host's deploy lock: one installer changes a host at a time, and a dead one never blocks.
 
-`<state>/fleet/deploy.lock` holds JSON `{owner, pid, host, time, lease, token}`. It is created with
-O_EXCL. A lock whose owner process is gone (same host, pid not alive) or whose lease has expired is
-taken over: the stale file is renamed aside first (only one contender's rename can succeed), then a
-fresh one is created, and the takeover is reported with the old holder. A live holder refuses with
+`<state>/fleet/deploy.lock` holds JSON `{owner, pid, host, time, lease, token, boot_id, start}`.
+It is created with O_EXCL. A lock whose owner process is gone (same host: pid not alive, or the
+pid now belongs to another process because its start time differs, or the host rebooted since:
+`boot_id` differs; both from /proc where it exists) or whose lease has expired is taken over:
+the stale file is renamed aside first (only one contender's rename can succeed), then a fresh
+one is created, and the takeover is reported with the old holder. A live holder refuses with
 its owner, pid, host and age, so the operator knows whom to ask.
 """
 
@@ -67,13 +69,35 @@ def pid_alive(pid: int) -> bool:
     return _not_zombie(pid)
 
 
-def _not_zombie(pid: int) -> bool:
+def _stat_fields(pid: int) -> Optional[list]:
+    """/proc/<pid>/stat fields from field 3 (state) on, or None where /proc is unavailable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-        return state != b"Z"
+            return fh.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return True
+        return None
+
+
+def _not_zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] != b"Z"
+
+
+def process_start(pid: int) -> Optional[str]:
+    """The process's start time in clock ticks since boot (Linux), to detect pid reuse."""
+    fields = _stat_fields(pid)
+    try:
+        return fields[19].decode() if fields else None
+    except IndexError:
+        return None
+
+
+def boot_id() -> Optional[str]:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
@@ -95,6 +119,10 @@ def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
             pid = 0
         if not pid_alive(pid):
             return f"owner process {pid} is gone"
+        if holder.get("boot_id") and boot_id() and holder["boot_id"] != boot_id():
+            return f"host rebooted since owner process {pid} took the lock"
+        if holder.get("start") and process_start(pid) not in (None, holder["start"]):
+            return f"owner process {pid} is gone (pid now used by another process)"
     return None
 
 
@@ -111,7 +139,8 @@ class DeployLock:
 
     def _content(self) -> dict:
         return {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                "time": time.time(), "lease": self.lease_s, "token": self.token}
+                "time": time.time(), "lease": self.lease_s, "token": self.token,
+                "boot_id": boot_id(), "start": process_start(os.getpid())}
 
     def acquire(self, wait_s: float = 0.0) -> None:
         """Take the lock; while a live holder has it, retry for up to `wait_s` seconds."""

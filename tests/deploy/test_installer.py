@@ -188,3 +188,33 @@ def test_dropped_connection_mid_install_still_completes_the_transaction(
     audit = [json.loads(x) for x in (state / "fleet" / "audit.jsonl").read_text().splitlines()]
     assert audit[-1]["result"] == "installed"
     assert not (state / "fleet" / "deploy.lock").exists()
+
+
+def test_lock_whose_pid_was_reused_by_another_process_is_taken_over(
+        artifacts, host_states, fake_manager_args):
+    """A killed installer's pid now names an unrelated live process: still a stale lock."""
+    from fleet.installer.lock import process_start
+
+    if process_start(os.getpid()) is None:
+        pytest.skip("no /proc on this system: liveness falls back to the pid and the lease")
+    art, state = artifacts(), host_states[0]
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        write_lock(state, pid=sleeper.pid, start="1")  # started at tick 1: not this process
+        code, data = install(art, state, fake_manager_args)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert code == 0 and data["result"] == "installed", data.get("reason")
+    assert "another process" in data["lock_takeover"]["reason"]
+
+
+def test_lock_from_before_a_reboot_is_taken_over(artifacts, host_states, fake_manager_args):
+    from fleet.installer.lock import boot_id
+
+    if boot_id() is None:
+        pytest.skip("no boot id on this system")
+    art, state = artifacts(), host_states[0]
+    write_lock(state, boot_id="0" * 32)  # our own (live) pid, but recorded in an earlier boot
+    code, data = install(art, state, fake_manager_args)
+    assert code == 0 and "rebooted" in data["lock_takeover"]["reason"]
