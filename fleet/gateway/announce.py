@@ -112,12 +112,12 @@ def summarize(messages: List[Dict[str, Any]]) -> Snapshot:
     return snap
 
 
-def partial_progress(snap: Snapshot, outcome: str) -> Optional[str]:
-    """`[Partial progress: ...]` plus the last assistant fragments, or None."""
+def partial_progress(snap: Snapshot) -> Optional[str]:
+    """For a timed-out child: `[Partial progress: ...]` plus the last assistant fragments."""
     parts: List[str] = []
-    if outcome == "timeout" and snap.tool_calls > 0:
+    if snap.tool_calls > 0:
         parts.append(f"[Partial progress: {snap.tool_calls} tool call(s) executed before timeout]")
-    if snap.fragments and (outcome == "timeout" or not snap.waiting):
+    if snap.fragments:
         parts.append("\n\n---\n\n".join(snap.fragments[-MAX_FRAGMENTS:]))
     return "\n\n".join(parts) if parts else None
 
@@ -126,7 +126,9 @@ def select_output(messages: List[Dict[str, Any]], outcome: str = "ok") -> Dict[s
     """Decide what to announce: {"state": "text"|"silent"|"waiting"|"empty", "text"?}.
 
     `waiting` means the child is paused (yield or compaction) with nothing final yet: the caller
-    must hold the announce until a real assistant turn arrives.
+    must hold the announce until a real assistant turn arrives. `empty` means no final answer
+    (only tool output or intermediate steps). Intermediate fragments are used only on timeout:
+    anything else would announce a half-done step as the child's result.
     """
     snap = summarize(messages)
     if not snap.waiting:
@@ -134,7 +136,7 @@ def select_output(messages: List[Dict[str, Any]], outcome: str = "ok") -> Dict[s
             return {"state": "silent", "text": None, "snapshot": snap.as_dict()}
         if snap.assistant_text:
             return {"state": "text", "text": snap.assistant_text, "snapshot": snap.as_dict()}
-    progress = partial_progress(snap, outcome)
+    progress = partial_progress(snap) if outcome == "timeout" else None
     if progress:
         return {"state": "text", "text": progress, "snapshot": snap.as_dict()}
     state = "waiting" if snap.waiting else "empty"

@@ -159,14 +159,22 @@ class Subagents:
     def _retry_pending(self, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         if (rec.get("announce") or {}).get("state") != "pending":
             return None
-        return {"announce": self._announce(rec)}
+        return {"announce": self._announce(rec, retry=True)}
 
-    def _announce(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+    def _announce(self, rec: Dict[str, Any], retry: bool = False) -> Dict[str, Any]:
+        """Deliver, hold (pending) or skip (silent) the announce of an ended child.
+
+        At the end, a child with no final answer that is not waiting announces "(no output)";
+        a held announce is only released by a real answer (or a silent token), never by an
+        intermediate step that arrives while the child keeps working.
+        """
         ended = rec["ended"]
         outcome = ended["outcome"]
         messages = self.store.transcript(rec).messages()
         choice = announce_mod.select_output(messages, outcome)
         state = choice["state"]
+        if retry and state not in ("text", "silent"):
+            return {"state": "pending", "text": None, "snapshot": choice["snapshot"]}
         if state == "silent":
             info = {"state": "silent", "text": None}
         elif state == "waiting" and outcome == "ok":

@@ -94,8 +94,13 @@ def test_a_later_real_answer_overrides_an_earlier_silent_token():
 def test_text_beside_tool_calls_is_intermediate_not_the_answer():
     msgs = history("Final answer v1.", {"text": "Let me double check.", "tool": "exec",
                                         "args": {}, "result": "ok"})
-    choice = select_output(msgs, "ok")
-    assert choice["text"] == "Final answer v1.\n\n---\n\nLet me double check."
+    assert select_output(msgs, "ok")["state"] == "empty"
+    assert select_output(msgs, "timeout")["text"] == (
+        "[Partial progress: 1 tool call(s) executed before timeout]\n\n"
+        "Final answer v1.\n\n---\n\nLet me double check."
+    )
+    final = msgs + build_steps(["Checked: v1 stands."])
+    assert select_output(final, "ok")["text"] == "Checked: v1 stands."
 
 
 def test_announce_block_has_the_seed_shape_and_keeps_child_text_inside_the_markers():

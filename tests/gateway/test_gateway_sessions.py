@@ -176,3 +176,29 @@ def test_allow_prompt_injection_false_keeps_a_plugins_context_out(recorder_gatew
         {"plugins": {"entries": {"recorder": {"hooks": {"allowPromptInjection": False}}}}}))
     key = ok(gw, "session.start")["sessionKey"]
     assert ok(gw, "session.turn", sessionKey=key, prompt="p")["injectedContext"] is None
+
+
+def test_a_held_announce_ignores_intermediate_steps_until_the_answer(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, steps=[{"yield": True}])["childSessionKey"]
+    assert ok(gw, "subagent.end", childSessionKey=child)["announce"]["state"] == "pending"
+    step = ok(gw, "session.turn", sessionKey=child, prompt="wake",
+              steps=[{"text": "Collecting results.", "tool": "read", "args": {}, "result": "r"}])
+    assert step["announce"]["state"] == "pending"
+    done = ok(gw, "session.messages", sessionKey=child, steps=["Summary: all good."])
+    assert done["announce"]["state"] == "delivered"
+    assert "Summary: all good." in done["announce"]["text"]
+    assert "Collecting results." not in done["announce"]["text"]
+    again = ok(gw, "session.messages", sessionKey=child, steps=["Another note."])
+    assert "announce" not in again  # delivered once, never twice
+
+
+def test_a_child_that_ended_without_an_answer_announces_no_output(recorder_gateway):
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, steps=[{"tool": "exec", "args": {}, "result": "RAW LISTING"}])
+    res = ok(gw, "subagent.end", childSessionKey=child["childSessionKey"])
+    assert res["announce"]["state"] == "delivered"
+    assert "\n(no output)\n" in res["announce"]["text"]
+    assert "RAW LISTING" not in res["announce"]["text"]
