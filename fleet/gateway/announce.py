@@ -109,6 +109,8 @@ def summarize(messages: List[Dict[str, Any]]) -> Snapshot:
         elif is_compaction(msg):
             snap.clear_texts()
             snap.waiting = True
+        elif role == "user":  # a new request: answers given before it are not its answer
+            snap.clear_texts()
     return snap
 
 

@@ -132,3 +132,12 @@ def test_status_lines_for_each_outcome():
     assert status("timeout") == "status: timed out"
     assert status("error", "boom") == "status: failed: boom"
     assert status("killed") == "status: killed"
+
+
+def test_an_answer_to_an_earlier_request_is_not_the_result_of_a_later_one():
+    msgs = history("Answer to the first request.")
+    msgs += [user_message("now also check the backups")]
+    msgs += build_steps([{"tool": "exec", "args": {}, "result": "backup listing"}])
+    assert select_output(msgs, "ok")["state"] == "empty"
+    msgs += build_steps(["Backups are fine."])
+    assert select_output(msgs, "ok")["text"] == "Backups are fine."
