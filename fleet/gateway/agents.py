@@ -81,7 +81,7 @@ class Agents:
                 return out
             ws = self.workspace(agent_id)
             ws.mkdir(parents=True, exist_ok=True)
-            rec = self.store.create(key, agent_id, ws, kind=args.get("kind", "main"))
+            rec = self.store.create(key, agent_id, ws, kind="main")
             out = public(rec)
             out["resumed"] = False
             return out
