@@ -64,7 +64,10 @@ def paused(host: hosts.Host) -> Iterator[hosts.Host]:
 
 
 def _restart_sshd(host: hosts.Host) -> None:
+    """Kill the sshd listener; host-init starts a new one (with the current host key)."""
+    since = time.time()
     host.exec_ok("kill $(cat /run/sshd.pid)", timeout=10)
+    hosts.wait_listening(host, timeout=FAULT_TIMEOUT_S, since=since)
 
 
 @contextlib.contextmanager
@@ -75,8 +78,9 @@ def sshd_stopped(host: hosts.Host) -> Iterator[hosts.Host]:
         _until(lambda: not hosts.banner_ok(host.port, timeout=1.0), 15, f"{host.name} sshd stop")
         yield host
     finally:
+        since = time.time()
         host.exec(f"rm -f {STOP_FILE}", timeout=10)
-        hosts.wait_listening(host, timeout=FAULT_TIMEOUT_S)
+        hosts.wait_listening(host, timeout=FAULT_TIMEOUT_S, since=since)
 
 
 @contextlib.contextmanager
@@ -93,7 +97,6 @@ def host_key_changed(host: hosts.Host) -> Iterator[str]:
                  f"ssh-keygen -q -t ed25519 -N '' -f {key}", timeout=20)
     try:
         _restart_sshd(host)
-        hosts.wait_listening(host, timeout=FAULT_TIMEOUT_S)
         if host.host_key == old_key:
             raise FaultError(f"{host.name}: host key did not change")
         yield host.host_key
@@ -101,7 +104,6 @@ def host_key_changed(host: hosts.Host) -> Iterator[str]:
         host.exec(f"cp -p /run/fleet-harness/old_key {key} && "
                   f"cp -p /run/fleet-harness/old_key.pub {key}.pub", timeout=10)
         _restart_sshd(host)
-        hosts.wait_listening(host, timeout=FAULT_TIMEOUT_S)
         if host.host_key != old_key:
             raise FaultError(f"{host.name}: original host key not restored")
 

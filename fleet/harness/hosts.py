@@ -12,7 +12,7 @@ import re
 import shlex
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.harness import cleanup, ssh
@@ -64,7 +64,6 @@ class Host:
     container: object
     port: int
     host_key: str = ""
-    listen_count: int = field(default=0, repr=False)
 
     @property
     def name(self) -> str:
@@ -169,9 +168,12 @@ def banner_ok(port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S) -> None:
-    """Wait for a new 'Server listening' log line, read the host key, then the SSH banner.
+def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S,
+                   since: float | None = None) -> None:
+    """Wait for sshd's 'Server listening' line (logged after `since`, a time.time() taken before
+    the start or restart), read the host key, then the SSH banner.
 
+    `since` matters after a restart: the container log still holds the previous start's line.
     The last readiness gate (a first command over SSH, check_login) needs the host key in the
     run's known_hosts, so the caller writes it in between.
     """
@@ -188,9 +190,8 @@ def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S) -> None:
         if state in ("exited", "dead"):
             raise HostError(f"{host.name}: container {state}\n{host.logs(60)}")
         if state == "running":
-            count = len(LISTEN_RE.findall(host.logs(tail=2000)))
-            if count > host.listen_count:
-                host.listen_count = count
+            logs = host.container.logs(since=since) if since else host.container.logs()
+            if LISTEN_RE.search(logs.decode(errors="replace")):
                 break
         remaining()
         time.sleep(0.2)

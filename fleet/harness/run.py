@@ -132,8 +132,9 @@ class Harness:
 
     def restart_host(self, host: hosts.Host, timeout: float = hosts.READY_TIMEOUT_S) -> None:
         """Start a killed/stopped host again (same port, same host key) and wait until ready."""
+        since = time.time()
         host.container.start()
-        hosts.wait_listening(host, timeout=timeout)
+        hosts.wait_listening(host, timeout=timeout, since=since)
         self.write_files()
         hosts.check_login(host, self.key.path, self.known_hosts_path)
 
