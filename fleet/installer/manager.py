@@ -213,12 +213,22 @@ def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
 
 
 def readiness_problem(health: Optional[dict], expect: Dict[str, str],
-                      not_pid: Optional[int] = None) -> Optional[str]:
-    """Why this health answer is not 'ready with the expected versions', or None if it is."""
+                      not_pid: Optional[int] = None,
+                      release: Optional[str] = None) -> Optional[str]:
+    """Why this health answer is not 'ready with the expected versions', or None if it is.
+
+    `release` (a release dir name) is checked when the gateway reports one, so a gateway still
+    running an older build with the same version numbers is never mistaken for the new one.
+    """
     if health is None:
         return "gateway does not answer"
     if not_pid is not None and health.get("pid") == not_pid:
         return f"the old gateway (pid {not_pid}) is still the one answering"
+    reported = health.get("release")
+    if release and isinstance(reported, str) and reported and reported != release:
+        return f"gateway runs release {reported}, not {release}"
+    if health.get("ready") is False and health.get("error"):
+        return f"gateway not ready: {health.get('error')}"
     plugins = health.get("plugins") or {}
     for plugin_id, info in sorted(plugins.items()):
         if isinstance(info, dict) and (info.get("error") or info.get("loaded") is False):

@@ -148,11 +148,12 @@ class Transaction:
 
 def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
                old_pid: Optional[int]) -> dict:
+    """Poll until the gateway answers from `release` with `expect`; fail early on a plugin error."""
     deadline = time.monotonic() + timeout
     problem = "gateway does not answer"
     while True:
         health = manager.probe(release)
-        problem = readiness_problem(health, expect, old_pid)
+        problem = readiness_problem(health, expect, old_pid, release.name)
         if problem is None:
             return health
         if health is not None and problem.startswith("plugin ") and health.get("pid") != old_pid:
@@ -195,7 +196,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     if current is not None and current.name == name and not force:
         want = expected_versions(releases.read_meta(current) or {}, expect)
         health = tx.manager.probe(current)
-        if readiness_problem(health, want) is None:
+        if readiness_problem(health, want, release=current.name) is None:
             res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
             tx.record()
             return tx.finish()
@@ -320,7 +321,8 @@ def status(state_dir: Path, manager: Manager) -> dict:
     if holder is not None:
         holder = dict(holder, stale=stale_reason(holder))
         holder.pop("token", None)
-    problem = readiness_problem(health, expected_versions(meta, {})) if meta else "not installed"
+    problem = (readiness_problem(health, expected_versions(meta, {}), release=current.name)
+               if meta and current is not None else "not installed")
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
             "state_dir": str(state_dir), "current": summary(meta),
             "previous": summary(releases.read_meta(releases.link_target(state_dir, "previous"))),

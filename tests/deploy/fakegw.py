@@ -41,6 +41,7 @@ def serve(state: Path) -> None:
     run = state / "run"
     run.mkdir(parents=True, exist_ok=True)
     plugins = load_plugins(state)
+    release = os.path.basename(os.path.realpath(state / "fleet" / "current"))
     started = time.time()
     sock_path = run / "gateway.sock"
     if sock_path.exists():
@@ -65,7 +66,7 @@ def serve(state: Path) -> None:
                 result = {"pid": os.getpid(), "started_at": started,
                           "uptime_s": time.time() - started,
                           "versions": {k: v["version"] for k, v in plugins.items() if v["loaded"]},
-                          "plugins": plugins, "release": os.path.realpath(state / "fleet/current")}
+                          "plugins": plugins, "release": release}
                 conn.sendall((json.dumps({"ok": True, "result": result}) + "\n").encode())
             else:
                 conn.sendall(b'{"ok": false, "error": "unknown op"}\n')
