@@ -99,6 +99,11 @@ class ControlServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+            for fd in (self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         try:
             self.path.unlink()
         except FileNotFoundError:
