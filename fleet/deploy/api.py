@@ -148,7 +148,8 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
             conn = connect(host)
         cmd_timeout = host.timeouts.get("command", 180) or 180
         with timer.step("check"):
-            res = conn.run(commands.check(host, artifact.sha256, owner), cmd_timeout)
+            res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
+                           cmd_timeout)
         lines = res.stdout.strip().splitlines()
         if res.exit_code != 0 or not lines or lines[0] not in (commands.HAVE, commands.MISSING):
             tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])

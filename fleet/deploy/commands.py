@@ -54,9 +54,10 @@ def restart(host: Host, owner: str) -> str:
     return _installer_from_current(host, "restart", owner, [])
 
 
-def check(host: Host, sha256: str, owner: str) -> str:
-    """Make the artifact dir, report HAVE/MISSING for this SHA, then the status JSON."""
-    return (f'S={_state(host)}; mkdir -p "$S/fleet/artifacts" || exit 1; '
+def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
+    """Make the artifact dir (unless a dry run), say HAVE/MISSING for this SHA, then status."""
+    mkdir = 'mkdir -p "$S/fleet/artifacts" || exit 1; ' if create else ""
+    return (f'S={_state(host)}; {mkdir}'
             f'if [ -f "$S/fleet/artifacts/{sha256}.pyz" ]; then echo {HAVE}; '
             f"else echo {MISSING}; fi; {status(host, owner)}")
 

@@ -1,9 +1,9 @@
 """The per-host plan: what a deploy would do on each host, worked out from its status alone.
 
-`--dry-run` prints this and changes nothing (the check round trip only creates the artifact dir
-if missing and reads status). The logic mirrors the installer's own decision, so the plan is what
-the installer would do: nothing when the same SHA is active and ready, a restart when it is active
-but not ready, otherwise upload if missing, switch, restart and verify.
+`--dry-run` prints this and changes nothing: the check round trip only reads (no directory is
+created, nothing uploaded, no lock taken). The logic mirrors the installer's own decision, so
+the plan is what the installer would do: nothing when the same SHA is active and ready, a restart
+when it is active but not ready, otherwise upload if missing, switch, restart and verify.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ class LiveReport:
         self.state = {h: ("waiting", "", None) for h in hosts}
         self.lock = threading.Lock()
         self.console = Console(stderr=True)
+        if not self.console.is_terminal:
+            self.console = Console(stderr=True, width=200)
         self.quiet = quiet
         self.live = None
 

@@ -166,7 +166,7 @@ def test_dry_run_plans_and_changes_nothing(sandbox, artifacts):
         assert plans[host].result == "planned" and plan["action"] == "install"
         assert plan["current"] == release_of(base) and plan["upload"] is True
     assert plans["c"].data["plan"]["current"] is None
-    assert sandbox.current("c") is None
+    assert not sandbox.state("c").exists()  # not even a directory was created
     assert pids(sandbox) == before
     assert {h: len(sandbox.audit(h)) for h in HOSTS} == audit_before
     for host in HOSTS:
