@@ -32,8 +32,10 @@ class Built:
     components: dict
 
 
-def make_tree(dst: Path, bump: str | None = None, broken: bool = False) -> Path:
-    """Copy the repo's sources; optionally set memory-continuity's version or break its import."""
+def make_tree(dst: Path, bump: str | None = None, broken: bool = False,
+              rebuild: str | None = None) -> Path:
+    """Copy the repo's sources; optionally set memory-continuity's version, break its import, or
+    change a file without changing any version (`rebuild`: same versions, different SHA-256)."""
     shutil.copytree(REPO / "fleet", dst / "fleet",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
@@ -45,6 +47,9 @@ def make_tree(dst: Path, bump: str | None = None, broken: bool = False) -> Path:
             data = json.loads((plugin / name).read_text())
             data["version"] = bump
             (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    if rebuild:
+        with open(plugin / "__init__.py", "a") as fh:
+            fh.write(f"# rebuild {rebuild}\n")
     if broken:
         main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
         (plugin / main).write_text('raise RuntimeError("broken release: import fails")\n')
@@ -61,11 +66,11 @@ def artifacts(tmp_path_factory):
     """Builds on demand, cached per (bump, broken): base, bumped, broken releases."""
     cache = {}
 
-    def get(bump: str | None = None, broken: bool = False) -> Built:
-        key = (bump, broken)
+    def get(bump: str | None = None, broken: bool = False, rebuild: str | None = None) -> Built:
+        key = (bump, broken, rebuild)
         if key not in cache:
             work = tmp_path_factory.mktemp("src")
-            cache[key] = build(make_tree(work / "tree", bump, broken), work / "dist")
+            cache[key] = build(make_tree(work / "tree", bump, broken, rebuild), work / "dist")
         return cache[key]
 
     return get

@@ -183,3 +183,31 @@ def test_manual_plugin_directory_is_moved_aside_not_deleted(sandbox, artifacts):
     assert manual.is_symlink()
     aside = list((sandbox.state("a") / "fleet" / "manual-extensions").glob("memory-continuity-*"))
     assert len(aside) == 1 and (aside[0] / "index.ts").read_text() == "// hand-copied by scp\n"
+
+
+def test_same_versions_different_build_is_switched_and_restarted(sandbox, artifacts):
+    base, rebuilt = artifacts(), artifacts(rebuild="1")
+    assert base.version == rebuilt.version and base.sha256 != rebuilt.sha256
+    sandbox.deploy(base, hosts="a")
+    before = sandbox.health("a")["pid"]
+    res = sandbox.deploy(rebuilt, hosts="a")["a"]
+    assert res.result == "installed", res.note
+    health = sandbox.health("a")
+    assert health["pid"] != before and health["release"] == release_of(rebuilt)
+
+
+def test_status_highlights_the_host_that_drifted(sandbox, artifacts):
+    from rich.console import Console
+
+    from fleet.deploy.report import status_table
+
+    base, bumped = artifacts(), artifacts(bump="5.0.1")
+    sandbox.deploy(base, hosts="a,b")
+    sandbox.deploy(bumped, hosts="c")
+    results = list(sandbox.run("status").values())
+    console = Console(record=True, width=250)
+    console.print(status_table(results))
+    rows = {line.split("│")[1].strip(): line for line in console.export_text().splitlines()
+            if line.startswith("│") and line.split("│")[1].strip() in HOSTS}
+    assert "drift" in rows["c"] and release_of(bumped) in rows["c"]
+    assert "drift" not in rows["a"] and "drift" not in rows["b"]
