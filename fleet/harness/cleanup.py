@@ -76,7 +76,8 @@ def container_logs(container, tail: int = 200) -> str:
         return f"<logs unavailable: {exc}>"
 
 
-def _remove(container) -> None:
+def remove_container(container) -> None:
+    """Unpause if needed, then force-remove with volumes; a container already gone is fine."""
     import docker.errors  # noqa: PLC0415
 
     try:
@@ -104,7 +105,7 @@ def remove_run(client, run_id: str, logs_dir: Path | None = None) -> list[str]:
     removed = []
     for container in client.containers.list(all=True, filters={"label": f"{RUN_ID}={run_id}"}):
         _save_logs(container, logs_dir)
-        _remove(container)
+        remove_container(container)
         removed.append(container.name)
     return removed
 
@@ -114,7 +115,7 @@ def sweep_stale(client, now: float | None = None, alive=pid_alive) -> list[str]:
     removed = []
     for container in client.containers.list(all=True, filters={"label": LABEL}):
         if is_stale(container.labels, now=now, alive=alive):
-            _remove(container)
+            remove_container(container)
             removed.append(container.name)
     return removed
 

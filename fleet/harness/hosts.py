@@ -92,7 +92,7 @@ class Host:
 
     def exec(self, command: str, user: str = "root", timeout: float = 60.0) -> ssh.CommandResult:
         """Run a shell command in the container via the engine (a side channel, not SSH)."""
-        wrapped = f"timeout {int(timeout)} sh -c {shlex.quote(command)}"
+        wrapped = f"timeout {max(1, int(timeout))} sh -c {shlex.quote(command)}"
         result = self.container.exec_run(["sh", "-c", wrapped], user=user, demux=True)
         out, err = result.output if result.output else (b"", b"")
         return ssh.CommandResult(

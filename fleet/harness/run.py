@@ -144,7 +144,7 @@ class Harness:
         if logs_dir is not None:
             logs_dir.mkdir(parents=True, exist_ok=True)
             (logs_dir / f"{name}.log").write_text(host.logs(2000))
-        cleanup._remove(host.container)
+        cleanup.remove_container(host.container)
         self.write_files()
 
     def close(self, logs_dir: Path | None = None) -> list[str]:
