@@ -32,6 +32,13 @@ def announce(event: dict) -> None:
         pass
 
 
+def describe(exc: BaseException) -> str:
+    """Our own errors speak for themselves; anything else also names its type."""
+    if isinstance(exc, (ReleaseError, faults.InjectedFault, ManagerError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 def default_owner() -> str:
     try:
         user = getpass.getuser()
@@ -176,8 +183,8 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
         return tx.finish()
     try:
         return _install_locked(tx, artifact, sha256, expect, force, keep)
-    except (ReleaseError, faults.InjectedFault, ManagerError, OSError) as exc:
-        res["reason"] = res["reason"] or str(exc)
+    except Exception as exc:  # always answer with JSON; the lock is released below
+        res["reason"] = res["reason"] or describe(exc)
         return tx.finish()
     finally:
         tx.lock.release()
@@ -264,8 +271,8 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
             res["result"] = "failed"
         with contextlib.suppress(Exception):
             tx.record()
-    except (ReleaseError, faults.InjectedFault, ManagerError, OSError) as exc:
-        res["reason"] = res["reason"] or str(exc)
+    except Exception as exc:  # always answer with JSON; the lock is released below
+        res["reason"] = res["reason"] or describe(exc)
     finally:
         tx.lock.release()
     return tx.finish()
@@ -305,8 +312,8 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
             res["reason"] = str(exc)
         with contextlib.suppress(Exception):
             tx.record()
-    except (ReleaseError, faults.InjectedFault, OSError) as exc:
-        res["reason"] = res["reason"] or str(exc)
+    except Exception as exc:  # always answer with JSON; the lock is released below
+        res["reason"] = res["reason"] or describe(exc)
     finally:
         tx.lock.release()
     return tx.finish()
