@@ -54,11 +54,19 @@ def restart(host: Host, owner: str) -> str:
     return _installer_from_current(host, "restart", owner, [])
 
 
+HASH_PY = ("import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())")
+
+
 def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
-    """Make the artifact dir (unless a dry run), say HAVE/MISSING for this SHA, then status."""
+    """Make the artifact dir (unless a dry run), say HAVE/MISSING for this SHA, then status.
+
+    HAVE only if the file there really has this SHA-256: a corrupt or partial upload is sent
+    again instead of failing every later deploy.
+    """
     mkdir = 'mkdir -p "$S/fleet/artifacts" || exit 1; ' if create else ""
-    return (f'S={_state(host)}; {mkdir}'
-            f'if [ -f "$S/fleet/artifacts/{sha256}.pyz" ]; then echo {HAVE}; '
+    digest = f'$(cd / && {shlex.quote(host.python)} -c {shlex.quote(HASH_PY)} "$A" 2>/dev/null)'
+    return (f'S={_state(host)}; A="$S/fleet/artifacts/{sha256}.pyz"; {mkdir}'
+            f'if [ -f "$A" ] && [ "{digest}" = {sha256} ]; then echo {HAVE}; '
             f"else echo {MISSING}; fi; {status(host, owner)}")
 
 

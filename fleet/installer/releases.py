@@ -48,8 +48,14 @@ def verify_artifact(path: Path, expected: str) -> None:
         raise ReleaseError(f"artifact {path} does not exist")
     actual = sha256_file(path)
     if actual != expected.lower():
-        raise ReleaseError(f"artifact {path} has SHA-256 {actual}, expected {expected} "
-                           "(corrupt or partial upload; deploy again to re-upload)")
+        note = "corrupt or partial upload; deploy again to re-upload"
+        if path.parent.name == "artifacts" and path.name == f"{expected.lower()}.pyz":
+            try:  # never leave a bad file under the good name: the next deploy re-uploads
+                path.unlink()
+                note = "corrupt or partial upload, removed; the next deploy uploads it again"
+            except OSError:
+                pass
+        raise ReleaseError(f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})")
 
 
 def read_artifact_manifest(path: Path) -> dict:

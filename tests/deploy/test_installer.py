@@ -218,3 +218,14 @@ def test_lock_from_before_a_reboot_is_taken_over(artifacts, host_states, fake_ma
     write_lock(state, boot_id="0" * 32)  # our own (live) pid, but recorded in an earlier boot
     code, data = install(art, state, fake_manager_args)
     assert code == 0 and "rebooted" in data["lock_takeover"]["reason"]
+
+
+def test_corrupt_stored_artifact_is_refused_and_removed(artifacts, host_states,
+                                                        fake_manager_args):
+    art, state = artifacts(), host_states[0]
+    stored = state / "fleet" / "artifacts" / f"{art.sha256}.pyz"
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(b"not the artifact")
+    code, data = install(art, state, fake_manager_args, "--artifact", str(stored))
+    assert code == 1 and "removed; the next deploy uploads it again" in data["reason"]
+    assert not stored.exists() and current(state) is None

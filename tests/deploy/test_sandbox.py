@@ -211,3 +211,13 @@ def test_status_highlights_the_host_that_drifted(sandbox, artifacts):
             if line.startswith("│") and line.split("│")[1].strip() in HOSTS}
     assert "drift" in rows["c"] and release_of(bumped) in rows["c"]
     assert "drift" not in rows["a"] and "drift" not in rows["b"]
+
+
+def test_corrupt_artifact_on_the_host_is_uploaded_again(sandbox, artifacts):
+    base, bumped = artifacts(), artifacts(bump="5.0.1")
+    sandbox.deploy(base, hosts="a")
+    stored = sandbox.state("a") / "fleet" / "artifacts" / f"{bumped.sha256}.pyz"
+    stored.write_bytes(bumped.path.read_bytes()[:1000])  # a torn earlier upload
+    res = sandbox.deploy(bumped, hosts="a")["a"]
+    assert res.result == "installed" and res.data["uploaded"] is True, res.note
+    assert stored.read_bytes() == bumped.path.read_bytes()
