@@ -180,10 +180,17 @@ class DeployLock:
                 holder.pop("token", None)
                 self.takeover = dict(holder, reason=reason)
                 continue
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(self._content(), sort_keys=True))
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(json.dumps(self._content(), sort_keys=True))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError:  # e.g. a full disk: never leave an empty lock behind
+                try:
+                    os.unlink(str(path))
+                except OSError:
+                    pass
+                raise
             self.held = True
             return
         raise RuntimeError(f"could not take the deploy lock {path} after 5 attempts")

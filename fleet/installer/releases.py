@@ -236,6 +236,12 @@ def prune(state_dir: Path, keep: int) -> List[str]:
         shutil.rmtree(str(rel), ignore_errors=True)
         removed.append(rel.name)
     artifacts = fleet_dir(state_dir) / "artifacts"
+    for part in artifacts.glob("*.part") if artifacts.is_dir() else []:
+        try:  # uploads interrupted more than an hour ago
+            if time.time() - part.stat().st_mtime > 3600:
+                part.unlink()
+        except OSError:
+            pass
     for sha in removed_shas:
         try:
             (artifacts / f"{sha}.pyz").unlink()

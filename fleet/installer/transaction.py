@@ -181,6 +181,9 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
     except LockHeld as exc:
         res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
         return tx.finish()
+    except Exception as exc:  # e.g. no space left for the lock file
+        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+        return tx.finish()
     try:
         return _install_locked(tx, artifact, sha256, expect, force, keep)
     except Exception as exc:  # always answer with JSON; the lock is released below
@@ -253,6 +256,9 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
     except LockHeld as exc:
         res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
         return tx.finish()
+    except Exception as exc:  # e.g. no space left for the lock file
+        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+        return tx.finish()
     try:
         current = releases.link_target(state_dir, "current")
         res["from"] = summary(releases.read_meta(current))
@@ -298,6 +304,9 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
         tx.take_lock()
     except LockHeld as exc:
         res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
+        return tx.finish()
+    except Exception as exc:  # e.g. no space left for the lock file
+        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
         return tx.finish()
     try:
         current = releases.link_target(state_dir, "current")
