@@ -35,13 +35,18 @@ def _options(parallel: int, batch: str = "", max_fail: str = "") -> RunOptions:
 
 def _artifact(path: str) -> api.ArtifactRef:
     if path:
-        return api.load_artifact(path)
+        try:
+            return api.load_artifact(path)
+        except ValueError as exc:
+            raise Exit(f"error: --artifact {exc}", 2) from None
     root = Path(fleet.__file__).resolve().parent.parent
     out_dir = root / "dist" if os.access(root, os.W_OK) else Path.cwd() / ".fleet" / "dist"
+    from fleet.release.error import ReleaseError
+
     try:
         return api.build_artifact(root, out_dir)
-    except ImportError as exc:
-        raise Exit(f"error: cannot build the artifact ({exc}); pass --artifact PATH", 2) from None
+    except (ReleaseError, OSError, ValueError) as exc:  # e.g. version files disagree
+        raise Exit(f"error: cannot build the artifact from {root}: {exc}", 2) from None
 
 
 def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> None:
@@ -73,7 +78,8 @@ def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="",
             raise Exit(f"error: {exc}", code=2) from None
     _finish(title, results, json_, {"artifact": {"path": str(art.path), "sha256": art.sha256,
                                                  "version": art.version,
-                                                 "components": art.components},
+                                                 "components": art.components,
+                                                 "reused": art.reused},
                                     "dry_run": dry_run})
 
 

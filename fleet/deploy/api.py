@@ -32,6 +32,7 @@ class ArtifactRef:
     sha256: str
     version: str
     components: dict
+    reused: bool = False  # an intact earlier build from the same sources was used as is
 
 
 def load_artifact(path: str | Path) -> ArtifactRef:
@@ -48,11 +49,16 @@ def load_artifact(path: str | Path) -> ArtifactRef:
 
 
 def build_artifact(root: Path, out_dir: Path) -> ArtifactRef:
-    """Build (reproducibly, so the SHA matches an earlier identical build) from source `root`."""
-    from fleet.release.artifact import build_artifact as build
+    """Reuse the build in `out_dir` if it matches the sources in `root`, else build it.
 
-    art = build(root, out_dir)
-    return ArtifactRef(Path(art.path), art.sha256, str(art.version), dict(art.components))
+    Builds are reproducible, so either way the SHA-256 names exactly these sources and hosts
+    that already have it get no upload and no restart.
+    """
+    from fleet.release.artifact import ensure_artifact
+
+    art, reused = ensure_artifact(root, out_dir)
+    return ArtifactRef(Path(art.path), art.sha256, str(art.version), dict(art.components),
+                       reused)
 
 
 def default_owner() -> str:
