@@ -7,6 +7,7 @@ Contenders run alternately (fleet.bench.stats.alternation), every contender once
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -37,19 +38,41 @@ def scaling(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> S
     sec = Section("scaling", f"1. fleet scaling: full deploy to {', '.join(map(str, sizes))} "
                              "hosts")
     steps: dict[int, list] = {n: [] for n in sizes}
+    cpu: dict[int, list] = {n: [] for n in sizes}
+    ids = fleet.container_ids()
     for rep, name in alternation([f"{n} hosts" for n in sizes], reps):
         n = int(name.split()[0])
-        seconds, results = fixture.deploy(fleet.hosts[:n], variants.next())
+        with fixture.CpuMeter(ids) as meter:
+            seconds, results = fixture.deploy(fleet.hosts[:n], variants.next())
         sec.add(name, seconds)
         steps[n].append(results)
-        log(f"  scaling rep {rep + 1}: {name}: {seconds:.2f} s")
+        cpu[n].append(meter.result)
+        log(f"  scaling rep {rep + 1}: {name}: {seconds:.2f} s; CPU s: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in meter.result.items() if v is not None))
     small, big = f"{sizes[0]} hosts", f"{sizes[-1]} hosts"
     r = sec.ratio(big, small)
     sec.figures[f"T({sizes[-1]})/T({sizes[0]})"] = r
     for n in sizes:
         sec.figures[f"steps, {n} hosts (median s)"] = fixture.step_medians(steps[n])
+        sec.figures[f"CPU, {n} hosts (median s)"] = _cpu_medians(cpu[n])
+    sec.details["cpu per deploy"] = {str(n): cpu[n] for n in sizes}
     sec.goal(f"T({sizes[-1]})/T({sizes[0]})", r["median"], 1.3, "ratio")
     return sec
+
+
+def _cpu_medians(rows: list[dict]) -> dict:
+    import statistics  # noqa: PLC0415
+
+    out = {}
+    for key in ("wall_s", "hosts_cpu_s", "control_cpu_s", "machine_busy_s"):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        if values:
+            out[key] = round(statistics.median(values), 3)
+    if "hosts_cpu_s" in out and "control_cpu_s" in out:
+        cores = os.cpu_count() or 1
+        out[f"cpu floor on {cores} cores"] = round(
+            (out["hosts_cpu_s"] + out["control_cpu_s"]) / cores, 3)
+    return out
 
 
 def noop(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> Section:

@@ -7,6 +7,7 @@ fleet.deploy's own loader, so every contender reaches the hosts with strict host
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,68 @@ class Fleet:
 
     def close(self) -> None:
         self.run.close()
+
+    def container_ids(self) -> list[str]:
+        return [h.container.id for h in self.run.hosts.values()]
+
+
+CGROUP_CPU = (Path("/sys/fs/cgroup/cpuacct/docker/{}/cpuacct.usage"),  # cgroup v1, cgroupfs
+              Path("/sys/fs/cgroup/docker/{}/cpu.stat"),  # v2, cgroupfs
+              Path("/sys/fs/cgroup/system.slice/docker-{}.scope/cpu.stat"))  # v2, systemd
+
+
+def container_cpu_s(container_id: str) -> float | None:
+    """CPU seconds a container has used so far, from its cgroup; None when unreadable."""
+    for pattern in CGROUP_CPU:
+        path = Path(str(pattern).format(container_id))
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if path.name == "cpuacct.usage":
+            return int(text.strip()) / 1e9
+        for line in text.splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+    return None
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy (all processes, all users), /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        ticks = [int(x) for x in fields]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU used during a block: by the hosts (containers), by this process and its children,
+    and by the whole machine (which includes other people's work on a shared machine)."""
+
+    def __init__(self, container_ids: list[str]):
+        self.ids = container_ids
+        self.result: dict[str, float | None] = {}
+
+    def _sample(self):
+        hosts = [container_cpu_s(c) for c in self.ids]
+        usage = os.times()
+        control = usage.user + usage.system + usage.children_user + usage.children_system
+        return (None if None in hosts else sum(hosts)), control, machine_busy_s()
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        self.before = self._sample()
+        return self
+
+    def __exit__(self, *exc):
+        after = self._sample()
+        wall = time.perf_counter() - self.t0
+        diff = [None if a is None or b is None else a - b for a, b in zip(after, self.before)]
+        self.result = {"wall_s": wall, "hosts_cpu_s": diff[0], "control_cpu_s": diff[1],
+                       "machine_busy_s": diff[2]}
 
 
 def start(count: int, directory: Path, log=print) -> Fleet:

@@ -58,6 +58,7 @@ class Section:
     goals: list[Goal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    details: dict[str, object] = field(default_factory=dict)  # JSON only
 
     def add(self, contender: str, seconds: float) -> None:
         self.samples.setdefault(contender, []).append(float(seconds))
@@ -78,7 +79,7 @@ class Section:
                 "summaries": {k: stats.summary(v) for k, v in self.samples.items()},
                 "samples": self.samples, "figures": self.figures,
                 "goals": [g.as_dict() for g in self.goals], "notes": self.notes,
-                "error": self.error}
+                "error": self.error, "details": self.details}
 
     def text(self) -> str:
         lines = [f"== {self.title}"]

@@ -123,7 +123,7 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
     errors = sorted({e for a in per_mode["no retry"] + per_mode["CLI retry"]
                      for e in a["errors"]})
     sec.figures["errors seen"] = "; ".join(errors) or "none"
-    sec.figures["per repetition"] = per_mode
+    sec.details["per repetition"] = per_mode
     sec.goal("failure window median", sec.summary("failure window (no retry)")["median"], 0.3,
              "s")
     sec.goal("requests lost with CLI retry", float(lost), 0.0)

@@ -60,7 +60,7 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
         from fleet.bench import hooks  # noqa: PLC0415
 
         _guard(report, "hooks", "6. continuity hooks",
-               lambda: hooks.bench(workdir, log=log), log)
+               lambda: hooks.bench(workdir, reps=reps, log=log), log)
     if "restartgap" in selected:
         from fleet.bench import restartgap  # noqa: PLC0415
 
