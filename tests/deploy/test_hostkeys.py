@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import paramiko
 import pytest
@@ -17,6 +18,13 @@ from fleet.deploy.inventory import Host
 
 
 class _Server(paramiko.ServerInterface):
+    def __init__(self):
+        self.forwards = {}  # chanid -> (host, port) asked for by a direct-tcpip (jump) channel
+
+    def check_channel_direct_tcpip_request(self, chanid, origin, destination):
+        self.forwards[chanid] = destination
+        return paramiko.OPEN_SUCCEEDED
+
     def check_auth_publickey(self, username, key):
         return paramiko.AUTH_SUCCESSFUL
 
@@ -28,12 +36,42 @@ class _Server(paramiko.ServerInterface):
 
     def check_channel_exec_request(self, channel, command):
         def reply():
+            time.sleep(0.2)  # let paramiko answer the exec request before the channel closes
             channel.sendall(b"ran: " + command + b"\n")
             channel.send_exit_status(0)
             channel.close()
 
         threading.Thread(target=reply, daemon=True).start()
         return True
+
+
+def _forward(transport, server):
+    """Serve jump-host channels: bridge each direct-tcpip channel to its TCP destination."""
+    kept = []  # session channels are served by check_channel_exec_request; keep them open
+    while transport.is_active():
+        chan = transport.accept(1)
+        if chan is None:
+            continue
+        if chan.get_id() not in server.forwards:
+            kept.append(chan)
+            continue
+        target = socket.create_connection(server.forwards[chan.get_id()], timeout=5)
+        for src, dst in ((chan, target), (target, chan)):
+            threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
+
+
+def _pump(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (src, dst):
+            try:
+                end.close()
+            except OSError:
+                pass
 
 
 @pytest.fixture
@@ -56,10 +94,12 @@ def ssh_server():
             transport = paramiko.Transport(sock)
             transport.add_server_key(host_key)
             transports.append(transport)
+            server = _Server()
             try:
-                transport.start_server(server=_Server())
+                transport.start_server(server=server)
             except (paramiko.SSHException, EOFError, OSError):
                 continue
+            threading.Thread(target=_forward, args=(transport, server), daemon=True).start()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -147,3 +187,23 @@ def test_fabric_alone_would_have_accepted_the_unknown_key(ssh_server, client_key
                       connect_kwargs={"key_filename": [client_key]})
     conn.open()
     conn.close()
+
+
+def test_jump_host_is_used_and_both_keys_are_verified(ssh_server, tmp_path, client_key):
+    """The target is reached through the jump host; each hop's key is checked under strict."""
+    import dataclasses
+
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    known.write_text(known_line(port, key))
+    host = dataclasses.replace(host_for(port, known, "strict", client_key),
+                               jump=f"tester@127.0.0.1:{port}")
+    conn = connect(host)
+    try:
+        assert conn.conn.gateway is not None
+        assert conn.run("echo via jump", timeout=10).stdout == "ran: echo via jump\n"
+    finally:
+        conn.close()
+    known.write_text("")
+    with pytest.raises(ConnectionError_, match="unknown host key"):
+        connect(host)
