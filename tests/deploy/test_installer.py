@@ -229,3 +229,32 @@ def test_corrupt_stored_artifact_is_refused_and_removed(artifacts, host_states,
     code, data = install(art, state, fake_manager_args, "--artifact", str(stored))
     assert code == 1 and "removed; the next deploy uploads it again" in data["reason"]
     assert not stored.exists() and current(state) is None
+
+
+@pytest.mark.parametrize("manager, tool, opts, expected", [
+    ("systemd", "systemctl", ["unit=gw.service"], "--user restart gw.service"),
+    ("launchd", "launchctl", ["label=ai.test.gw"], f"kickstart -k gui/{os.getuid()}/ai.test.gw"),
+    ("openclaw", "openclaw", [], "gateway restart"),
+])
+def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp_path, manager,
+                                                     tool, opts, expected):
+    """Each manager calls its supervisor's restart command (never pkill), then waits for health."""
+    from conftest import FAKEGW
+
+    art, state = artifacts(), host_states[0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / tool
+    fake.write_text(f'#!/bin/sh\necho "$@" >> "$FLEET_STATE_DIR/{tool}.log"\n'
+                    f'exec {sys.executable} {FAKEGW} restart "$FLEET_STATE_DIR"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    args = [sys.executable, str(art.path), "install", "--state-dir", str(state), "--sha256",
+            art.sha256, "--manager", manager, "--timeout", "20"]
+    for opt in opts:
+        args += ["--manager-opt", opt]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["result"] == "installed", data
+    assert (state / f"{tool}.log").read_text().strip() == expected
+    assert data["gateway"]["versions"]["memory-continuity"] == art.version
