@@ -8,12 +8,13 @@ table (or `--json`) on stdout, and exits non-zero unless every host succeeded.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from invoke import Exit, task
 
 import fleet
-from fleet.deploy import api, report
+from fleet.deploy import api, journal, report
 from fleet.deploy.inventory import InventoryError, default_inventory, load
 from fleet.deploy.runner import RunOptions
 
@@ -22,11 +23,20 @@ INV_HELP = "inventory file (default: ./inventory.yaml, else the embedded sandbox
 
 
 def _select(hosts: str, inventory: str):
+    """(inventory, selected hosts); bad files or names exit 2 with the loader's message."""
     try:
         inv = load(inventory) if inventory else default_inventory()
-        return inv.select(hosts or "sandbox")
+        return inv, inv.select(hosts or "sandbox")
     except InventoryError as exc:
         raise Exit(f"error: {exc}", code=2) from None
+
+
+def _record(inv, action: str, results, artifact: dict | None = None) -> None:
+    """Best effort: a read-only checkout must not turn a good deploy into a failure."""
+    try:
+        journal.record(inv.path, action, api.default_owner(), results, artifact)
+    except OSError as exc:
+        print(f"warning: could not append to the deploy log: {exc}", file=sys.stderr)
 
 
 def _options(parallel: int, batch: str = "", max_fail: str = "") -> RunOptions:
@@ -67,7 +77,7 @@ def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> No
 def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", dry_run=False,
            force=False, artifact="", json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
-    selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory)
     art = _artifact(artifact)
     title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
     with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
@@ -76,18 +86,18 @@ def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="",
                                  _options(parallel, batch, max_fail), force, dry_run)
         except ValueError as exc:
             raise Exit(f"error: {exc}", code=2) from None
-    _finish(title, results, json_, {"artifact": {"path": str(art.path), "sha256": art.sha256,
-                                                 "version": art.version,
-                                                 "components": art.components,
-                                                 "reused": art.reused},
-                                    "dry_run": dry_run})
+    art_doc = {"path": str(art.path), "sha256": art.sha256, "version": art.version,
+               "components": art.components, "reused": art.reused}
+    if not dry_run:
+        _record(inv, "deploy", results, art_doc)
+    _finish(title, results, json_, {"artifact": art_doc, "dry_run": dry_run})
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
             "json": "machine-readable result on stdout"})
 def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
     """What runs where: release, versions, gateway pid and uptime, lock, last change; drift."""
-    selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory)
     with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
         results = api.status(selected, live.update, _options(parallel))
     if json_:
@@ -103,9 +113,10 @@ def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
             "json": "machine-readable result on stdout"})
 def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
-    selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory)
     with report.LiveReport([h.name for h in selected], "rollback") as live:
         results = api.rollback(selected, live.update, _options(parallel), to or None)
+    _record(inv, "rollback", results)
     _finish("rollback", results, json_)
 
 
@@ -114,9 +125,10 @@ def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
             "json": "machine-readable result on stdout"})
 def restart(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
-    selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory)
     with report.LiveReport([h.name for h in selected], "restart") as live:
         results = api.restart(selected, live.update, _options(parallel, batch, max_fail))
+    _record(inv, "restart", results)
     _finish("restart", results, json_)
 
 

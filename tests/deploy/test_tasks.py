@@ -51,6 +51,13 @@ def test_deploy_json_reports_every_host_and_exit_code_says_if_all_succeeded(work
                          "--json")
     assert code == 0 and json.loads(out)["hosts"][0]["result"] == "unchanged"
 
+    log = [json.loads(x) for x in (workdir / ".fleet" / "deploy-log.jsonl").read_text()
+           .splitlines()]
+    assert [entry["ok"] for entry in log] == [False, True]
+    assert {h["host"]: h["result"] for h in log[0]["hosts"]} == {"good": "installed",
+                                                                  "nopython": "failed"}
+    assert log[1]["artifact"]["sha256"] == art.sha256 and log[1]["action"] == "deploy"
+
 
 def test_status_table_and_unknown_host_message(workdir, artifacts):
     art = artifacts()
