@@ -56,6 +56,16 @@ def scaling(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> S
         sec.figures[f"steps, {n} hosts (median s)"] = fixture.step_medians(steps[n])
         sec.figures[f"CPU, {n} hosts (median s)"] = _cpu_medians(cpu[n])
     sec.details["cpu per deploy"] = {str(n): cpu[n] for n in sizes}
+    floor_key = next((k for k in sec.figures[f"CPU, {sizes[-1]} hosts (median s)"]
+                      if k.startswith("deploy's own CPU")), None)
+    t_small = sec.summary(small)["median"]
+    if floor_key and t_small:
+        floor = sec.figures[f"CPU, {sizes[-1]} hosts (median s)"][floor_key]
+        per_host = sec.figures[f"CPU, {sizes[-1]} hosts (median s)"].get("hosts_cpu_s", 0)
+        sec.figures[f"CPU floor of T({sizes[-1]})"] = (
+            f"{floor:.2f} s (host CPU {per_host / sizes[-1]:.2f} s per host); "
+            f"T({sizes[-1]})/floor = {sec.summary(big)['median'] / floor:.2f}; "
+            f"best reachable T({sizes[-1]})/T({sizes[0]}) here = {floor / t_small:.2f}")
     sec.goal(f"T({sizes[-1]})/T({sizes[0]})", r["median"], 1.3, "ratio")
     return sec
 
@@ -64,14 +74,14 @@ def _cpu_medians(rows: list[dict]) -> dict:
     import statistics  # noqa: PLC0415
 
     out = {}
-    for key in ("wall_s", "hosts_cpu_s", "control_cpu_s", "machine_busy_s"):
+    for key in ("wall_s", "hosts_cpu_s", "control_cpu_s", "docker_cpu_s", "machine_busy_s"):
         values = [r[key] for r in rows if r.get(key) is not None]
         if values:
             out[key] = round(statistics.median(values), 3)
     if "hosts_cpu_s" in out and "control_cpu_s" in out:
         cores = os.cpu_count() or 1
-        out[f"cpu floor on {cores} cores"] = round(
-            (out["hosts_cpu_s"] + out["control_cpu_s"]) / cores, 3)
+        out[f"deploy's own CPU / {cores} cores"] = round(
+            (out["hosts_cpu_s"] + out["control_cpu_s"] + out.get("docker_cpu_s", 0)) / cores, 3)
     return out
 
 
