@@ -77,10 +77,10 @@ def machine_busy_s() -> float | None:
 INFRA = ("docker-proxy", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2")
 
 
-def infra_cpu_s() -> float:
-    """CPU seconds used so far by Docker's own processes (docker-proxy carries every byte of
-    the published SSH ports; dockerd, containerd and the shims), from /proc/<pid>/stat."""
-    total = 0
+def infra_cpu_ticks() -> dict[int, int]:
+    """CPU ticks used so far by each of Docker's own processes (docker-proxy carries every byte
+    of the published SSH ports; dockerd, containerd and the shims), from /proc/<pid>/stat."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -91,8 +91,15 @@ def infra_cpu_s() -> float:
         comm = raw[raw.find("(") + 1:raw.rfind(")")]
         if comm in INFRA or comm.startswith("containerd-shim"):
             fields = raw[raw.rfind(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            found[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return found
+
+
+def infra_cpu_s(before: dict[int, int], after: dict[int, int]) -> float:
+    """CPU seconds between two samples, over the processes alive in both (others' harness
+    runs come and go on a shared machine)."""
+    ticks = sum(after[pid] - before[pid] for pid in after if pid in before)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:
@@ -107,7 +114,7 @@ class CpuMeter:
         hosts = [container_cpu_s(c) for c in self.ids]
         usage = os.times()
         control = usage.user + usage.system + usage.children_user + usage.children_system
-        return ((None if None in hosts else sum(hosts)), control, infra_cpu_s(),
+        return ((None if None in hosts else sum(hosts)), control, infra_cpu_ticks(),
                 machine_busy_s())
 
     def __enter__(self):
@@ -118,7 +125,9 @@ class CpuMeter:
     def __exit__(self, *exc):
         after = self._sample()
         wall = time.perf_counter() - self.t0
-        diff = [None if a is None or b is None else a - b for a, b in zip(after, self.before)]
+        diff = [None if a is None or b is None else a - b for a, b in zip(after, self.before)
+                if not isinstance(a, dict)]
+        diff.insert(2, infra_cpu_s(self.before[2], after[2]))
         self.result = {"wall_s": wall, "hosts_cpu_s": diff[0], "control_cpu_s": diff[1],
                        "docker_cpu_s": diff[2], "machine_busy_s": diff[3]}
 
