@@ -54,20 +54,38 @@ def restart(host: Host, owner: str) -> str:
     return _installer_from_current(host, "restart", owner, [])
 
 
-HASH_PY = ("import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())")
+CHECK_PY = """\
+import hashlib, os, sys
+state, sha, create = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+art = os.path.join(state, "fleet", "artifacts", sha + ".pyz")
+if create:
+    os.makedirs(os.path.dirname(art), exist_ok=True)
+try:
+    with open(art, "rb") as fh:
+        have = hashlib.sha256(fh.read()).hexdigest() == sha
+except OSError:
+    have = False
+print("@HAVE@" if have else "@MISSING@", flush=True)
+cur = os.path.join(state, "fleet", "current")
+if os.path.isfile(os.path.join(cur, "fleet", "installer", "cli.py")):
+    sys.path.insert(0, cur)
+    from fleet.installer.cli import main
+    sys.exit(main(["status"] + sys.argv[4:]))
+print(@NOT_INSTALLED@)
+""".replace("@HAVE@", HAVE).replace("@MISSING@", MISSING).replace("@NOT_INSTALLED@",
+                                                                repr(NOT_INSTALLED))
 
 
 def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
-    """Make the artifact dir (unless a dry run), say HAVE/MISSING for this SHA, then status.
+    """One Python process: make the artifact dir (unless a dry run), say HAVE/MISSING, status.
 
-    HAVE only if the file there really has this SHA-256: a corrupt or partial upload is sent
+    HAVE only if the stored file really has this SHA-256, so a corrupt or partial upload is sent
     again instead of failing every later deploy.
     """
-    mkdir = 'mkdir -p "$S/fleet/artifacts" || exit 1; ' if create else ""
-    digest = f'$(cd / && {shlex.quote(host.python)} -c {shlex.quote(HASH_PY)} "$A" 2>/dev/null)'
-    return (f'S={_state(host)}; A="$S/fleet/artifacts/{sha256}.pyz"; {mkdir}'
-            f'if [ -f "$A" ] && [ "{digest}" = {sha256} ]; then echo {HAVE}; '
-            f"else echo {MISSING}; fi; {status(host, owner)}")
+    args = [host.state_dir, sha256, "1" if create else "0", "--state-dir", host.state_dir,
+            *common_args(host, owner)]
+    return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(CHECK_PY)} "
+            + " ".join(shlex.quote(a) for a in args))
 
 
 def install(host: Host, sha256: str, owner: str, force: bool = False) -> str:
