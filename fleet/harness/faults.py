@@ -152,7 +152,8 @@ class _Watcher:
     """Polls a host in a thread until a condition holds, then acts once; errors are kept."""
 
     def __init__(self, check, act, timeout: float) -> None:
-        self.done = threading.Event()
+        self.triggered = threading.Event()  # the condition held and the action started
+        self.done = threading.Event()  # the action finished
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, args=(check, act, timeout), daemon=True)
@@ -163,6 +164,7 @@ class _Watcher:
         try:
             while not self._stop.is_set():
                 if check():
+                    self.triggered.set()
                     act()
                     self.done.set()
                     return
@@ -185,7 +187,11 @@ class KillAtStep:
 
     @property
     def killed(self) -> bool:
-        return self._watcher.done.is_set()
+        """Whether the host was killed. The deploy can notice the dead host before the engine
+        confirms the kill, so a started kill is waited for (bounded)."""
+        if not self._watcher.triggered.is_set():
+            return False
+        return self._watcher.done.wait(30)
 
     def wait(self, timeout: float = FAULT_TIMEOUT_S) -> bool:
         return self._watcher.done.wait(timeout)

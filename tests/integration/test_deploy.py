@@ -219,8 +219,8 @@ def test_rerun_after_a_reboot_is_not_blocked_by_a_reused_lock_pid(fresh_fleet, a
     base, upgrade = artifacts(), artifacts("5.0.1")
     assert deploy(run.inventory_path, base).code == 0
     with faults.kill_at_step(run, "edge-5", "restart") as kill:
-        deploy(run.inventory_path, upgrade)
-        assert kill.killed
+        killed_run = deploy(run.inventory_path, upgrade)
+        assert kill.killed, {k: v for k, v in killed_run.hosts()["edge-5"].items() if k != "data"}
     host = run.hosts["edge-5"]
     lock = json.loads(host.exec_ok(f"cat {host.state_dir}/fleet/deploy.lock"))
     pid = int(lock["pid"])
