@@ -263,7 +263,21 @@ def parse(text: str, path: Path) -> Inventory:
             layers.append(groups[group].get("vars") or {})
         layers.append(own)
         resolved[name] = _make_host(path, name, layers)
+    _check_unique_targets(path, resolved)
     return Inventory(path, resolved, flat)
+
+
+def _check_unique_targets(path: Path, hosts: dict[str, Host]) -> None:
+    """Two names for one state dir would fight over its lock and links on every deploy."""
+    seen: dict[tuple, str] = {}
+    for name, host in hosts.items():
+        where = ("local",) if host.is_local else (host.host, host.port, host.user)
+        key = (*where, host.state_dir)
+        if key in seen:
+            raise InventoryError(
+                f"{_where(path, ['hosts', name, 'state_dir'])}: '{name}' and '{seen[key]}' are "
+                f"the same target ({host.state_dir}); give each its own state_dir or remove one")
+        seen[key] = name
 
 
 def _make_host(path: Path, name: str, layers: list[dict]) -> Host:

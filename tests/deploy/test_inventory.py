@@ -134,3 +134,10 @@ def test_embedded_default_is_the_sandbox_when_no_inventory_file(tmp_path):
 def test_parse_reports_the_given_path(tmp_path):
     with pytest.raises(InventoryError, match="somewhere.yaml: hosts.x.user"):
         parse("hosts: {x: {user: 3}}", tmp_path / "somewhere.yaml")
+
+
+def test_two_hosts_on_one_state_dir_are_refused(tmp_path):
+    text = ("hosts:\n  a: {connection: local, state_dir: s}\n"
+            "  b: {connection: local, state_dir: s}\n")
+    message = error(text, tmp_path)
+    assert "hosts.b.state_dir" in message and "'b' and 'a'" in message
