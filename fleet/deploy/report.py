@@ -22,7 +22,7 @@ from fleet.deploy.runner import HostResult
 
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
-                "refused": "red", "skipped": "dim"}
+                "refused": "red", "skipped": "dim", "interrupted": "bold yellow"}
 
 
 def _release(rel: dict | None) -> str:

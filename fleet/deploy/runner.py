@@ -10,10 +10,11 @@ hosts not yet started are reported `skipped`; a host still running past its dead
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from fleet.deploy.inventory import Host
@@ -70,6 +71,44 @@ class RunOptions:
     deadline: Callable[[Host], float] = lambda host: 600.0
 
 
+class _Pool:
+    """A bounded pool of *daemon* threads: a hung host can never keep the process from exiting
+    (ThreadPoolExecutor joins its workers at exit without a timeout)."""
+
+    def __init__(self, size: int):
+        self.jobs: queue.Queue = queue.Queue()
+        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"fleet-host-{i}")
+                        for i in range(size)]
+        for thread in self.threads:
+            thread.start()
+
+    def submit(self, fn, arg) -> Future:
+        fut: Future = Future()
+        self.jobs.put((fut, fn, arg))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            fut, fn, arg = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(arg))
+            except BaseException as exc:  # delivered to the waiting side
+                fut.set_exception(exc)
+
+    def shutdown(self) -> None:
+        for _ in self.threads:
+            self.jobs.put(None)
+
+
+INTERRUPTED = ("interrupted before this host finished; an installer already running on it "
+               "completes its transaction on its own (see `invoke status`)")
+
+
 def _batches(hosts: list[Host], size: int | None) -> list[list[Host]]:
     if not size:
         return [hosts]
@@ -88,15 +127,21 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
         raise ValueError(f"--parallel {options.parallel}: use 1 or more")
     results: dict[str, HostResult] = {}
     failures = 0
-    pool = ThreadPoolExecutor(max_workers=options.parallel, thread_name_prefix="fleet-host")
+    pool = _Pool(options.parallel)
+    interrupted = threading.Event()
     try:
         for group in _batches(hosts, batch):
             if budget is not None and failures > budget:
                 break
             failures += _run_batch(pool, group, work, progress, options, results,
-                                   None if batch else budget)
+                                   None if batch else budget, interrupted)
+    except KeyboardInterrupt:  # report what is known; never wait for hosts still working
+        interrupted.set()
+        for host in hosts:
+            if host.name not in results:
+                results[host.name] = HostResult(host.name, "interrupted", False, note=INTERRUPTED)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown()
     for host in hosts:
         if host.name not in results:
             results[host.name] = HostResult(host.name, "skipped", False,
@@ -105,8 +150,9 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
     return [results[h.name] for h in hosts]
 
 
-def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, options: RunOptions,
-               results: dict[str, HostResult], budget: int | None) -> int:
+def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptions,
+               results: dict[str, HostResult], budget: int | None,
+               interrupted: threading.Event) -> int:
     """Run one batch; returns its failure count. A spent budget stops hosts not yet started."""
     started: dict[str, float] = {}
     lock = threading.Lock()
@@ -121,6 +167,8 @@ def _run_batch(pool: ThreadPoolExecutor, group: list[Host], work, progress, opti
                 stop.set()
 
     def call(host: Host) -> HostResult:
+        if interrupted.is_set():
+            return HostResult(host.name, "interrupted", False, note=INTERRUPTED)
         if stop.is_set():
             return HostResult(host.name, "skipped", False,
                               note=f"not started: failure budget ({budget}) spent")

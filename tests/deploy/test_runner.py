@@ -109,3 +109,16 @@ def test_parse_count(value, total, expected):
 def test_parse_count_rejects_with_the_flag_named(value):
     with pytest.raises(ValueError, match="--batch"):
         parse_count(value, 4, "--batch")
+
+
+def test_ctrl_c_reports_unfinished_hosts_without_waiting_for_them():
+    def progress(host, step, note):
+        if step == "installed" and threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+
+    t0 = time.monotonic()
+    results = by_name(run(HOSTS[:3], worker(hang={"h1", "h2"}), progress,
+                          RunOptions(parallel=3)))
+    assert time.monotonic() - t0 < 2
+    assert results["h0"].result == "installed"
+    assert results["h1"].result == "interrupted" and "invoke status" in results["h1"].note
