@@ -49,6 +49,9 @@ def plan_host(host: str, status: dict, have_artifact: bool, version: str, sha256
     if lock:
         details.append(f"will take over a stale lock ({lock.get('stale')})")
     upload = not have_artifact
+    free = status.get("disk_free_bytes")
+    if isinstance(free, int) and free < 4 * size:  # the upload plus its unpacked release
+        details.append(f"LOW DISK: {free} bytes free, a deploy needs about {4 * size}")
     if current and current.get("sha256") == sha256:
         if status.get("ready") and not force:
             return HostPlan(host, "nothing", current_name, target, False,

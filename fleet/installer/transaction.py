@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import shutil
 import socket
 import sys
 import time
@@ -344,4 +345,12 @@ def status(state_dir: Path, manager: Manager) -> dict:
             "previous": summary(releases.read_meta(releases.link_target(state_dir, "previous"))),
             "releases": [r.name for r in releases.list_releases(state_dir)],
             "gateway": health, "ready": problem is None, "problem": problem,
-            "lock": holder, "last_audit": audit.last_entry(state_dir)}
+            "lock": holder, "last_audit": audit.last_entry(state_dir),
+            "disk_free_bytes": _disk_free(state_dir)}
+
+
+def _disk_free(state_dir: Path) -> Optional[int]:
+    try:
+        return shutil.disk_usage(str(state_dir)).free
+    except OSError:
+        return None
