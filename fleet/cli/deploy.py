@@ -73,11 +73,20 @@ def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> No
             "dry_run": "connect, read status, print each host's plan; change nothing",
             "force": "restart even where this release is already active and ready",
             "artifact": "deploy this .pyz instead of building one",
+            "retry_failed": "only the selected hosts that did not succeed in the last deploy",
             "json": "machine-readable result on stdout"})
 def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", dry_run=False,
-           force=False, artifact="", json_=False):
+           force=False, artifact="", retry_failed=False, json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     inv, selected = _select(hosts, inventory)
+    if retry_failed:
+        failed = journal.last_failed(inv.path)
+        if failed is None:
+            raise Exit(f"error: no earlier deploy in {journal.log_path(inv.path)} to retry", 2)
+        selected = [h for h in selected if h.name in failed]
+        if not selected:
+            print("nothing to retry: the last deploy succeeded on every selected host")
+            return
     art = _artifact(artifact)
     title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
     with report.LiveReport([h.name for h in selected], title, quiet=False) as live:

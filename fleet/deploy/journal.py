@@ -37,3 +37,19 @@ def record(inventory_path: Path, action: str, who: str, results: list[HostResult
     finally:
         os.close(fd)
     return path
+
+
+def last_failed(inventory_path: Path, action: str = "deploy") -> list[str] | None:
+    """Hosts that did not succeed in the last recorded `action` (None if none is recorded)."""
+    try:
+        lines = log_path(inventory_path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("action") == action:
+            return [h["host"] for h in entry.get("hosts", []) if not h.get("ok")]
+    return None

@@ -58,6 +58,15 @@ def test_deploy_json_reports_every_host_and_exit_code_says_if_all_succeeded(work
                                                                   "nopython": "failed"}
     assert log[1]["artifact"]["sha256"] == art.sha256 and log[1]["action"] == "deploy"
 
+    code, out, _ = fleet(workdir, "deploy", "--hosts", "good", "--artifact", str(art.path),
+                         "--retry-failed")
+    assert code == 0 and "nothing to retry" in out  # the last deploy succeeded on `good`
+    code, out, _ = fleet(workdir, "deploy", "--hosts", "pair", "--artifact", str(art.path),
+                         "--json")
+    code, out, _ = fleet(workdir, "deploy", "--hosts", "pair", "--artifact", str(art.path),
+                         "--retry-failed", "--json")
+    assert code == 1 and [h["host"] for h in json.loads(out)["hosts"]] == ["nopython"]
+
 
 def test_status_table_and_unknown_host_message(workdir, artifacts):
     art = artifacts()
