@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import paramiko
@@ -144,3 +145,29 @@ def test_generated_inventory_loads_with_the_deploy_schema(tmp_path):
     assert host.host_key_policy == "strict"
     assert host.known_hosts == str(tmp_path / "known_hosts")
     assert loaded.select("harness") == [host]
+
+
+def test_gateway_client_command_runs_the_deployed_release_with_quoted_args():
+    import shlex
+
+    from fleet.harness import remote
+
+    cmd = remote.client_command("/home/opc/.openclaw", "session.turn",
+                                {"prompt": "it's $HOME; rm -rf /"})
+    words = shlex.split(cmd)
+    assert words[0] == "PYTHONPATH=/home/opc/.openclaw/fleet/current"
+    assert words[1:6] == ["python3", "-m", "fleet.gateway", "--state-dir", "/home/opc/.openclaw"]
+    assert words[6:8] == ["call", "session.turn"]
+    assert words[8] == "--json-args"
+    assert json.loads(words[9]) == {"prompt": "it's $HOME; rm -rf /"}
+
+
+def test_gateway_response_is_the_json_line_the_client_printed():
+    from fleet.harness import remote
+
+    assert remote.parse_response('noise\n{"ok": true, "result": 1}\n') == {"ok": True,
+                                                                          "result": 1}
+    assert remote.parse_response('{\n  "ok": false,\n  "error": "x"\n}') == {"ok": False,
+                                                                             "error": "x"}
+    with pytest.raises(remote.GatewayCallError):
+        remote.parse_response("Traceback (most recent call last): ...")
