@@ -163,13 +163,14 @@ def test_changed_host_key_is_refused(deployed, artifacts):
     assert_on(deployed, release)
 
 
-def test_host_killed_mid_deploy_recovers_and_a_rerun_converges(fresh_fleet, artifacts):
+@pytest.mark.parametrize("step", ["switch", "restart", "ready"])
+def test_host_killed_mid_deploy_recovers_and_a_rerun_converges(fresh_fleet, artifacts, step):
     run = fresh_fleet([hosts.HostSpec("cloud", "opc"), hosts.HostSpec("edge-2", "opc")])
     base, upgrade = artifacts(), artifacts("5.0.1")
     assert deploy(run.inventory_path, base).code == 0
-    with faults.kill_at_step(run, "edge-2", "restart") as kill:
+    with faults.kill_at_step(run, "edge-2", step) as kill:
         result = deploy(run.inventory_path, upgrade)
-        assert kill.killed, "the host must have been killed at the restart step"
+        assert kill.killed, f"the host must have been killed at the {step} step"
     assert result.code != 0
     assert result.hosts()["cloud"]["result"] == "installed"
     assert result.hosts()["edge-2"]["ok"] is False
