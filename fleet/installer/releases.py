@@ -166,11 +166,18 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path]) -> List[str
     Returns notes (e.g. a manual plugin directory moved aside).
     """
     base = fleet_dir(state_dir)
+    notes = []
+    for name in ("previous", "current"):  # a real directory here was made by hand: keep it
+        path = base / name
+        if os.path.lexists(str(path)) and not os.path.islink(str(path)):
+            aside = base / "{}.manual-{}".format(name, time.strftime("%Y%m%d-%H%M%S"))
+            os.rename(str(path), str(aside))
+            notes.append(f"moved manual {path} aside to {aside}")
     if previous is not None and previous != release:
         _atomic_link(base / "previous", os.path.relpath(str(previous), str(base)))
     _atomic_link(base / "current", os.path.relpath(str(release), str(base)))
     _fsync_dir(base)
-    return link_extensions(state_dir, release)
+    return notes + link_extensions(state_dir, release)
 
 
 def link_extensions(state_dir: Path, release: Path) -> List[str]:
