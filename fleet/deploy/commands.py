@@ -15,7 +15,8 @@ from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
 
 HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
-NOT_INSTALLED = '{"ok": true, "result": "status", "current": null, "installed": false}'
+NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed": false, '
+                 '"ready": false, "problem": "not installed"}')
 
 
 def artifact_path(host: Host, sha256: str) -> str:
