@@ -69,11 +69,23 @@ def default_owner() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def command_timeout(host: Host) -> float:
+    return host.timeouts.get("command", 180) or 180
+
+
+def install_timeout(host: Host) -> float:
+    """Room for the installer's worst case: restart + readiness, then switch-back restart +
+    readiness, so the control side never cuts a host off in the middle of its rollback."""
+    ready = host.timeouts.get("ready", 60) or 60
+    lock_wait = host.timeouts.get("lock", 0) or 0
+    return max(command_timeout(host), 4 * (ready + 5) + 30) + lock_wait
+
+
 def deadline_for(host: Host) -> float:
-    """A host is abandoned after connect + transfer + two commands + slack."""
+    """A host is abandoned after connect + transfer + check + install + slack."""
     t = host.timeouts
-    return (t.get("connect", 10) or 10) + (t.get("transfer", 120) or 120) + 2 * (
-        t.get("command", 180) or 180) + 30
+    return ((t.get("connect", 10) or 10) + (t.get("transfer", 120) or 120)
+            + command_timeout(host) + install_timeout(host) + 30)
 
 
 def parse_json(stdout: str) -> dict | None:
@@ -152,10 +164,9 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
     try:
         with timer.step("connect"):
             conn = connect(host)
-        cmd_timeout = host.timeouts.get("command", 180) or 180
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
-                           cmd_timeout)
+                           command_timeout(host))
         lines = res.stdout.strip().splitlines()
         if res.exit_code != 0 or not lines or lines[0] not in (commands.HAVE, commands.MISSING):
             tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])
@@ -176,8 +187,8 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
                 conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
                          host.timeouts.get("transfer", 120) or 120)
         with timer.step("install"):
-            res = conn.run(commands.install(host, artifact.sha256, owner, force), cmd_timeout,
-                           on_stderr_line=_step_relay(progress))
+            res = conn.run(commands.install(host, artifact.sha256, owner, force),
+                           install_timeout(host), on_stderr_line=_step_relay(progress))
         result = _installer_result(host, res, timer, t0, "installer")
         result.data["uploaded"] = not have
         return result
@@ -189,7 +200,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
-                 relay: bool = False) -> HostResult:
+                 relay: bool = False, timeout: float | None = None) -> HostResult:
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -197,7 +208,7 @@ def _simple_host(host: Host, progress: Progress, command: str, what: str,
         with timer.step("connect"):
             conn = connect(host)
         with timer.step(what):
-            res = conn.run(command, host.timeouts.get("command", 180) or 180,
+            res = conn.run(command, timeout or command_timeout(host),
                            on_stderr_line=_step_relay(progress) if relay else None)
         return _installer_result(host, res, timer, t0, what)
     except Exception as exc:
@@ -238,11 +249,12 @@ def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None =
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
     return _run(hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to),
-                                                 "rollback", relay=True), sink, options)
+                                                 "rollback", True, install_timeout(h)),
+                sink, options)
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
     return _run(hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart",
-                                                 relay=True), sink, options)
+                                                 True, install_timeout(h)), sink, options)

@@ -28,6 +28,9 @@ def common_args(host: Host, owner: str) -> list[str]:
             "--timeout", str(int(host.timeouts.get("ready", 60) or 60))]
     for key, value in sorted(host.manager_options.items()):
         args += ["--manager-opt", f"{key}={value}"]
+    lock_wait = host.timeouts.get("lock", 0) or 0
+    if lock_wait:  # wait this long for a busy host lock before refusing
+        args += ["--lock-wait", str(lock_wait)]
     return args
 
 
@@ -92,9 +95,6 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
 def install(host: Host, sha256: str, owner: str, force: bool = False) -> str:
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
-    lock_wait = host.timeouts.get("lock", 0) or 0
-    if lock_wait:
-        args += ["--lock-wait", str(lock_wait)]
     if force:
         args.append("--force")
     quoted = " ".join(shlex.quote(a) for a in args)
