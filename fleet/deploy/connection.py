@@ -87,13 +87,15 @@ class LocalConnection:
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            # Hang up, as a dropped ssh session would: plain commands die, while an installer
+            # (which ignores SIGHUP) finishes its transaction on its own. Never wait long.
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
+                os.killpg(proc.pid, signal.SIGHUP)
+                proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
-            proc.wait(timeout=10)
-            raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
-                                   f"{command[:120]}") from None
+            raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s "
+                                   f"(abandoned): {command[:120]}") from None
         for thread in readers:
             thread.join(timeout=5)
         return CommandResult(code, b"".join(out).decode("utf-8", "replace"), "".join(err.text))

@@ -122,3 +122,13 @@ def test_ctrl_c_reports_unfinished_hosts_without_waiting_for_them():
     assert time.monotonic() - t0 < 2
     assert results["h0"].result == "installed"
     assert results["h1"].result == "interrupted" and "invoke status" in results["h1"].note
+
+
+def test_local_command_timeout_is_bounded_and_named():
+    from fleet.deploy.connection import ConnectionError_, LocalConnection
+
+    conn = LocalConnection(Host(name="slowbox", connection="local"))
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError_, match="slowbox: command timed out after 1s"):
+        conn.run("sleep 30", timeout=1)
+    assert time.monotonic() - t0 < 5
