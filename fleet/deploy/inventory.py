@@ -11,6 +11,17 @@ YAML in Ansible's shape, validated on load so a typo fails before anything conne
       production: {hosts: [cloud, mac], vars: {python: python3}}
       everything: {groups: [production, sandbox]}
 
+Host keys (in `vars`, a group's `vars` or the host itself):
+  connection       ssh (default) | local (same installer through a subprocess, no ssh)
+  host, port, user ssh address (default: the host's name), port 22, login user
+  identity_file    private key for ssh;  jump: `user@host:port` of a jump host
+  known_hosts      file of trusted host keys (default ~/.ssh/known_hosts)
+  host_key_policy  strict (default: unknown or changed keys refused) | accept-new (record new)
+  python           interpreter on the host (default python3, 3.9+)
+  state_dir        OpenClaw state dir on the host (default ~/.openclaw)
+  gateway          {manager: fleet|systemd|launchd|openclaw|command, options: {k: v}}
+  timeouts         seconds: connect (also banner, auth), command, transfer, ready, lock (wait)
+
 Precedence: built-in defaults < top-level `vars` < group `vars` (outer groups first) < host keys.
 Relative paths (state_dir of local hosts, identity_file, known_hosts) are relative to the inventory
 file. Every error names the file, the key path and what would fix it.
