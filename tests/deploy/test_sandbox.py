@@ -221,3 +221,16 @@ def test_corrupt_artifact_on_the_host_is_uploaded_again(sandbox, artifacts):
     res = sandbox.deploy(bumped, hosts="a")["a"]
     assert res.result == "installed" and res.data["uploaded"] is True, res.note
     assert stored.read_bytes() == bumped.path.read_bytes()
+
+
+def test_rolling_batches_stop_after_a_failed_batch_and_leave_the_rest_alone(sandbox, artifacts):
+    from fleet.deploy.runner import RunOptions
+
+    base, broken = artifacts(), artifacts(bump="5.0.2", broken=True)
+    sandbox.deploy(base)
+    before = pids(sandbox)
+    results = sandbox.deploy(broken, options=RunOptions(parallel=3, batch="1"))
+    assert [results[h].result for h in HOSTS] == ["rolled_back", "skipped", "skipped"]
+    assert "budget" in results["b"].note
+    assert {h: sandbox.current(h) for h in HOSTS} == dict.fromkeys(HOSTS, release_of(base))
+    assert pids(sandbox)["b"] == before["b"] and pids(sandbox)["c"] == before["c"]
