@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--owner", default=None, help="who runs this (audit and lock)")
     common.add_argument("--timeout", type=float, default=60.0,
                         help="seconds for each restart and readiness wait")
-    common.add_argument("--lease", type=float, default=900.0, help="lock lease in seconds")
+    common.add_argument("--lease", type=float, default=None,
+                        help="lock lease in seconds (default: 900, or longer than the worst "
+                             "case of restart + switch-back with this --timeout)")
     common.add_argument("--lock-wait", type=float, default=0.0,
                         help="seconds to wait for a busy lock before refusing")
     inst = sub.add_parser("install", parents=[common])
@@ -117,6 +119,8 @@ def run(args: argparse.Namespace) -> dict:
     state_dir = Path(os.path.expanduser(args.state_dir)).absolute()
     manager = make_manager(args.manager, state_dir, _pairs(args.manager_opt, "--manager-opt"))
     owner = args.owner or transaction.default_owner()
+    if args.lease is None:  # the lease must outlive our own worst case, or a peer takes over
+        args.lease = max(900.0, 4 * (args.timeout + 5) + 120)
     if args.command == "status":
         return transaction.status(state_dir, manager)
     if args.command == "install":
