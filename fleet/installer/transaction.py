@@ -215,6 +215,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         release = releases.unpack(state_dir, artifact, sha256, manifest)
     meta = releases.read_meta(release) or {}
     want = expected_versions(meta, expect)
+    if not tx.lock.still_mine():
+        raise RuntimeError("lost the deploy lock (lease expired and another installer took it "
+                           "over); not switching")
     if current != release:
         back_to, back_prev = current, previous
     else:  # converging a host already switched to this release (e.g. killed mid-deploy)
