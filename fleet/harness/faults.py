@@ -36,6 +36,9 @@ def _until(check, timeout: float, what: str, interval: float = 0.1) -> None:
         time.sleep(interval)
 
 
+INSTALLER_STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "audit", "prune")
+
+
 def _fault_file(host: hosts.Host, step: str) -> str:
     return f"{host.state_dir}/fleet/faults/{step}"
 
@@ -48,7 +51,8 @@ def set_step_fault(host: hosts.Host, step: str, action: str) -> None:
 
 
 def clear_step_fault(host: hosts.Host, step: str) -> None:
-    host.exec_ok(f"rm -f {shlex.quote(_fault_file(host, step))}", user="root")
+    path = shlex.quote(_fault_file(host, step))
+    host.exec_ok(f"rm -f {path} {path}.held", user="root")
 
 
 @contextlib.contextmanager
@@ -138,11 +142,6 @@ def disk_full(host: hosts.Host, leave_kb: int = 0) -> Iterator[int]:
         host.exec(f"rm -f {fill}", timeout=10)
 
 
-def _current_release(host: hosts.Host) -> str:
-    result = host.exec(f"readlink {shlex.quote(host.state_dir + '/fleet/current')}", timeout=10)
-    return result.stdout.strip()
-
-
 def _artifacts(host: hosts.Host) -> set[str]:
     result = host.exec(f"ls {shlex.quote(host.state_dir + '/fleet/artifacts')}", timeout=10)
     return {name for name in result.stdout.split() if _ARTIFACT_RE.match(name)}
@@ -202,24 +201,19 @@ def kill_at_step(harness: Harness, name: str, step: str = "restart",
                  timeout: float = FAULT_TIMEOUT_S) -> Iterator[KillAtStep]:
     """Kill the whole host (container SIGKILL) while its installer holds at `step`.
 
-    Supported steps are those whose arrival is visible from outside: `switch` (a new release dir
-    is unpacked but `current` unchanged) and `restart`, `ready`, `audit`, `prune` (`current` already
-    points at the new release). On exit the host is started again (same port and host key) and the
-    fault file removed; the gateway is not restarted, as after a real power cut.
+    Any installer step works: the installer marks `<faults>/<step>.held` while it holds there, so
+    the kill lands exactly at that step. On exit the host is started again (same port and host
+    key) and the fault file removed; the gateway is not restarted, as after a real power cut.
     """
+    if step not in INSTALLER_STEPS:
+        raise FaultError(f"kill_at_step: unknown installer step {step!r}; "
+                         f"one of {', '.join(INSTALLER_STEPS)}")
     host = harness.hosts[name]
-    before = _current_release(host)
-    releases = f"ls {shlex.quote(host.state_dir + '/fleet/releases')}"
-    releases_before = set(host.exec(releases, timeout=10).stdout.split())
-    if step == "switch":
-        def reached() -> bool:
-            now = set(host.exec(releases, timeout=10).stdout.split())
-            return bool(now - releases_before) and _current_release(host) == before
-    elif step in ("restart", "ready", "audit", "prune"):
-        def reached() -> bool:
-            return _current_release(host) not in ("", before)
-    else:
-        raise FaultError(f"kill_at_step cannot observe step {step!r}")
+    held = shlex.quote(_fault_file(host, step) + ".held")
+
+    def reached() -> bool:
+        return host.exec(f"test -e {held}", timeout=10).ok
+
     set_step_fault(host, step, "hold")
     watcher = _Watcher(reached, lambda: host.container.kill(), timeout)
     try:

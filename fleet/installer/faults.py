@@ -6,7 +6,9 @@ file `<state>/fleet/faults/<step>` (steps: lock, verify, unpack, switch, restart
 prune) and acts on its first word:
 
 - `kill`: SIGKILL itself (no cleanup, no JSON: what a power cut or `kill -9` leaves behind);
-- `hold`: sleep while the file exists, at most 60 s (so a test can kill it or race it there);
+- `hold`: sleep while the file exists, at most 60 s (so a test can kill it or race it there),
+  with a marker `<step>.held` beside it for as long as it holds, so an observer outside the
+  process (the Docker harness) knows exactly when the installer stands at that step;
 - `fail`: raise `InjectedFault`, handled like any other error at that step.
 
 No file (the normal case) costs one `stat` per step. Unknown content is ignored.
@@ -14,6 +16,7 @@ No file (the normal case) costs one `stat` per step. Unknown content is ignored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -43,8 +46,17 @@ def check(state_dir: Path, step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(5)  # the signal is asynchronous; never run on past this point
     elif word == "hold":
+        marker = path.with_name(f"{step}.held")
+        try:
+            marker.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        except OSError:
+            pass  # a full disk must not turn a hold into a crash; observers then time out
         deadline = time.monotonic() + HOLD_LIMIT_S
-        while path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        try:
+            while path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(OSError):
+                marker.unlink()
     elif word == "fail":
         raise InjectedFault(f"injected fault at step '{step}' ({path})")

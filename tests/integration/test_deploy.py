@@ -163,7 +163,7 @@ def test_changed_host_key_is_refused(deployed, artifacts):
     assert_on(deployed, release)
 
 
-@pytest.mark.parametrize("step", ["switch", "restart", "ready"])
+@pytest.mark.parametrize("step", ["lock", "unpack", "switch", "restart", "ready"])
 def test_host_killed_mid_deploy_recovers_and_a_rerun_converges(fresh_fleet, artifacts, step):
     run = fresh_fleet([hosts.HostSpec("cloud", "opc"), hosts.HostSpec("edge-2", "opc")])
     base, upgrade = artifacts(), artifacts("5.0.1")
