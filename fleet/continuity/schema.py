@@ -87,3 +87,21 @@ def validate(config: Optional[Mapping[str, Any]], schema: Mapping[str, Any]) -> 
     if not isinstance(config, Mapping):
         raise ValueError(f"plugin config must be an object, got {type(config).__name__}")
     return _object(dict(config), schema, "")
+
+
+def check_schema(schema: Any, where: str = "configSchema") -> None:
+    """Refuse a schema this validator cannot enforce (not an object, unknown type names).
+
+    Why: a plugin whose schema we cannot enforce would silently accept any config.
+    """
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"{where}: must be a JSON object")
+    kinds = schema.get("type")
+    for kind in kinds if isinstance(kinds, list) else [kinds]:
+        if kind is not None and kind not in _TYPES:
+            raise ValueError(f"{where}: unknown schema type {kind!r}; use one of "
+                             f"{', '.join(sorted(_TYPES))}")
+    for key, sub in (schema.get("properties") or {}).items():
+        check_schema(sub, f"{where}.properties.{key}")
+    if isinstance(schema.get("items"), Mapping):
+        check_schema(schema["items"], f"{where}.items")

@@ -17,18 +17,13 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity.schema import validate as validate_config
 from fleet.gateway import hooks as hooks_mod
 from fleet.gateway.api import PluginApi
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import Layout, plugin_dirs
 from fleet.gateway.manifest import PluginLoadError, entry_file, validate_manifest
-from fleet.gateway.schema import SchemaError, apply_schema
-
-try:  # the continuity core's validator is the one the plugins themselves use
-    from fleet.continuity.schema import validate as _core_validate
-except ImportError:  # pragma: no cover - until the core lands
-    _core_validate = None
 
 log = logging.getLogger("fleet.gateway.loader")
 
@@ -270,12 +265,10 @@ class PluginHost:
         where = f"plugins.entries.{rec.id}.config"
         schema = rec.manifest["configSchema"]
         try:
-            if _core_validate is not None:
-                if raw is not None and not isinstance(raw, dict):
-                    raise SchemaError(f"{where}: must be an object")
-                return _core_validate(raw or {}, schema)
-            return apply_schema(schema, raw if raw is not None else {}, where)
-        except (SchemaError, ValueError) as exc:
+            if raw is not None and not isinstance(raw, dict):
+                raise ValueError(f"{where}: must be an object")
+            return validate_config(raw or {}, schema)
+        except ValueError as exc:
             text = str(exc) if str(exc).startswith("plugins.") else f"{where}: {exc}"
             raise PluginLoadError(f"{self.layout.config_path}: {text}") from exc
 

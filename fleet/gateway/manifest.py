@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict
 
-from fleet.gateway.schema import SchemaError, check_schema
+from fleet.continuity.schema import check_schema
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -57,7 +57,7 @@ def validate_manifest(directory: Path) -> Dict[str, Any]:
         )
     try:
         check_schema(manifest["configSchema"], f"{path}: configSchema")
-    except SchemaError as exc:
+    except ValueError as exc:
         raise PluginLoadError(str(exc)) from exc
     requires = manifest.get("requires", [])
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
