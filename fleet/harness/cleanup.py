@@ -7,9 +7,10 @@ left behind. Logs are captured before anything is removed, since removal destroy
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
+
+from fleet.installer.lock import pid_alive
 
 LABEL = "fleet.harness"
 RUN_ID = f"{LABEL}.run-id"
@@ -31,19 +32,6 @@ def run_labels(run_id: str, owner_pid: int, keep: bool = False) -> dict[str, str
     if keep:
         labels[KEEP] = "1"
     return labels
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this machine."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_stale(labels: dict[str, str], now: float | None = None, alive=pid_alive,

@@ -100,6 +100,18 @@ class Transaction:
             self.notes.append("took over a stale lock from {} ({})".format(
                 self.lock.takeover.get("owner"), self.lock.takeover.get("reason")))
 
+    def lock_or_refuse(self) -> bool:
+        """Take the lock; on failure record why (holder named) and return False."""
+        try:
+            self.take_lock()
+        except LockHeld as exc:
+            self.result.update(result="refused", reason=str(exc), lock_holder=exc.holder)
+            return False
+        except Exception as exc:  # e.g. no space left for the lock file
+            self.result["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+            return False
+        return True
+
     def restart_and_wait(self, release: Path, expect: Dict[str, str]) -> dict:
         """Restart on `release` and wait until the gateway reports `expect`; returns its health."""
         before = self.manager.probe(release)
@@ -177,13 +189,7 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
-    try:
-        tx.take_lock()
-    except LockHeld as exc:
-        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
-        return tx.finish()
-    except Exception as exc:  # e.g. no space left for the lock file
-        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+    if not tx.lock_or_refuse():
         return tx.finish()
     try:
         return _install_locked(tx, artifact, sha256, expect, force, keep)
@@ -255,13 +261,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
     """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback", lock_wait)
     res = tx.result
-    try:
-        tx.take_lock()
-    except LockHeld as exc:
-        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
-        return tx.finish()
-    except Exception as exc:  # e.g. no space left for the lock file
-        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+    if not tx.lock_or_refuse():
         return tx.finish()
     try:
         current = releases.link_target(state_dir, "current")
@@ -304,13 +304,7 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
     """Restart the gateway on the current release and wait until it reports its versions."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart", lock_wait)
     res = tx.result
-    try:
-        tx.take_lock()
-    except LockHeld as exc:
-        res.update(result="refused", reason=str(exc), lock_holder=exc.holder)
-        return tx.finish()
-    except Exception as exc:  # e.g. no space left for the lock file
-        res["reason"] = f"cannot take the deploy lock: {describe(exc)}"
+    if not tx.lock_or_refuse():
         return tx.finish()
     try:
         current = releases.link_target(state_dir, "current")
