@@ -1,7 +1,7 @@
 """Shared test policy.
 
 Tests marked `docker` need a usable Docker engine. Without one they are skipped, unless
-FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine can never pass as a skip.
+FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine never passes as a skip.
 """
 
 from __future__ import annotations
