@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 GOOD = """
 vars: {user: deploy, timeouts: {connect: 5}}
 hosts:
-  web1: {host: 10.0.0.1}
-  web2: {host: 10.0.0.2, port: 2222, user: admin}
+  web1: {host: web1.example.invalid}
+  web2: {host: web2.example.invalid, port: 2222, user: admin}
   db: {host: db.invalid, gateway: {manager: systemd, options: {unit: gw.service}}}
   laptop: {connection: local, state_dir: state/laptop}
 groups:
