@@ -78,7 +78,7 @@ def list_archives(workspace: Path) -> List[Path]:
     return list(reversed(_own_archives(archive_dir(workspace))))
 
 
-def _free_name(directory: Path, stem: str) -> Path:
+def free_name(directory: Path, stem: str) -> Path:
     """First unused `<stem>.md`, `<stem>-2.md`, ... in `directory`."""
     candidate = directory / f"{stem}.md"
     n = 2
@@ -105,7 +105,7 @@ def archive_state(
     directory.mkdir(parents=True, exist_ok=True)
     stem = local_now(now).strftime("%Y-%m-%d_%H-%M")
     with store.locked(directory / ".archive"):
-        target = _free_name(directory, stem)
+        target = free_name(directory, stem)
         store.atomic_write(target, text)
         own = [p for p in _own_archives(directory) if p != target]
         excess = len(own) + 1 - cap
@@ -122,7 +122,7 @@ def _move_no_clobber(src: Path, cold: Path) -> Path:
     cold.mkdir(parents=True, exist_ok=True)
     stem = src.name[:-3]
     while True:
-        target = _free_name(cold, stem)
+        target = free_name(cold, stem)
         try:
             os.link(src, target)  # fails instead of clobbering if the name was just taken
         except FileExistsError:

@@ -99,28 +99,30 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-def atomic_write(path: PathLike, text: str) -> None:
-    """Write `text` (UTF-8, exact line endings) via temp file + fsync + `os.replace` + dir fsync.
+def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = None) -> None:
+    """Write `text` (str as UTF-8, exact line endings; or bytes) via temp file + fsync +
+    `os.replace` + dir fsync, so a crash leaves the old file or the new one, never a torn one.
 
-    The file keeps its permissions; a new file gets the usual umask-based mode.
+    `mode` sets the permissions; by default the file keeps its own, and a new file gets the usual
+    umask-based mode.
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8", errors="replace")
-    try:
-        mode: Optional[int] = os.stat(p).st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="replace")
+    if mode is None:
+        try:
+            mode = os.stat(p).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(dir=str(p.parent), prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):

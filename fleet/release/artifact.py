@@ -14,13 +14,13 @@ import io
 import json
 import os
 import stat
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity import store
 from fleet.release.component import load_project
 from fleet.release.error import ReleaseError
 from fleet.release.verify import verify
@@ -115,8 +115,8 @@ def build_artifact(root: Path, out_dir: Path) -> Artifact:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / artifact_name(manifest["version"])
-    _atomic_write(path, data, 0o755)
-    _atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
+    store.atomic_write(path, data, 0o755)
+    store.atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
     return Artifact(path, digest, manifest["version"], manifest["components"])
 
 
@@ -165,18 +165,3 @@ def _zip_time() -> tuple:
                            "unset it or fix it") from exc
     t = time.gmtime(max(epoch, EPOCH_1980))
     return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec - t.tm_sec % 2)
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -5,12 +5,11 @@ happens. `--dry-run` prints it; the real run writes it into the journal and carr
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity import store
 from fleet.release import changelog
 from fleet.release.component import Component, Project
 
@@ -114,17 +113,4 @@ def file_changes(project: Project, comp: Component, version: str, section: str) 
 
 def write_text(path: Path, text: str) -> None:
     """Replace a file atomically (temp + fsync + rename), keeping its permission bits."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    store.atomic_write(path, text.encode("utf-8"))

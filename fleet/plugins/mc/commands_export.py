@@ -112,15 +112,6 @@ def _agent_section(agent: Agent, filters: _Filters) -> List[str]:
     return out
 
 
-def _free_path(directory: Path, stem: str) -> Path:
-    candidate = directory / f"{stem}.md"
-    n = 2
-    while candidate.exists():
-        candidate = directory / f"{stem}-{n}.md"
-        n += 1
-    return candidate
-
-
 def cmd_export(agents: Agents, args: str) -> str:
     """Write the export file and say where it is and how big it is."""
     try:
@@ -145,7 +136,7 @@ def cmd_export(agents: Agents, args: str) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"mc-export-{now.strftime('%Y-%m-%d_%H-%M')}"
     with store.locked(directory / ".export"):
-        path = _free_path(directory, stem)
+        path = archive.free_name(directory, stem)
         store.atomic_write(path, content)
     size = len(content.encode("utf-8")) / 1024
     return f"\u2713 Exported to:\n  {path}\n  {len(chosen)} agent(s), {size:.1f} KB"
