@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from fleet.bench import fixture
@@ -67,7 +68,42 @@ def scaling(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> S
             f"T({sizes[-1]})/floor = {sec.summary(big)['median'] / floor:.2f}; "
             f"best reachable T({sizes[-1]})/T({sizes[0]}) here = {floor / t_small:.2f}")
     sec.goal(f"T({sizes[-1]})/T({sizes[0]})", r["median"], 1.3, "ratio")
+    fan = fanout(fleet, [sizes[0], sizes[-1]], max(reps, 5))
+    sec.figures[f"fan-out only (connect + `true`), T({sizes[-1]})/T({sizes[0]})"] = (
+        f"{fan['ratio']:.2f} ({fan['summary']})")
+    sec.details["fan-out"] = fan
     return sec
+
+
+def fanout(fleet: fixture.Fleet, sizes: list[int], reps: int) -> dict:
+    """The control side's fan-out alone: connect (strict host keys) and run `true` on n hosts
+    through the deploy runner, as a deploy connects; the host work is next to nothing, so this
+    is what a fleet deploy's scaling would be if every host had its own CPU."""
+    import statistics  # noqa: PLC0415
+
+    from fleet.deploy.connection import connect  # noqa: PLC0415
+    from fleet.deploy.runner import HostResult, RunOptions, run  # noqa: PLC0415
+
+    def work(host, progress):
+        conn = connect(host)
+        try:
+            res = conn.run("true", 30)
+        finally:
+            conn.close()
+        return HostResult(host.name, "ok", res.exit_code == 0)
+
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for _rep, name in alternation([str(n) for n in sizes], reps):
+        n = int(name)
+        t0 = time.perf_counter()
+        results = run(fleet.hosts[:n], work, lambda *a: None, RunOptions(parallel=n))
+        times[n].append(time.perf_counter() - t0)
+        if not all(r.ok for r in results):
+            raise RuntimeError(f"fan-out: {[r.note for r in results if not r.ok]}")
+    med = {n: statistics.median(v) for n, v in times.items()}
+    return {"samples": {str(n): v for n, v in times.items()},
+            "ratio": med[sizes[-1]] / med[sizes[0]],
+            "summary": ", ".join(f"{n} hosts {med[n] * 1000:.0f} ms" for n in sizes)}
 
 
 def _cpu_medians(rows: list[dict]) -> dict:
