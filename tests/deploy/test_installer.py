@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import release_of, run_installer
+from deploy_helpers import FAKEGW, release_of, run_installer
 
 
 def find_python39() -> str | None:
@@ -239,8 +239,6 @@ def test_corrupt_stored_artifact_is_refused_and_removed(artifacts, host_states,
 def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp_path, manager,
                                                      tool, opts, expected):
     """Each manager calls its supervisor's restart command (never pkill), then waits for health."""
-    from conftest import FAKEGW
-
     art, state = artifacts(), host_states[0]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import release_of
+from deploy_helpers import release_of
 
 HOSTS = ("a", "b", "c")
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import gateway_pids, release_of
+from deploy_helpers import gateway_pids, release_of
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}

@@ -1,0 +1,167 @@
+"""Helpers shared by the deploy tests (a module with its own name: every test folder has a
+conftest.py, so `from conftest import ...` would pick whichever was imported last)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.release.artifact import build_artifact
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+FAKEGW = Path(__file__).with_name("fakegw.py")
+
+
+@dataclass
+class Built:
+    path: Path
+    sha256: str
+    version: str
+    components: dict
+
+
+def make_tree(dst: Path, bump: str | None = None, broken: bool = False,
+              rebuild: str | None = None) -> Path:
+    """Copy the repo's sources; optionally set memory-continuity's version, break its import, or
+    change a file without changing any version (`rebuild`: same versions, different SHA-256)."""
+    shutil.copytree(REPO / "fleet", dst / "fleet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        if (REPO / name).exists():
+            shutil.copy(REPO / name, dst / name)
+    plugin = dst / "fleet" / "plugins" / "memory_continuity"
+    if bump:
+        for name in ("openclaw.plugin.json", "package.json"):
+            data = json.loads((plugin / name).read_text())
+            data["version"] = bump
+            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    if rebuild:
+        with open(plugin / "__init__.py", "a") as fh:
+            fh.write(f"# rebuild {rebuild}\n")
+    if broken:
+        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
+        (plugin / main).write_text('raise RuntimeError("broken release: import fails")\n')
+    return dst
+
+
+def build(root: Path, out_dir: Path) -> Built:
+    art = build_artifact(root, out_dir)
+    return Built(Path(art.path), art.sha256, str(art.version), dict(art.components))
+
+
+def gateway_pids(state_dirs) -> None:
+    """Stop every gateway still running under these state dirs (fixture finalizer).
+
+    SIGTERM all first, then wait for all together (SIGKILL after 10 s), so teardown is quick.
+    """
+    running = []
+    for state in state_dirs:
+        pidfile = Path(state) / "run" / "gateway.pid"
+        try:
+            pid = int(pidfile.read_text().split()[0])
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
+        running.append(pid)
+    deadline = time.time() + 10
+    while running and time.time() < deadline:
+        for pid in list(running):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                running.remove(pid)
+        time.sleep(0.05)
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_installer(artifact: Path, *args: str, python: str = sys.executable,
+                  timeout: float = 120) -> tuple[int, dict]:
+    proc = subprocess.run([python, str(artifact), *args], capture_output=True, text=True,
+                          timeout=timeout)
+    try:
+        return proc.returncode, json.loads(proc.stdout)
+    except ValueError:
+        return proc.returncode, {"stdout": proc.stdout, "stderr": proc.stderr}
+
+
+SANDBOX_INVENTORY = """\
+vars:
+  connection: local
+  gateway: {manager: fleet}
+  timeouts: {ready: 30, command: 120}
+hosts:
+  a: {state_dir: hosts/a}
+  b: {state_dir: hosts/b}
+  c: {state_dir: hosts/c}
+groups:
+  sandbox: {hosts: [a, b, c]}
+"""
+
+
+class Sandbox:
+    """Three local hosts in a temp dir, deployed through fleet.deploy.api like the tasks do."""
+
+    def __init__(self, root: Path, text: str = SANDBOX_INVENTORY):
+        from fleet.deploy.inventory import load
+
+        self.root = root
+        self.inventory_path = root / "inventory.yaml"
+        self.inventory_path.write_text(text)
+        self.inventory = load(self.inventory_path)
+        self.events: list[tuple[str, str, str]] = []
+
+    def state(self, name: str) -> Path:
+        return Path(self.inventory.hosts[name].state_dir)
+
+    def sink(self, host: str, step: str, note: str) -> None:
+        self.events.append((host, step, note))
+
+    def deploy(self, artifact, hosts: str = "sandbox", **kw) -> dict:
+        from fleet.deploy import api
+
+        results = api.deploy(self.inventory.select(hosts), artifact, self.sink, **kw)
+        return {r.host: r for r in results}
+
+    def run(self, action: str, hosts: str = "sandbox", **kw) -> dict:
+        from fleet.deploy import api
+
+        results = getattr(api, action)(self.inventory.select(hosts), self.sink, **kw)
+        return {r.host: r for r in results}
+
+    def current(self, name: str) -> str | None:
+        link = self.state(name) / "fleet" / "current"
+        return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+    def health(self, name: str) -> dict | None:
+        from fleet.installer.manager import socket_health
+
+        return socket_health(self.state(name))
+
+    def audit(self, name: str) -> list[dict]:
+        path = self.state(name) / "fleet" / "audit.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() \
+            else []
+
+    def fault(self, name: str, step: str, action: str) -> Path:
+        path = self.state(name) / "fleet" / "faults" / step
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(action)
+        return path
+
+
+def release_of(built: Built) -> str:
+    return f"{built.version}-{built.sha256[:12]}"
+
