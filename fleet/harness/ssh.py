@@ -107,7 +107,9 @@ def run_on(client: paramiko.SSHClient, command: str, timeout: float = COMMAND_TI
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
         pending = channel.recv_ready() or channel.recv_stderr_ready()
-        if channel.exit_status_ready() and not pending:
+        # sshd may send the exit status before the last output (it flushes the child's pipes
+        # after reaping it), so the command is finished only at exit status AND end of data.
+        if channel.exit_status_ready() and channel.eof_received and not pending:
             break
         if time.monotonic() > deadline:
             channel.close()
