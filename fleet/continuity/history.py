@@ -5,6 +5,8 @@ Injected at agent start so a resumed task brings back what earlier sessions did 
 
 from __future__ import annotations
 
+import heapq
+import os
 import re
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -49,12 +51,13 @@ def score(text: str, words: List[str]) -> int:
 
 
 def _newest(directory: Path, count: int) -> List[Path]:
+    """The `count` newest dated files; plain names (os.listdir), no Path per file: a year of
+    history is 365 entries per directory and this runs on every agent start."""
     try:
-        names = sorted((p.name for p in directory.iterdir() if _DATE_FILE_RE.match(p.name)),
-                       reverse=True)
+        names = [n for n in os.listdir(str(directory)) if _DATE_FILE_RE.match(n)]
     except OSError:
         return []
-    return [directory / n for n in names[:count]]
+    return [directory / n for n in heapq.nlargest(count, names)]
 
 
 def _daily_summary_line(text: str) -> str:

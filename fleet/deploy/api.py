@@ -11,6 +11,7 @@ import contextlib
 import getpass
 import hashlib
 import json
+import re
 import socket
 import time
 import zipfile
@@ -163,6 +164,8 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
     try:
         with timer.step("connect"):
             conn = connect(host)
+        if not dry_run:
+            return _install_host(host, artifact, progress, owner, force, conn, timer, t0)
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
                            command_timeout(host))
@@ -173,29 +176,60 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
                                    f"{tail[:300]}")
         have = lines[0] == commands.HAVE
         status = parse_json("\n".join(lines[1:])) or {}
-        if dry_run:
-            plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
-                             artifact.path.stat().st_size, force)
-            return HostResult(host.name, "planned", plan.action != "blocked",
-                              from_release=status.get("current"),
-                              to_release={"release": plan.target},
-                              duration_s=time.monotonic() - t0, note=plan.describe(),
-                              steps=timer.steps, data={"plan": plan.as_dict(), "status": status})
-        if not have:
-            with timer.step("upload"):
-                conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
-                         host.timeouts.get("transfer", 120) or 120)
-        with timer.step("install"):
-            res = conn.run(commands.install(host, artifact.sha256, owner, force),
-                           install_timeout(host), on_stderr_line=_step_relay(progress))
-        result = _installer_result(host, res, timer, t0, "installer")
-        result.data["uploaded"] = not have
-        return result
+        plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
+                         artifact.path.stat().st_size, force)
+        return HostResult(host.name, "planned", plan.action != "blocked",
+                          from_release=status.get("current"),
+                          to_release={"release": plan.target},
+                          duration_s=time.monotonic() - t0, note=plan.describe(),
+                          steps=timer.steps, data={"plan": plan.as_dict(), "status": status})
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
         if conn is not None:
             conn.close()
+
+
+def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
+                  force: bool, conn, timer: _Timer, t0: float) -> HostResult:
+    """Run the installer on the stored artifact; upload first only when the host lacks it (or
+    the stored copy is not this artifact). 1 round trip for a redeploy, 3 for a new release;
+    no status or hash process: the installer verifies the SHA-256 itself."""
+    uploaded = False
+    with timer.step("install"):
+        res = conn.run(commands.install(host, artifact.sha256, owner, force,
+                                        if_present=artifact.path.stat().st_size),
+                       install_timeout(host), on_stderr_line=_step_relay(progress))
+    first = (res.stdout.strip().splitlines() or [""])[0]
+    if first == commands.UNCHANGED and res.exit_code == 0:
+        meta = parse_json(res.stdout) or {}
+        current = {"release": f"{meta.get('version')}-{str(meta.get('sha256', ''))[:12]}",
+                   "version": meta.get("version"), "sha256": meta.get("sha256"),
+                   "components": meta.get("components", {})}
+        return HostResult(host.name, "unchanged", True, from_release=current,
+                          to_release=current, duration_s=time.monotonic() - t0,
+                          note="already active and ready (checked read-only)",
+                          steps=timer.steps,
+                          data={"uploaded": False, "restarted": False, "fast_path": True})
+    answer = parse_json(res.stdout)
+    reason = str((answer or {}).get("reason") or "")
+    # MISSING, or a stored copy that is not this artifact: its SHA-256 differs, or it is so
+    # damaged Python cannot even run it as a zipapp. Upload it again and install once more.
+    # (An installer that died without answering for any other reason is not retried.)
+    unrunnable = answer is None and res.exit_code != 0 and re.search(
+        r"zip|__main__", res.stderr, re.IGNORECASE) is not None
+    if first == commands.MISSING or unrunnable or ("SHA-256" in reason
+                                                   and "expected" in reason):
+        with timer.step("upload"):
+            conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
+                     host.timeouts.get("transfer", 120) or 120)
+        uploaded = True
+        with timer.step("install"):
+            res = conn.run(commands.install(host, artifact.sha256, owner, force),
+                           install_timeout(host), on_stderr_line=_step_relay(progress))
+    result = _installer_result(host, res, timer, t0, "installer")
+    result.data["uploaded"] = uploaded
+    return result
 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,

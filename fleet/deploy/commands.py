@@ -92,11 +92,47 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
             + " ".join(shlex.quote(a) for a in args))
 
 
-def install(host: Host, sha256: str, owner: str, force: bool = False) -> str:
+def install(host: Host, sha256: str, owner: str, force: bool = False,
+            if_present: int = 0) -> str:
+    """The installer on the stored artifact. With `if_present=<artifact size>`: first a
+    read-only "already active and ready?" check, then the installer only if a stored copy of
+    that size is there, else MISSING (the control side uploads and calls again)."""
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
     if force:
         args.append("--force")
     quoted = " ".join(shlex.quote(a) for a in args)
-    return (f'S={_state(host)}; cd / && exec {shlex.quote(host.python)} '
-            f'"$S/fleet/artifacts/{sha256}.pyz" {quoted}')
+    run = f'cd / && exec {shlex.quote(host.python)} "$S/fleet/artifacts/{sha256}.pyz" {quoted}'
+    if not if_present:
+        return f"S={_state(host)}; {run}"
+    # One round trip when the host has the artifact (a redeploy, a retry): no status, no hash
+    # here; the installer verifies the SHA-256 itself. Otherwise say MISSING (dir made).
+    fast = "" if force else (
+        f'M="$S/fleet/current/fleet_release.json"; '
+        f'if grep -qs \'"sha256": "{sha256}"\' "$M" && cd / && '
+        f'{shlex.quote(host.python)} -S -c {shlex.quote(PROBE_PY)} "$S"; then '
+        f'echo {UNCHANGED}; cat "$M"; echo; exit 0; fi; ')
+    art = f'"$S/fleet/artifacts/{sha256}.pyz"'
+    return (f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
+            f'then {run}; else mkdir -p "$S/fleet/artifacts" || exit 1; echo {MISSING}; fi')
+
+
+UNCHANGED = "FLEET-UNCHANGED"
+# Read-only fast path of a redeploy: exit 0 iff the gateway answers health with every plugin of
+# the active release loaded at the release's versions (the installer's readiness rule). Runs
+# with `python3 -S` (no site: ~10 ms) instead of the installer from the zip (~90 ms).
+PROBE_PY = """\
+import json,socket,sys
+S=sys.argv[1]
+m=json.load(open(S+'/fleet/current/fleet_release.json'))
+want={k:str(v) for k,v in m.get('components',{}).items() if k in (m.get('plugins') or {})}
+s=socket.socket(socket.AF_UNIX);s.settimeout(3);s.connect(S+'/run/gateway.sock')
+s.sendall(b'{"op": "health"}\\n');d=b''
+while not d.endswith(b'\\n'):
+    c=s.recv(65536)
+    if not c:break
+    d+=c
+h=json.loads(d)['result']
+ok=all(i.get('loaded') and not i.get('error') for i in h.get('plugins',{}).values())
+sys.exit(0 if ok and all(h.get('versions',{}).get(k)==v for k,v in want.items()) else 1)
+"""

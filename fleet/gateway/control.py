@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional
 log = logging.getLogger("fleet.gateway.control")
 MAX_LINE = 32 * 1024 * 1024
 IDLE_TIMEOUT_S = 120.0
+FIRST_REQUEST_GRACE_S = 2.0  # after stop: how long a new connection may take to send its request
 
 
 def bind_unix(path: Path) -> socket.socket:
@@ -53,6 +54,7 @@ class ControlServer:
         self.stop_event = threading.Event()
         self._sock: Optional[socket.socket] = None
         self._inflight = 0
+        self._fresh = 0  # connections accepted that have not had their first answer yet
         self._cond = threading.Condition()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -80,7 +82,14 @@ class ControlServer:
                     break
                 raise
             conn.setblocking(True)
-            threading.Thread(target=self._serve_conn, args=(conn,), daemon=True).start()
+            self._start_conn(conn)
+
+    def _start_conn(self, conn: socket.socket) -> None:
+        """A thread per connection; until it answered its first request it counts as `fresh`,
+        and shutdown waits for it (its client is already waiting for that answer)."""
+        with self._cond:
+            self._fresh += 1
+        threading.Thread(target=self._serve_conn, args=(conn,), daemon=True).start()
 
     def stop(self) -> None:
         """Wake the accept loop at once (safe from a signal handler)."""
@@ -94,9 +103,23 @@ class ControlServer:
             pass
 
     def close(self, drain_timeout_s: float = 10.0) -> bool:
-        """Stop listening, unlink the socket, wait for in-flight requests; True if all finished."""
+        """Unlink the socket first (a client connecting now finds none and retries), answer the
+        connections already queued in the listen backlog or accepted but not yet read (closing
+        them would lose those requests: the client sees a reset or an empty answer), then stop
+        listening and wait for in-flight requests; True if all finished."""
         self.stop_event.set()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
         if self._sock is not None:
+            while True:  # the backlog: connections the kernel accepted for us
+                try:
+                    conn, _ = self._sock.accept()
+                except OSError:  # BlockingIOError: backlog empty
+                    break
+                conn.setblocking(True)
+                self._start_conn(conn)
             self._sock.close()
             self._sock = None
             for fd in (self._wake_r, self._wake_w):
@@ -104,24 +127,23 @@ class ControlServer:
                     os.close(fd)
                 except OSError:
                     pass
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
         deadline = time.monotonic() + drain_timeout_s
         with self._cond:
-            while self._inflight and time.monotonic() < deadline:
+            while (self._inflight or self._fresh) and time.monotonic() < deadline:
                 self._cond.wait(max(0.0, min(0.1, deadline - time.monotonic())))
-            return self._inflight == 0
+            return self._inflight == 0 and self._fresh == 0
 
     def _serve_conn(self, conn: socket.socket) -> None:
         conn.settimeout(IDLE_TIMEOUT_S)
         buf = b""
+        fresh = True
         try:
             while True:
                 while b"\n" not in buf:
                     if self.stop_event.is_set() and not buf:
-                        return
+                        if not fresh:
+                            return  # an idle kept-alive connection: nothing is lost
+                        conn.settimeout(FIRST_REQUEST_GRACE_S)  # its request is on its way
                     chunk = conn.recv(65536)
                     if not chunk:
                         if buf.strip():
@@ -134,10 +156,20 @@ class ControlServer:
                 line, buf = buf.split(b"\n", 1)
                 if line.strip():
                     self._answer(conn, line)
+                    if fresh:
+                        fresh = False
+                        self._done_fresh()
         except (OSError, socket.timeout):
             return
         finally:
             conn.close()
+            if fresh:
+                self._done_fresh()
+
+    def _done_fresh(self) -> None:
+        with self._cond:
+            self._fresh -= 1
+            self._cond.notify_all()
 
     def _answer(self, conn: socket.socket, line: bytes) -> None:
         with self._cond:
