@@ -53,3 +53,38 @@ def test_parent_child_continuity_through_the_cli(state, gateways):
 
     res = run_cli(state, "status", "--json")
     assert json.loads(res.stdout)["health"]["ready"] is True
+
+
+def test_mc_commands_through_the_cli_and_settings_reach_the_gateway(state, gateways):
+    """/mc runs from the client CLI; a setting it writes is the one the gateway applies."""
+    assert run_cli(state, "init").returncode == 0
+    assert run_cli(state, "start").returncode == 0
+    gateways.append(state)
+    parent = call(state, "session.start", {"agentId": "main"})["result"]["sessionKey"]
+    call(state, "session.turn", {"sessionKey": parent, "prompt": OBJECTIVE,
+                                 "steps": ["Plan: dump, restore, switch DNS."]})
+    child = call(state, "subagent.spawn", {"parentSessionKey": parent,
+                                           "task": "Check the replication lag on db-2",
+                                           "steps": [CHILD_RESULT]})["result"]
+
+    def mc(args: str) -> str:
+        return call(state, "command", {"command": f"/mc {args}"})["result"]["text"]
+
+    overview = mc("subagents")
+    assert "Subagent State Overview" in overview and OBJECTIVE[:40] in overview
+    assert child["childSessionKey"].rsplit(":", 1)[1] in overview  # the child's own file
+    assert "/mc recall" in mc("help")
+
+    assert "autoExtract = false" in mc("settings autoExtract false")
+    config = json.loads((state / "openclaw.json").read_text())
+    assert config["plugins"]["entries"]["memory-continuity"]["config"]["autoExtract"] is False
+    call(state, "session.turn", {"sessionKey": parent,
+                                 "prompt": "Now rewrite the onboarding guide from scratch",
+                                 "steps": ["Sure."]})
+    parent_state = (state / "workspace" / "memory" / "CURRENT_STATE.md").read_text()
+    assert OBJECTIVE in parent_state and "onboarding guide" not in parent_state
+
+    refused = call(state, "command", {"command": "/mc settings maxArchiveCount -3"})
+    assert "maxArchiveCount" in json.dumps(refused)
+    config_after = json.loads((state / "openclaw.json").read_text())
+    assert config_after == config  # a refused value changes nothing
