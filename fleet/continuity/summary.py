@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from fleet.continuity import sessionlog, store
 
@@ -90,12 +90,7 @@ def write_daily(workspace: Path, day: date) -> Optional[Path]:
     if target.exists() or not log.is_file():
         return None
     entries = sessionlog.read_entries(log)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with store.locked(target):
-        if target.exists():
-            return None
-        store.atomic_write(target, render_daily(day, entries))
-    return target
+    return _write_once(target, lambda: render_daily(day, entries))
 
 
 def render_weekly(monday: date, per_day: List[List[sessionlog.SessionEntry]]) -> str:
@@ -141,9 +136,15 @@ def write_weekly(workspace: Path, today: date) -> Optional[Path]:
     ]
     if not any(per_day):
         return None
+    return _write_once(target, lambda: render_weekly(monday, per_day))
+
+
+def _write_once(target: Path, render: Callable[[], str]) -> Optional[Path]:
+    """Write a summary unless it exists: summaries are never rewritten, and two runs ending
+    together must not both write it (checked again under the lock)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with store.locked(target):
         if target.exists():
             return None
-        store.atomic_write(target, render_weekly(monday, per_day))
+        store.atomic_write(target, render())
     return target

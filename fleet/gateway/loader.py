@@ -81,25 +81,23 @@ def import_entry(plugin_id: str, directory: Path, entry: Path) -> types.ModuleTy
             spec = importlib.util.spec_from_file_location(
                 pkg_name, init, submodule_search_locations=[str(real)]
             )
-            pkg = importlib.util.module_from_spec(spec)
-            sys.modules[pkg_name] = pkg
-            try:
-                spec.loader.exec_module(pkg)
-            except BaseException:
-                sys.modules.pop(pkg_name, None)
-                raise
+            pkg = _exec_module(pkg_name, spec)
         else:
             pkg = types.ModuleType(pkg_name)
             pkg.__path__ = [str(real)]
             sys.modules[pkg_name] = pkg
     mod_name = f"{pkg_name}.{entry.stem}"
-    spec = importlib.util.spec_from_file_location(mod_name, entry)
+    return _exec_module(mod_name, importlib.util.spec_from_file_location(mod_name, entry))
+
+
+def _exec_module(name: str, spec: Any) -> types.ModuleType:
+    """Import `spec` as `name`; a module that fails leaves nothing behind in sys.modules."""
     module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
+    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(mod_name, None)
+        sys.modules.pop(name, None)
         raise
     return module
 
