@@ -105,6 +105,7 @@ class _Pool:
             self.jobs.put(None)
 
 
+DEADLINE_CHECK_S = 0.5  # longest wait between looks at hosts that have not started yet
 INTERRUPTED = ("interrupted before this host finished; an installer already running on it "
                "completes its transaction on its own (see `invoke status`)")
 
@@ -188,7 +189,12 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
     futures: dict[str, Future] = {h.name: pool.submit(call, h) for h in group}
     by_name = {h.name: h for h in group}
     pending = dict(futures)
+    wake = threading.Event()  # set by every finishing host: no polling latency on results
+    for fut in futures.values():
+        fut.add_done_callback(lambda _fut: wake.set())
     while pending:
+        wake.clear()
+        next_check = DEADLINE_CHECK_S
         for name, fut in list(pending.items()):
             res = None
             if fut.done():
@@ -197,6 +203,8 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
                 with lock:
                     t0 = started.get(name)
                 limit = options.deadline(by_name[name])
+                if t0 is not None:
+                    next_check = min(next_check, max(0.0, t0 + limit - time.monotonic()))
                 if t0 is not None and time.monotonic() - t0 > limit:
                     res = HostResult(name, "failed", False, duration_s=time.monotonic() - t0,
                                      note=f"deadline exceeded ({limit:.0f}s); host abandoned")
@@ -207,5 +215,5 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
             results[name] = res
             progress(name, res.result, res.note)
         if pending:
-            time.sleep(0.05)
+            wake.wait(next_check + 0.01)
     return len(failed)
