@@ -6,8 +6,9 @@ no readiness signal. Here every manager restarts through a supervisor-style comm
 answer (its control socket, or a `probe` command printing the same JSON).
 
 Managers (`--manager`, options via `--manager-opt k=v`):
-- `fleet`    : our gateway, `python3 -m fleet.gateway --state-dir D restart --json --expect ...`
-               run from the release (PYTHONPATH = the resolved release dir).
+- `fleet`    : our gateway, stopped by its pidfile and started as `python3 -m fleet.gateway
+               --state-dir D run` from the release (PYTHONPATH = the resolved release dir) by
+               the installer itself (fleet/installer/gatewayproc.py); opt `python`.
 - `systemd`  : `systemctl --user restart <unit>` (opt `unit`, default `fleet-gateway.service`).
 - `launchd`  : `launchctl kickstart -k gui/<uid>/<label>` (opt `label`,
                default `ai.openclaw.gateway`).
@@ -28,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from fleet.installer import gatewayproc
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
 
@@ -129,6 +132,14 @@ class Manager:
         if cmd:
             self._run(cmd, release, timeout, "stop")
 
+    def failure(self) -> Optional[str]:
+        """Why a gateway this manager started can never become ready (it exited), or None."""
+        return None
+
+    def log_tail(self) -> str:
+        """The started gateway's recent log lines, for error messages ("" if unknown)."""
+        return ""
+
     def probe(self, release: Optional[Path] = None) -> Optional[dict]:
         cmd = self.opts.get("probe")
         if not cmd:
@@ -144,22 +155,37 @@ class Manager:
 
 
 class FleetManager(Manager):
+    """Our gateway, stopped and started by this process (fleet/installer/gatewayproc.py): no
+    wrapper interpreter; readiness is the installer's own health polling."""
+
     name = "fleet"
 
-    def _base(self) -> List[str]:
-        python = self.opts.get("python", sys.executable)
-        return [python, "-m", "fleet.gateway", "--state-dir", str(self.state_dir)]
+    def __init__(self, state_dir: Path, opts: Dict[str, str]):
+        super().__init__(state_dir, opts)
+        self.spawned: Optional[gatewayproc.Spawned] = None
 
-    def restart_cmd(self, release, expect, timeout):
-        cmd = self._base() + ["restart", "--json", "--timeout", str(int(timeout))]
-        for plugin_id, version in sorted(expect.items()):
-            cmd += ["--expect", f"{plugin_id}={version}"]
-        return cmd
+    def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
+        self.stop(release, timeout)
+        try:
+            self.spawned = gatewayproc.Spawned(self.state_dir, release,
+                                               self.opts.get("python", sys.executable),
+                                               self.env(release))
+        except OSError as exc:
+            raise ManagerError(f"fleet restart failed: cannot start the gateway: {exc}") from exc
 
-    def stop_cmd(self, release, timeout):
-        if release is None:
-            return None
-        return self._base() + ["stop", "--json", "--timeout", str(int(timeout))]
+    def stop(self, release: Optional[Path], timeout: float) -> None:
+        if self.spawned is not None:  # one we started that never took its pidfile
+            self.spawned.abandon(min(timeout, gatewayproc.STOP_GRACE_S))
+        try:
+            gatewayproc.stop(self.state_dir, min(timeout, gatewayproc.STOP_GRACE_S))
+        except (gatewayproc.GatewayProcessError, OSError) as exc:
+            raise ManagerError(f"fleet stop failed: {exc}") from exc
+
+    def failure(self) -> Optional[str]:
+        return self.spawned.exited() if self.spawned is not None else None
+
+    def log_tail(self) -> str:
+        return self.spawned.log_tail() if self.spawned is not None else ""
 
 
 class SystemdManager(Manager):

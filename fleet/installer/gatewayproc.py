@@ -1,0 +1,129 @@
+"""Our gateway's process, stopped and started by the installer itself (the `fleet` manager).
+
+Why not `python3 -m fleet.gateway restart`: that wrapper is one more interpreter start and the
+gateway CLI's imports (~80 ms CPU per restart on a small host), only to do what this module does
+with what the installer has already loaded. The protocol is the gateway's own (fleet/gateway/
+pidfile.py): "running" means "holds the pidfile's flock"; it is stopped by the pid in that file,
+SIGTERM first, SIGKILL after a grace period, and is gone when the kernel has released the lock.
+Readiness is judged by the caller (the installer's `wait_ready`, on the gateway's health answer).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from fleet.gateway.pidfile import running_pid
+
+POLL_S = 0.01
+STOP_GRACE_S = 10.0
+KILL_WAIT_S = 5.0
+
+
+class GatewayProcessError(RuntimeError):
+    """The gateway could not be stopped or started; the message says why and where to look."""
+
+
+def run_paths(state_dir: Path) -> Dict[str, Path]:
+    """The gateway's files under a state dir (fleet/gateway/layout.py names the same ones)."""
+    run = state_dir / "run"
+    return {"pidfile": run / "gateway.pid", "socket": run / "gateway.sock",
+            "ready": run / "ready.json", "log": state_dir / "logs" / "gateway.log"}
+
+
+def _gone(pidfile: Path, pid: int) -> bool:
+    current = running_pid(pidfile)
+    return current is None or current not in (pid, 0)
+
+
+def _wait_gone(pidfile: Path, pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _gone(pidfile, pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
+def stop(state_dir: Path, grace_s: float = STOP_GRACE_S) -> Optional[str]:
+    """Stop the running gateway; returns how it ended (None: nothing was running)."""
+    files = run_paths(state_dir)
+    pid = running_pid(files["pidfile"])
+    if pid is None:
+        return None
+    if pid == 0:  # the holder has not written its pid yet: give it a moment
+        time.sleep(0.2)
+        pid = running_pid(files["pidfile"])
+        if not pid:
+            raise GatewayProcessError(f"pidfile {files['pidfile']} is locked but names no pid")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    if _wait_gone(files["pidfile"], pid, grace_s):
+        return "terminated"
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "terminated"
+    if not _wait_gone(files["pidfile"], pid, KILL_WAIT_S):
+        raise GatewayProcessError(f"gateway pid {pid} survived SIGKILL for {KILL_WAIT_S:.0f}s")
+    for leftover in (files["socket"], files["ready"]):  # a killed gateway cleans up nothing
+        try:
+            leftover.unlink()
+        except FileNotFoundError:
+            pass
+    return "killed"
+
+
+class Spawned:
+    """A gateway started detached from `release`; knows where its log output began."""
+
+    def __init__(self, state_dir: Path, release: Path, python: str, env: Dict[str, str]):
+        self.log = run_paths(state_dir)["log"]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_from = self.log.stat().st_size
+        except OSError:
+            self.log_from = 0
+        full_env = dict(os.environ)
+        full_env.update(env)
+        full_env["PYTHONPATH"] = str(release)
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
+            self.proc = subprocess.Popen(
+                [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"],
+                stdin=devnull, stdout=logf, stderr=logf, close_fds=True,
+                start_new_session=True, cwd=str(state_dir), env=full_env)
+
+    def exited(self) -> Optional[str]:
+        """Why the gateway is already gone (with its log), or None while it runs."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return f"gateway exited with code {code} before it was ready{self.log_tail()}"
+
+    def log_tail(self, lines: int = 12) -> str:
+        try:
+            with open(str(self.log), "rb") as fh:
+                fh.seek(self.log_from)
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        tail = "\n".join(text.strip().splitlines()[-lines:])
+        return f"\n--- {self.log} (tail) ---\n{tail}" if tail else ""
+
+    def abandon(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop a gateway that never became ready (it may not have reached its pidfile)."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=KILL_WAIT_S)
