@@ -41,6 +41,18 @@ class Fleet:
     def container_ids(self) -> list[str]:
         return [h.container.id for h in self.run.hosts.values()]
 
+    def limit_cpus(self, cpus: float | None) -> None:
+        """Give every host `cpus` cores of its own (None: all share the machine again)."""
+        from fleet.harness.hosts import limit_cpu  # noqa: PLC0415
+
+        for host in self.run.hosts.values():
+            limit_cpu(host.container, cpus)
+
+    def own_cpu_share(self) -> float:
+        """Each host's cores when the hosts get CPUs of their own: the machine's cores, less a
+        fifth left to the control side and Docker, split evenly (0.2 for 8 hosts on 2 cores)."""
+        return round((os.cpu_count() or 1) * 0.8 / len(self.hosts), 3)
+
 
 CGROUP_CPU = (Path("/sys/fs/cgroup/cpuacct/docker/{}/cpuacct.usage"),  # cgroup v1, cgroupfs
               Path("/sys/fs/cgroup/docker/{}/cpu.stat"),  # v2, cgroupfs

@@ -147,6 +147,22 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
     raise HostError(f"{spec.name}: no free port after {attempts} attempts: {last}")
 
 
+CPU_PERIOD_US = 100_000
+
+
+def limit_cpu(container, cpus: float | None) -> None:
+    """Cap a running host at `cpus` cores (CFS quota), or lift the cap with None.
+
+    The hosts of one harness are containers sharing this machine's cores; capped at an even
+    share, each behaves like a small machine of its own (it never gets more CPU when it runs
+    alone, and others' work cannot take its share), which is how a real fleet's hosts behave.
+    """
+    if cpus is not None and cpus <= 0:
+        raise ValueError(f"cpus {cpus!r}: give a positive number of cores, or None for no cap")
+    quota = -1 if cpus is None else max(1000, int(cpus * CPU_PERIOD_US))
+    container.update(cpu_period=CPU_PERIOD_US, cpu_quota=quota)
+
+
 def _banner(port: int, timeout: float = 2.0) -> bytes:
     """Read the SSH identification line; docker-proxy accepts before sshd does (pitfall 1)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:

@@ -159,3 +159,18 @@ def test_harness_tasks_bring_up_report_and_remove_a_fleet(docker_engine, tmp_pat
     assert not inventory.exists()
     status = task("harness.status", "--json")
     assert not [r for r in json.loads(status.stdout)["hosts"] if r["here"]]
+
+
+def test_a_host_can_get_a_cpu_of_its_own_and_back(harness):
+    """The benchmarks' "own CPU" mode: the host itself sees the CFS quota, and it is lifted."""
+    host = harness.hosts["pi"]
+    show = ("cat /sys/fs/cgroup/cpu.max 2>/dev/null || "
+            "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us")
+    try:
+        hosts.limit_cpu(host.container, 0.25)
+        assert harness.ssh("pi", show).stdout.split() == ["25000", "100000"]
+    finally:
+        hosts.limit_cpu(host.container, None)
+    assert harness.ssh("pi", show).stdout.split()[0] in ("max", "-1")
+    with pytest.raises(ValueError, match="positive number of cores"):
+        hosts.limit_cpu(host.container, 0)
