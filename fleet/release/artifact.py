@@ -5,6 +5,13 @@ compare. Reproducible because entries are sorted, every timestamp is fixed (1980
 SOURCE_DATE_EPOCH), permissions are fixed (0644), compression is deflate level 9, and the embedded
 manifest is canonical JSON. (Deflate output is stable for one zlib version; builds on machines with
 different zlib versions may differ in bytes but not in content.)
+
+Every `.py` in the zip has a legacy-location `.pyc` beside it (`fleet/x.py` -> `fleet/x.pyc`),
+compiled by the build interpreter as a PEP 552 checked-hash pyc: zipimport uses it instead of
+compiling, the installer moves it to `__pycache__` for the unpacked release, Python verifies the
+source hash at every import (a stale pyc is never used) and another Python version ignores it
+(magic number). The `.pyc` entries are listed in the manifest like every file, so a build by
+another interpreter (other bytes) is never taken for the current one.
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -34,6 +44,17 @@ SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN_PY = ('"""fleet artifact entry point: the host installer (stdlib only)."""\n'
            "from fleet.installer.cli import main\n\nraise SystemExit(main())\n")
 EPOCH_1980 = 315532800  # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold
+# Run by the build interpreter with PYTHONHASHSEED=0 (marshal writes frozensets in hash order);
+# argv: a dir of sources, then their relative paths; writes `<rel>c` next to each, with the
+# relative path as co_filename (no build-machine path in the bytes).
+COMPILE_PY = """\
+import os, py_compile, sys
+base = sys.argv[1]
+for rel in sys.argv[2:]:
+    src = os.path.join(base, rel)
+    py_compile.compile(src, cfile=src + "c", dfile=rel, doraise=True, optimize=0,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+"""
 
 
 @dataclass(frozen=True)
@@ -79,30 +100,52 @@ def _wanted(name: str) -> bool:
 
 
 def expected_manifest(root: Path) -> dict:
-    """The manifest a build of `root` would embed (also the cheap "is it current?" input hash)."""
-    project = load_project(Path(root))
+    """The manifest a build of `root` would embed (also the "is it current?" input hash)."""
+    return _contents(Path(root))[0]
+
+
+def _contents(root: Path) -> tuple:
+    """(manifest, entries): every file of the zip but the manifest, name -> bytes."""
+    project = load_project(root)
     report = verify(project)
     report.raise_for_problems("refusing to build the artifact")
-    files = {"__main__.py": _sha256(MAIN_PY.encode("utf-8"))}
+    entries = {"__main__.py": MAIN_PY.encode("utf-8")}
     for rel in host_files(root):
-        files[rel] = _sha256((Path(root) / rel).read_bytes())
-    return {"version": report.versions[project.main],
-            "components": dict(sorted(report.versions.items())),
-            "files": dict(sorted(files.items()))}
+        entries[rel] = (root / rel).read_bytes()
+    entries.update(_bytecode({rel: data for rel, data in entries.items() if rel.endswith(".py")}))
+    files = {rel: _sha256(data) for rel, data in entries.items()}
+    manifest = {"version": report.versions[project.main],
+                "components": dict(sorted(report.versions.items())),
+                "files": dict(sorted(files.items()))}
+    return manifest, entries
+
+
+def _bytecode(sources: dict) -> dict:
+    """`x.py` -> bytes for `x.pyc` (checked-hash, build interpreter), compiled in one subprocess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONHASHSEED"] = "0"
+    with tempfile.TemporaryDirectory(prefix="fleet-pyc-") as tmp:
+        base = Path(tmp, "src")  # not the cwd: `-c` puts the cwd on sys.path
+        for rel, data in sources.items():
+            path = base / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        proc = subprocess.run([sys.executable, "-S", "-c", COMPILE_PY, str(base), *sorted(sources)],
+                              env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise ReleaseError(f"cannot compile the host sources with {sys.executable}:\n"
+                               f"{proc.stderr.strip()}")
+        return {rel + "c": (base / (rel + "c")).read_bytes() for rel in sources}
 
 
 def build_artifact(root: Path, out_dir: Path) -> Artifact:
     """Build `<out_dir>/fleet-<main version>.pyz` and its `.sha256`; same tree -> same bytes."""
     root = Path(root)
-    manifest = expected_manifest(root)
+    manifest, entries = _contents(root)
+    entries[MANIFEST_NAME] = _manifest_bytes(manifest)
     date_time = _zip_time()
     buf = io.BytesIO()
     buf.write(SHEBANG)
-    entries = {"__main__.py": MAIN_PY.encode("utf-8"),
-               MANIFEST_NAME: _manifest_bytes(manifest)}
-    for rel in manifest["files"]:
-        if rel != "__main__.py":
-            entries[rel] = (root / rel).read_bytes()
     with zipfile.ZipFile(buf, "w") as zf:
         for name in sorted(entries):
             info = zipfile.ZipInfo(name, date_time=date_time)
