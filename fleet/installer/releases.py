@@ -10,6 +10,7 @@ plugin at once: a host is always wholly on one release, never a mix.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -101,10 +102,12 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
             for name in zf.namelist():
                 if name.startswith("/") or ".." in Path(name).parts:
                     raise ReleaseError(f"artifact {artifact} has unsafe member {name!r}")
-            zf.extractall(str(tmp))
+            placed = _extract(zf, tmp)
         for rel, digest in (manifest.get("files") or {}).items():
-            member = tmp / rel
-            if not member.is_file() or sha256_file(member) != digest:
+            member = placed.get(rel, tmp / rel)
+            actual = member if isinstance(member, str) else (
+                sha256_file(member) if member.is_file() else None)
+            if actual != digest:
                 raise ReleaseError(f"artifact {artifact}: {rel} does not match its manifest hash")
         meta = {"sha256": sha256, "version": manifest["version"],
                 "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
@@ -117,6 +120,38 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
         if tmp.exists():
             shutil.rmtree(str(tmp), ignore_errors=True)
     return target
+
+
+def _extract(zf: zipfile.ZipFile, tmp: Path) -> dict:
+    """Extract every member into `tmp`; returns where each bytecode member went.
+
+    A legacy-location `x/y.pyc` beside its `x/y.py` is bytecode the build compiled: written to
+    `x/__pycache__/y.<cache tag>.pyc` when its magic is this interpreter's (its checked source
+    hash keeps a stale one from ever being used), skipped otherwise (this Python compiles the
+    source as before). Never left loose beside the source. The returned dict maps such a member
+    to the installed Path, or to the SHA-256 of its bytes when it was skipped.
+    """
+    names = set(zf.namelist())
+    placed = {}
+    for info in zf.infolist():
+        name = info.filename
+        source = name[:-1]
+        if not (name.endswith(".pyc") and source in names):
+            zf.extract(info, str(tmp))
+            continue
+        data = zf.read(info)
+        try:
+            cached = importlib.util.cache_from_source(source, optimization="")
+        except NotImplementedError:  # an implementation without bytecode caching
+            cached = None
+        if cached is None or data[:4] != importlib.util.MAGIC_NUMBER:
+            placed[name] = hashlib.sha256(data).hexdigest()
+            continue
+        target = tmp / cached
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        placed[name] = target
+    return placed
 
 
 def read_meta(release: Optional[Path]) -> Optional[dict]:
