@@ -3,10 +3,16 @@
 Never `pkill -f`: a gateway is found through its flock-held pidfile only, signalled by that pid,
 and considered gone when the kernel has released its lock. `start` returns when the new process
 answers `health` as ready (every plugin loaded, `--expect` versions matching) or fails with the log.
+
+Readiness file (the systemd `READY=1` model): once ready, with plugins loaded and the socket
+bound, a gateway writes `run/ready.json` (pid, release, sha256, versions) once; it removes it when
+a stop begins and at exit, and only while the file still names its own pid. "Still ready" then
+means "that pid is alive", which the no-op redeploy checks in shell (fleet.deploy.commands).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -14,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from fleet.gateway import client
 from fleet.gateway.control import ControlServer
@@ -53,6 +59,7 @@ def run(layout: Layout) -> int:
         return 1
     server: Optional[ControlServer] = None
     try:
+        _remove_ready(layout, None)  # a stale one from a killed predecessor (we hold the lock)
         from fleet.gateway.service import Gateway  # after the lock: imports plugins' world
 
         try:
@@ -64,6 +71,7 @@ def run(layout: Layout) -> int:
 
         def on_signal(signum, _frame):
             stop["signal"] = signum
+            _remove_ready(layout, os.getpid())  # not ready from the moment a stop begins
             if server is not None:
                 server.stop()
 
@@ -73,22 +81,103 @@ def run(layout: Layout) -> int:
         gateway.load_plugins()
         server = ControlServer(layout.socket, gateway.handle)
         server.bind()
-        gateway.on_shutdown = server.wake
+        wake = server.wake
+
+        def on_shutdown() -> None:
+            _remove_ready(layout, os.getpid())
+            wake()
+
+        gateway.on_shutdown = on_shutdown
         health = gateway.health()
         log.info(
             "gateway pid %s listening on %s; ready=%s versions=%s release=%s",
             os.getpid(), layout.socket, health["ready"], health["versions"], health["release"],
         )
+        record, why_not = ready_record(health)
+        if record is None:
+            log.warning("not writing %s: %s", layout.ready_file, why_not)
+        elif stop["signal"] is None:
+            try:
+                write_ready(layout.ready_file, record)
+            except OSError as exc:  # only costs the no-op redeploy its shortcut
+                log.warning("cannot write %s: %s", layout.ready_file, exc)
         server.serve(lambda: gateway.shutdown_requested.is_set() or stop["signal"] is not None)
+        _remove_ready(layout, os.getpid())
         why = f"signal {stop['signal']}" if stop["signal"] else "shutdown request"
         log.info("stopping (%s): draining in-flight requests", why)
         drained = server.close(DRAIN_S)
         log.info("stopped%s", "" if drained else " (some requests were still running)")
         return 0
     finally:
+        _remove_ready(layout, os.getpid())
         if server is not None:
             server.close(0)
         pidfile.release()
+
+
+def ready_record(health: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], str]:
+    """What `ready.json` holds, or (None, why not): every plugin loaded and, in an installed
+    release (`fleet_release.json` next to `fleet/`), each plugin at the release's version."""
+    if not health.get("ready"):
+        return None, f"not ready ({health.get('error')})"
+    meta: Optional[Dict[str, Any]] = None
+    root = Path(health.get("releaseRoot") or release_root())
+    try:
+        meta = json.loads((root / "fleet_release.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        return None, f"cannot read {root / 'fleet_release.json'}: {exc}"
+    if meta is not None:
+        plugins = meta.get("plugins") or {}
+        want = {k: str(v) for k, v in (meta.get("components") or {}).items() if k in plugins}
+        mismatch = check_expect(health, want)
+        if mismatch:
+            return None, f"release version mismatch: {mismatch}"
+    return {"pid": os.getpid(), "ready": True, "release": health.get("release"),
+            "sha256": (meta or {}).get("sha256"), "versions": health.get("versions") or {},
+            "startedAt": health.get("started_at")}, ""
+
+
+def write_ready(path: Path, record: Dict[str, Any]) -> None:
+    """One line of `json.dumps(record, sort_keys=True)`, atomically: temp file in the same dir,
+    fsync, os.replace. The no-op check greps this exact form (fleet.deploy.commands.noop_check:
+    the sorted keys pid, ready, release are adjacent, so keep any new key out of that range)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(str(tmp), str(path))
+    except OSError:
+        tmp.unlink()
+        raise
+
+
+def ready_pid(path: Path) -> Optional[int]:
+    """The pid a ready file names, None if there is none (or it is unreadable)."""
+    try:
+        pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def _remove_ready(layout: Layout, pid: Optional[int]) -> None:
+    """Remove the ready file if it names `pid` (any file when pid is None: the caller holds the
+    pidfile lock, so no live gateway can own it); a successor's file is never touched."""
+    path = layout.ready_file
+    if pid is not None and ready_pid(path) != pid:
+        return
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", path, exc)
 
 
 def _log_size(layout: Layout) -> int:
@@ -242,6 +331,7 @@ def _terminate(layout: Layout, pid: int, grace_s: float) -> str:
         layout.socket.unlink()
     except FileNotFoundError:
         pass
+    _remove_ready(layout, pid)  # nor its ready file (a successor's is left alone)
     return "killed"
 
 

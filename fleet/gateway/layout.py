@@ -1,7 +1,7 @@
 """Where the gateway keeps things inside an OpenClaw state dir.
 
-One place names every path (socket, pidfile, log, extensions, transcripts) so the daemon, the
-control server and the client can never disagree about them.
+One place names every path (socket, pidfile, ready file, log, extensions, transcripts) so the
+daemon, the control server and the client can never disagree about them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ class Layout:
     @property
     def pidfile(self) -> Path:
         return self.run_dir / "gateway.pid"
+
+    @property
+    def ready_file(self) -> Path:
+        """`ready.json`: written once by a ready gateway, removed when it stops (see daemon)."""
+        return self.run_dir / "ready.json"
 
     @property
     def log_dir(self) -> Path:
