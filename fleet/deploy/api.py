@@ -198,7 +198,8 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     uploaded = False
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
-                                        if_present=artifact.path.stat().st_size),
+                                        if_present=artifact.path.stat().st_size,
+                                        version=artifact.version),
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
