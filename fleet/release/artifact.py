@@ -104,15 +104,18 @@ def expected_manifest(root: Path) -> dict:
     return _contents(Path(root))[0]
 
 
-def _contents(root: Path) -> tuple:
-    """(manifest, entries): every file of the zip but the manifest, name -> bytes."""
+def _contents(root: Path, bytecode: bool = True) -> tuple:
+    """(manifest, entries): every file of the zip but the manifest, name -> bytes (without the
+    `.pyc` files and their manifest lines when `bytecode` is False)."""
     project = load_project(root)
     report = verify(project)
     report.raise_for_problems("refusing to build the artifact")
     entries = {"__main__.py": MAIN_PY.encode("utf-8")}
     for rel in host_files(root):
         entries[rel] = (root / rel).read_bytes()
-    entries.update(_bytecode({rel: data for rel, data in entries.items() if rel.endswith(".py")}))
+    if bytecode:
+        entries.update(_bytecode({rel: data for rel, data in entries.items()
+                                  if rel.endswith(".py")}))
     files = {rel: _sha256(data) for rel, data in entries.items()}
     manifest = {"version": report.versions[project.main],
                 "components": dict(sorted(report.versions.items())),
@@ -164,20 +167,44 @@ def build_artifact(root: Path, out_dir: Path) -> Artifact:
 
 
 def current_artifact(root: Path, out_dir: Path) -> Optional[Artifact]:
-    """The existing build in `out_dir` if it is intact and was built from the same sources."""
-    manifest = expected_manifest(root)
+    """The existing build in `out_dir` if it is intact and was built from the same sources.
+
+    Its bytecode is checked without compiling (every `invoke deploy` asks): each `.py` has its
+    `.pyc`, made by this interpreter (magic number) as a checked-hash pyc of exactly that source.
+    """
+    manifest, entries = _contents(Path(root), bytecode=False)
     path = Path(out_dir) / artifact_name(manifest["version"])
     try:
         data = path.read_bytes()
         recorded = path.with_name(path.name + ".sha256").read_text(encoding="ascii").split()[0]
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             embedded = json.loads(zf.read(MANIFEST_NAME).decode("utf-8"))
+            pycs = {name: zf.read(name)[:16] for name in zf.namelist() if name.endswith(".pyc")}
     except (OSError, IndexError, KeyError, ValueError, zipfile.BadZipFile):
         return None
     digest = _sha256(data)
-    if recorded != digest or embedded != manifest:
+    files = embedded.get("files") if isinstance(embedded, dict) else None
+    if recorded != digest or not isinstance(files, dict):
+        return None
+    sources = {k: v for k, v in files.items() if not k.endswith(".pyc")}
+    if dict(embedded, files=sources) != manifest or not _pycs_match(pycs, files, entries):
         return None
     return Artifact(path, digest, manifest["version"], manifest["components"])
+
+
+def _pycs_match(headers: dict, files: dict, entries: dict) -> bool:
+    """Every source has a listed `.pyc` whose header names this interpreter and that source."""
+    import importlib.util  # noqa: PLC0415
+
+    sources = [rel for rel in entries if rel.endswith(".py")]
+    if set(headers) != {rel + "c" for rel in sources} or not set(headers) <= set(files):
+        return False
+    for rel in sources:
+        head = headers[rel + "c"]
+        if (head[:4] != importlib.util.MAGIC_NUMBER or int.from_bytes(head[4:8], "little") != 3
+                or head[8:16] != importlib.util.source_hash(entries[rel])):
+            return False
+    return True
 
 
 def ensure_artifact(root: Path, out_dir: Path) -> tuple:

@@ -116,3 +116,27 @@ def test_bytecode_of_another_python_is_ignored(project, tmp_path):
     foreign = tmp_path / "foreign.pyz"
     rewrite(art.path, foreign, {"fleet/installer/cli.pyc": b"\x00\x00\r\n" + pyc[4:]})
     assert probe(foreign, tmp_path)["co_filename"] == f"{foreign}/fleet/installer/cli.py"
+
+
+def test_reuse_check_does_not_compile_and_refuses_foreign_or_stale_bytecode(project, tmp_path,
+                                                                             monkeypatch):
+    """Every `invoke deploy` asks whether the build is current: that answer reads the pyc
+    headers (magic, checked-hash flag, source hash) instead of compiling everything again."""
+    import fleet.release.artifact as artifact
+
+    out = tmp_path / "out"
+    built = build_artifact(project, out)
+
+    def no_compiling(sources):
+        raise AssertionError("current_artifact compiled the sources")
+
+    monkeypatch.setattr(artifact, "_bytecode", no_compiling)
+    assert current_artifact(project, out) == built
+    name = "fleet/installer/cli.pyc"
+    original = members(built.path)[name]
+    for changed in (b"\x00\x00\r\n" + original[4:],                       # another Python
+                    original[:8] + bytes(8) + original[16:]):             # another source
+        rewrite(built.path, built.path, {name: changed})
+        built.path.with_name(built.path.name + ".sha256").write_text(
+            hashlib.sha256(built.path.read_bytes()).hexdigest() + "\n")
+        assert current_artifact(project, out) is None
