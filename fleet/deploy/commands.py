@@ -113,7 +113,7 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     # here; the installer verifies the SHA-256 itself. Otherwise say MISSING (dir made).
     fast = "" if force else (
         f'M="$S/fleet/current/fleet_release.json"; if {noop_check(sha256, version)}; then '
-        f'echo {UNCHANGED}; cat "$M"; echo; exit 0; fi; ')
+        f'echo {UNCHANGED}; printf "%s\\n" "$MJ"; exit 0; fi; ')
     art = f'"$S/fleet/artifacts/{sha256}.pyz"'
     return (f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
             f'then {run}; else mkdir -p "$S/fleet/artifacts" || exit 1; echo {MISSING}; fi')
@@ -131,7 +131,9 @@ def noop_check(sha256: str, version: str) -> str:
     - that pid is alive (`kill -0`) and, where /proc is there, is a `fleet.gateway` process
       (a pid reused after a crash is not our gateway).
 
-    Needs `$S` (state dir) and `$M`; 3 short processes (grep) instead of a Python probe.
+    Needs `$S` (state dir) and `$M`; leaves the release file's line in `$MJ`. The files are read
+    with the shell's `read` (one line each: both writers write one line) and matched with
+    `case`, so the check starts one process (grep on /proc) instead of a Python probe.
     """
     release = f"{version}-{sha256[:12]}"  # fleet.installer.releases.release_name
     # The patterns are exactly what the writers produce, `json.dumps(..., sort_keys=True)` with
@@ -141,8 +143,9 @@ def noop_check(sha256: str, version: str) -> str:
     # tests/deploy/test_noop_fastpath.py; any other form just falls through to the installer.
     sha_pat = shlex.quote(f'"sha256": {json.dumps(sha256)}')
     ready_tail = shlex.quote(f', "ready": true, "release": {json.dumps(release)}')
-    return (f'grep -qsF {sha_pat} "$M" && '
-            f'{{ P=; read -r P < "$S/run/gateway.pid"; }} 2>/dev/null && '
+    return (f'{{ MJ=; read -r MJ < "$M"; P=; read -r P < "$S/run/gateway.pid"; '
+            f'RJ=; read -r RJ < "$S/run/ready.json"; }} 2>/dev/null; '
+            f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
             f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
-            f'grep -qsF "\\"pid\\": $P"{ready_tail} "$S/run/ready.json" && '
+            f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '
             f'{{ [ ! -e "/proc/$P/cmdline" ] || grep -qs fleet.gateway "/proc/$P/cmdline"; }}')
