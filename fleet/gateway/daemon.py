@@ -25,7 +25,14 @@ from typing import Any, Dict, List, Optional, Tuple
 from fleet.gateway import client
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
-from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
+from fleet.gateway.pidfile import (
+    AlreadyRunning,
+    PidFile,
+    StopError,
+    holder_pid,
+    running_pid,
+    terminate,
+)
 
 log = logging.getLogger("fleet.gateway.daemon")
 POLL_S = 0.02
@@ -300,52 +307,31 @@ def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
     return health
 
 
-def _gone(layout: Layout, pid: int) -> bool:
-    current = running_pid(layout.pidfile)
-    return current is None or (current != pid and current != 0)
-
-
 def _terminate(layout: Layout, pid: int, grace_s: float) -> str:
-    """SIGTERM, wait for the lock to go, SIGKILL after `grace_s`. Returns how it ended."""
+    """SIGTERM, wait for the lock to go, SIGKILL after `grace_s` (fleet.gateway.pidfile);
+    after a kill, remove what the gateway could not. Returns how it ended."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if _gone(layout, pid):
-            return "terminated"
-        time.sleep(POLL_S)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        if _gone(layout, pid):
-            break
-        time.sleep(POLL_S)
-    else:
-        raise DaemonError(f"gateway pid {pid} survived SIGKILL for 5s")
-    try:  # a killed gateway could not remove its socket
-        layout.socket.unlink()
-    except FileNotFoundError:
-        pass
-    _remove_ready(layout, pid)  # nor its ready file (a successor's is left alone)
-    return "killed"
+        how = terminate(layout.pidfile, pid, grace_s, POLL_S)
+    except StopError as exc:
+        raise DaemonError(str(exc)) from exc
+    if how == "killed":
+        try:  # a killed gateway could not remove its socket
+            layout.socket.unlink()
+        except FileNotFoundError:
+            pass
+        _remove_ready(layout, pid)  # nor its ready file (a successor's is left alone)
+    return how
 
 
 def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Dict[str, Any]:
     """Stop the running gateway; a stopped one is reported as such (not an error)."""
-    pid = running_pid(layout.pidfile)
+    try:
+        pid = holder_pid(layout.pidfile)
+    except StopError as exc:
+        raise DaemonError(str(exc)) from exc
     if pid is None:
         return {"running": False, "stopped": False,
                 "message": f"gateway is not running (state dir {layout.state_dir})"}
-    if pid == 0:  # holder is starting and has not written its pid yet
-        time.sleep(0.2)
-        pid = running_pid(layout.pidfile)
-        if not pid:
-            raise DaemonError(f"pidfile {layout.pidfile} is locked but names no pid")
     how = _terminate(layout, pid, grace_s)
     return {"running": False, "stopped": True, "pid": pid, "how": how,
             "message": f"gateway pid {pid} stopped ({how})"}

@@ -11,13 +11,11 @@ Readiness is judged by the caller (the installer's `wait_ready`, on the gateway'
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from fleet.gateway.pidfile import running_pid
+from fleet.gateway.pidfile import StopError, holder_pid, terminate
 
 POLL_S = 0.01
 STOP_GRACE_S = 10.0
@@ -35,49 +33,23 @@ def run_paths(state_dir: Path) -> Dict[str, Path]:
             "ready": run / "ready.json", "log": state_dir / "logs" / "gateway.log"}
 
 
-def _gone(pidfile: Path, pid: int) -> bool:
-    current = running_pid(pidfile)
-    return current is None or current not in (pid, 0)
-
-
-def _wait_gone(pidfile: Path, pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not _gone(pidfile, pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_S)
-    return True
-
-
 def stop(state_dir: Path, grace_s: float = STOP_GRACE_S) -> Optional[str]:
     """Stop the running gateway; returns how it ended (None: nothing was running)."""
     files = run_paths(state_dir)
-    pid = running_pid(files["pidfile"])
-    if pid is None:
-        return None
-    if pid == 0:  # the holder has not written its pid yet: give it a moment
-        time.sleep(0.2)
-        pid = running_pid(files["pidfile"])
-        if not pid:
-            raise GatewayProcessError(f"pidfile {files['pidfile']} is locked but names no pid")
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    if _wait_gone(files["pidfile"], pid, grace_s):
-        return "terminated"
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    if not _wait_gone(files["pidfile"], pid, KILL_WAIT_S):
-        raise GatewayProcessError(f"gateway pid {pid} survived SIGKILL for {KILL_WAIT_S:.0f}s")
-    for leftover in (files["socket"], files["ready"]):  # a killed gateway cleans up nothing
-        try:
-            leftover.unlink()
-        except FileNotFoundError:
-            pass
-    return "killed"
+        pid = holder_pid(files["pidfile"])
+        if pid is None:
+            return None
+        how = terminate(files["pidfile"], pid, grace_s, POLL_S, KILL_WAIT_S)
+    except StopError as exc:
+        raise GatewayProcessError(str(exc)) from exc
+    if how == "killed":
+        for leftover in (files["socket"], files["ready"]):  # a killed gateway cleans up nothing
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
+    return how
 
 
 class Spawned:
