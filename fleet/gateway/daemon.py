@@ -25,14 +25,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from fleet.gateway import client
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
-from fleet.gateway.pidfile import (
-    AlreadyRunning,
-    PidFile,
-    StopError,
-    holder_pid,
-    running_pid,
-    terminate,
-)
+from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
+from fleet.gateway.process import StopError, holder_pid, spawn, terminate
 
 log = logging.getLogger("fleet.gateway.daemon")
 POLL_S = 0.02
@@ -286,12 +280,7 @@ def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
     env.setdefault("PYTHONUNBUFFERED", "1")
     since = _log_size(layout)
     t0 = time.monotonic()
-    with open(layout.log, "ab") as logf, open(os.devnull, "rb") as devnull:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "fleet.gateway", "--state-dir", str(layout.state_dir), "run"],
-            stdin=devnull, stdout=logf, stderr=logf, close_fds=True, start_new_session=True,
-            cwd=str(layout.state_dir), env=env,
-        )
+    proc = spawn(sys.executable, layout.state_dir, layout.log, env)
     try:
         health = wait_ready(layout, expects, timeout_s, proc)
     except DaemonError as exc:

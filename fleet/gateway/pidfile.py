@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Optional
@@ -95,54 +94,3 @@ def running_pid(path: Path) -> Optional[int]:
     finally:
         os.close(fd)
 
-
-class StopError(RuntimeError):
-    """The lock holder could not be stopped: it names no pid, or it survived SIGKILL."""
-
-
-def holder_pid(path: Path, settle_s: float = 0.2) -> Optional[int]:
-    """The pid to stop (None: nothing runs). A holder still starting gets `settle_s` to write
-    its pid; one that still names none is a StopError."""
-    pid = running_pid(path)
-    if pid == 0:
-        time.sleep(settle_s)
-        pid = running_pid(path)
-        if pid == 0:
-            raise StopError(f"pidfile {path} is locked but names no pid")
-    return pid
-
-
-def _released(path: Path, pid: int) -> bool:
-    current = running_pid(path)
-    return current is None or current not in (pid, 0)
-
-
-def terminate(path: Path, pid: int, grace_s: float, poll_s: float = 0.01,
-              kill_wait_s: float = 5.0) -> str:
-    """SIGTERM `pid`, wait until the lock at `path` is no longer its, SIGKILL after `grace_s`.
-
-    Returns how it ended: "gone" (no such process), "terminated" or "killed". The one stop
-    protocol of the gateway CLI (fleet.gateway.daemon) and the installer (fleet.installer).
-    A killed gateway cleans nothing up; the caller removes its socket and ready file.
-    """
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    deadline = time.monotonic() + grace_s
-    while not _released(path, pid):
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(poll_s)
-    else:
-        return "terminated"
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    deadline = time.monotonic() + kill_wait_s
-    while not _released(path, pid):
-        if time.monotonic() >= deadline:
-            raise StopError(f"gateway pid {pid} survived SIGKILL for {kill_wait_s:.0f}s")
-        time.sleep(poll_s)
-    return "killed"

@@ -2,9 +2,10 @@
 
 Why not `python3 -m fleet.gateway restart`: that wrapper is one more interpreter start and the
 gateway CLI's imports (~80 ms CPU per restart on a small host), only to do what this module does
-with what the installer has already loaded. The protocol is the gateway's own (fleet/gateway/
-pidfile.py): "running" means "holds the pidfile's flock"; it is stopped by the pid in that file,
-SIGTERM first, SIGKILL after a grace period, and is gone when the kernel has released the lock.
+with what the installer has already loaded. The protocol is the gateway's own, shared with the
+gateway CLI (fleet/gateway/process.py): "running" means "holds the pidfile's flock"; it is
+stopped by the pid in that file, SIGTERM first, SIGKILL after a grace period, and is gone when
+the kernel has released the lock.
 Readiness is judged by the caller (the installer's `wait_ready`, on the gateway's health answer).
 """
 
@@ -15,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Optional
 
-from fleet.gateway.pidfile import StopError, holder_pid, terminate
+from fleet.gateway.process import StopError, holder_pid, spawn, terminate
 
 POLL_S = 0.01
 STOP_GRACE_S = 10.0
@@ -66,11 +67,7 @@ class Spawned:
         full_env.update(env)
         full_env["PYTHONPATH"] = str(release)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
-            self.proc = subprocess.Popen(
-                [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"],
-                stdin=devnull, stdout=logf, stderr=logf, close_fds=True,
-                start_new_session=True, cwd=str(state_dir), env=full_env)
+        self.proc = spawn(python, state_dir, self.log, full_env)
 
     def exited(self) -> Optional[str]:
         """Why the gateway is already gone (with its log), or None while it runs."""
