@@ -1,4 +1,5 @@
-"""Related history from daily summaries and session logs (anchor 1.8), same scoring and block.
+"""Related history from daily summaries and session logs, with the original plugin's
+scoring and block.
 
 Injected at agent start so a resumed task brings back what earlier sessions did on the same topic.
 """

@@ -1,11 +1,11 @@
 """The journal of agent runs: what `agent_end` records besides the checkpoint itself.
 
-Why: one entry point (`record_run`) keeps the anchor's order (session log + tag index, daily
-summary of yesterday, weekly summary on Mondays, archive decay) and its config switches in one
-place, and the message helpers here are shared with state extraction.
+Why: one entry point (`record_run`) keeps the original plugin's order (session log + tag index,
+daily summary of yesterday, weekly summary on Mondays, archive decay) and its config switches in
+one place, and the message helpers here are shared with state extraction.
 
-Deliberately absent: the anchor's ">500 files in memory/" cleanup, which deleted users' own notes.
-The journal never deletes a file it did not write.
+Deliberately absent: the original plugin's ">500 files in memory/" cleanup, which deleted users'
+own notes. The journal never deletes a file it did not write.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _FENCED_META = [
     re.compile("^" + label + r"[ \t]*\n```[^\n]*\n[\s\S]*?^```[ \t]*(?:\n|$)\n?", re.M)
     for label in _META_LABELS
 ]
-# The anchor's rule, for unfenced envelopes: from the label up to the first blank line.
+# The original plugin's rule, for unfenced envelopes: from the label up to the first blank line.
 _PLAIN_META = [re.compile("^" + label + r"[\s\S]*?\n\n", re.M) for label in _META_LABELS]
 
 
@@ -112,8 +112,8 @@ def record_run(
     """Journal one finished agent run in `<workspace>/memory/`.
 
     Session log entry and tag index (unless `sessionLogging` is false), yesterday's daily summary
-    (plus any day of the last week whose log has no summary yet: the anchor skipped a day when no
-    run happened the day after) and, on Mondays, last ISO week's summary (unless
+    (plus any day of the last week whose log has no summary yet: the original plugin skipped a
+    day when no run happened the day after) and, on Mondays, last ISO week's summary (unless
     `summaryEnabled` is false), then archive decay (`archiveDecayDays`, <= 0 disables).
     Nothing happens for an empty run.
     """
@@ -131,7 +131,8 @@ def record_run(
         record.topic = topic
         record.tags = tagindex.update(workspace, topic, local.date())
     if _enabled(config, "summaryEnabled"):
-        # Yesterday first (the anchor's rule), then any recent day a quiet day left unsummarised.
+        # Yesterday first (the original plugin's rule), then any recent day a quiet day left
+        # unsummarised.
         for back in range(1, DAILY_BACKFILL_DAYS + 1):
             written = summary.write_daily(workspace, local.date() - timedelta(days=back))
             if back == 1:

@@ -1,4 +1,7 @@
-"""Where things live, resolved as OpenClaw resolves them (anchor 6.4-6.5), and session keys.
+"""Where things live, resolved as OpenClaw resolves them, and session keys.
+
+OpenClaw's rules (state dir, config path, agent workspaces, `agent:<id>:...` session keys) are
+summarised in docs/continuity.md, "What the gateway and the plugin take from OpenClaw".
 
 Every agent id and child id that becomes part of a path is validated here first, so a hostile
 session key can never make the plugin read or write outside the state dir's workspaces.

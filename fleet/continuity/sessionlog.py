@@ -95,7 +95,7 @@ def topic_of(user_texts: Iterable[str]) -> str:
 
 
 def format_entry(now: datetime, topic: str, users: int, assistants: int, tokens: int) -> str:
-    """One entry exactly as the anchor writes it (with its trailing blank line)."""
+    """One entry exactly as the original plugin writes it (with its trailing blank line)."""
     return (
         f"### {now.strftime('%H:%M')}\n"
         f"- **Topic:** {topic}\n"

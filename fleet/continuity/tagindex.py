@@ -1,7 +1,7 @@
 """The tag index `memory/tags.md`: for every `#tag` seen in a session topic, the dates it occurred.
 
 Why: `/mc tags` and tag-filtered exports read it. Headers are matched exactly (`## #foo` is not
-`## #foobar`, the anchor's substring lookup confused them).
+`## #foobar`, the original plugin's substring lookup confused them).
 """
 
 from __future__ import annotations
