@@ -40,7 +40,7 @@ def _matching_lines(text: str, needle: str, limit: int) -> List[str]:
 
 
 def _sources(agent: Agent) -> List[Tuple[str, str, Path, int]]:
-    """(group, source label, file, lines to show) in the anchor's order and limits."""
+    """(group, source label, file, lines to show) in the original `/mc` order and limits."""
     ws = agent.workspace
     out = [("State", "CURRENT_STATE", agent.state_file, 3)]
     out += [("Archive", p.stem, p, 2) for p in archive.list_archives(ws)[:30]]
@@ -135,7 +135,7 @@ def cmd_recall(agents: Agents, args: str, limit: int = 10) -> str:
     words = topic_words(topic)
     if not words:
         return RECALL_USAGE
-    # The anchor required 2 shared words, so a one-word topic could never match anything.
+    # The original required 2 shared words, so a one-word topic could never match anything.
     threshold = min(2, len(words))
     scored: List[Memory] = []
     for agent in agents.with_memory():

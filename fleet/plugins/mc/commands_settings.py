@@ -1,9 +1,9 @@
 """`/mc settings` and `/mc settings <key> <value>`: the memory-continuity plugin's config.
 
-Why: the anchor wrote to a top-level `entries` key OpenClaw never reads. Here the value goes to
-`plugins.entries["memory-continuity"].config` in `<state>/openclaw.json` (where the gateway reads
-it), is validated against the plugin manifest's configSchema first, and is written atomically
-under the file's lock, keeping every other key of the file.
+Why: the original `/mc` wrote to a top-level `entries` key OpenClaw never reads. Here the value
+goes to `plugins.entries["memory-continuity"].config` in `<state>/openclaw.json` (where the
+gateway reads it), is validated against the plugin manifest's configSchema first, and is written
+atomically under the file's lock, keeping every other key of the file.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Entry file named by package.json `main`. The gateway imports it as a standalone module with the
 release root on `sys.path`, so everything is imported absolutely from `fleet.plugins.mc`.
-Replies are fenced monospace text as the anchor sends them; failures are `MC error: <message>`.
+Replies are fenced monospace text as the original `/mc` sends them; failures are
+`MC error: <message>`.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def handle(ctx: Mapping[str, Any]) -> Dict[str, str]:
     """Command handler: `{"text": fenced reply}`, or `{"text": "MC error: ..."}` on failure."""
     try:
         return {"text": fence(run(ctx))}
-    except Exception as exc:  # every failure becomes a readable reply, as in the anchor
+    except Exception as exc:  # every failure becomes a readable reply, as in the original
         return {"text": f"MC error: {exc}"}
 
 

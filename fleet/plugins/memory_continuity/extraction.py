@@ -1,8 +1,9 @@
-"""What an agent run leaves behind: the auto-extracted state and the protected tail (anchor 2).
+"""What an agent run leaves behind: the auto-extracted state and the protected tail.
 
-Guards fixed from the anchor (its 3.5/7 "recovery death spiral"): a run checkpoints only when it
-has at least one real user message of substance, and never from a poisoned exchange (login/auth
-errors), so a trivial or broken run cannot overwrite a meaningful checkpoint.
+Guards against the original plugin's "recovery death spiral" (a model that ignored the injected
+state answered "I don't remember", and that run overwrote the checkpoint): a run checkpoints only
+when it has at least one real user message of substance, and never from a poisoned exchange
+(login/auth errors), so a trivial or broken run cannot overwrite a meaningful checkpoint.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def extract_state(messages: List[Any], now_iso: str) -> Optional[str]:
     """The new CURRENT_STATE.md text for a finished run, or None when the run must not checkpoint.
 
     Objective = last real user message (<= 300 tokens), Current Step = message count, Unsurfaced
-    Results = last assistant text (<= 500 tokens), as the anchor extracts them.
+    Results = last assistant text (<= 500 tokens), as the original plugin extracts them.
     """
     journal = _journal()
     real = journal.real_user_texts(messages)
@@ -102,7 +103,8 @@ def extract_state(messages: List[Any], now_iso: str) -> Optional[str]:
 
 
 def protected_tail(messages: List[Any], count: int) -> Optional[str]:
-    """The last `count` substantial user/assistant pairs (anchor `extractTailMessages`)."""
+    """The last `count` substantial user/assistant pairs (the original plugin's
+    `extractTailMessages`)."""
     if count <= 0 or not messages:
         return None
     pairs = []

@@ -14,7 +14,8 @@ from .locate import Locator
 
 PLUGIN_ID = settings.PLUGIN_ID
 
-# (hook, priority, body) as the anchor registers them (anchor 2); higher priority runs first.
+# (hook, priority, body) as the original plugin registers them; higher priority runs first
+# (OpenClaw's order, https://docs.openclaw.ai/plugins/hooks/reference).
 HOOKS = (
     ("before_agent_start", 10, startup.inject),
     ("before_compaction", 10, checkpoint.before_compaction),

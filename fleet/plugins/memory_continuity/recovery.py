@@ -1,6 +1,6 @@
 """`subagent_ended`: a finished child's unsurfaced results become a note in its parent's state.
 
-Fixed from the anchor (3.5): the parent is the *requester* session (stock OpenClaw gives no
+Fixed from the original plugin: the parent is the *requester* session (stock OpenClaw gives no
 workspaceDir here), the child's state is its own per-child file, only `ok` (completed) and
 `timeout` (partial) are merged, each child is merged exactly once, and the whole
 read-modify-write holds the parent file's lock and replaces it atomically.

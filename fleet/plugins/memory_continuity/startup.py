@@ -1,6 +1,6 @@
 """`before_agent_start`: inject the session's own snapshot, related history and a parent seed.
 
-Fixed from the anchor (3.5): a subagent reads its own per-child file; its parent is the requester
+Fixed from the original plugin: a subagent reads its own per-child file; its parent is the requester
 session (`ctx.requesterSessionKey`, else the key's parent chain), not the agent named in its own
 key; the seed is given even when the child's own state is empty; and a child never gets its own
 file back as "parent".
