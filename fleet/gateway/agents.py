@@ -2,7 +2,8 @@
 
 A turn appends the user prompt, fires `before_agent_start` (its merged `prependSystemContext` is
 the injected context, returned to the caller), appends the scripted model output, and fires
-`agent_end` with the session's messages. Hook contexts are OpenClaw's shapes (anchor 6.6).
+`agent_end` with the session's messages. Hook contexts have OpenClaw's shapes
+(docs/continuity.md, "What the gateway and the plugin take from OpenClaw").
 """
 
 from __future__ import annotations

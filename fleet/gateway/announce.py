@@ -1,9 +1,10 @@
 """What a finished child tells its parent: output selection and the completion event block.
 
-Selection follows OpenClaw's `subagent-announce-output` with waitingForContinuation and the fix of
-PR #73783 (seed 002): raw tool output is never announced; after a `sessions_yield` *or a compaction
-marker* the child is waiting and nothing is announced until a real assistant turn; the latest real
-answer wins; silent tokens announce nothing; a timeout still reports partial progress.
+Selection follows OpenClaw's announce output selection (its `waitingForContinuation` rule) and goes
+one step further, as docs/continuity.md ("Announce across compaction") explains: raw tool output is
+never announced; after a `sessions_yield` *or a compaction marker* the child is waiting and nothing
+is announced until a real assistant turn; the latest real answer wins; silent tokens announce
+nothing; a timeout still reports partial progress.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The gateway simulates the model: a turn carries what the assistant "said" as a list of steps, and
 this module turns them into the messages OpenClaw would record (assistant text and tool calls, tool
-results, `sessions_yield` calls and results, compaction markers in the shape of anchor 6.1).
+results, `sessions_yield` calls and results, compaction markers in the shape OpenClaw's chat history
+gives them: `role: "system"`, text `Compaction`, `__openclaw: {kind: "compaction", ...}`).
 """
 
 from __future__ import annotations

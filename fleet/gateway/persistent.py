@@ -1,4 +1,4 @@
-"""Persistent subagents (seed 003): one instance per (parent session, key), reused, disposed.
+"""Persistent subagents: one instance per (parent session, key), reused, disposed.
 
 An instance is a child session of its parent (so the parent seed reaches it) that keeps its
 transcript across invocations. Each invocation is a supervised run. Results enter the parent's
