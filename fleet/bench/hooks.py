@@ -34,7 +34,7 @@ def _state(doc_path: Path, objective: str, unsurfaced: str = "None") -> None:
     doc = StateDocument.new("2026-03-31T07:51:52.123Z")
     doc.set("Objective", objective)
     doc.set("Current Step", "Benchmarking the continuity hooks")
-    doc.set("Key Decisions", "- keep the anchor's formats\n- fix its flaws")
+    doc.set("Key Decisions", "- keep the original formats\n- fix their flaws")
     doc.set("Unsurfaced Results", unsurfaced)
     doc_path.parent.mkdir(parents=True, exist_ok=True)
     doc_path.write_text(doc.render(), encoding="utf-8")
