@@ -1,4 +1,4 @@
-"""subagent_ended: child -> parent recovery, with the anchor's flaws fixed (anchor 3.4, 3.5)."""
+"""subagent_ended: child -> parent recovery, in the original plugin's format, its flaws fixed."""
 
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ def parent(state_dir):
     return parent_file(state_dir)
 
 
-# Fixed flaw 3.5.1: stock subagent ctx has no workspaceDir; the requester key finds the parent.
-def test_completed_child_adds_a_note_in_the_anchor_format(api, state_dir, parent):
+# Fixed flaw of the original plugin: stock subagent ctx has no workspaceDir; the requester key finds
+# the parent.
+def test_completed_child_adds_a_note_in_the_original_format(api, state_dir, parent):
     write_state(child_file(state_dir, "c1"), objective="Count the files\nsecond line",
                 unsurfaced="42 files\nin 3 dirs")
     end(api, "c1")
@@ -59,7 +60,7 @@ def test_completed_child_adds_a_note_in_the_anchor_format(api, state_dir, parent
     assert doc.section_names() == list(SECTIONS)
 
 
-# Fixed flaw 3.5.3: notes are appended to the whole section; earlier notes survive.
+# Fixed flaw of the original plugin: notes are appended to the whole section; earlier notes survive.
 def test_second_recovery_appends(api, state_dir, parent):
     for cid in ("c1", "c2"):
         write_state(child_file(state_dir, cid), objective=f"task {cid}", unsurfaced=f"res {cid}")
@@ -78,7 +79,7 @@ def test_existing_user_text_is_kept(api, state_dir, parent):
     assert unsurfaced(state_dir).startswith("line A\nline B\n[")
 
 
-# Fixed flaw 3.5.4: outcome decides; timeout is partial, the others are not merged.
+# Fixed flaw of the original plugin: outcome decides; timeout is partial, the others are not merged.
 def test_timeout_is_marked_partial(api, state_dir, parent):
     write_state(child_file(state_dir, "c1"), objective="t", unsurfaced="half done")
     end(api, "c1", outcome="timeout")
@@ -137,7 +138,7 @@ def test_cross_agent_child_goes_to_the_requesters_file(api, state_dir, parent):
     assert not coder_main.exists()
 
 
-# Fixed flaw 3.5.6: CRLF parents are merged too, and keep CRLF.
+# Fixed flaw of the original plugin: CRLF parents are merged too, and keep CRLF.
 def test_crlf_parent(api, state_dir, parent):
     parent.write_bytes(parent.read_bytes().replace(b"\n", b"\r\n"))
     write_state(child_file(state_dir, "c1"), objective="t", unsurfaced="r")

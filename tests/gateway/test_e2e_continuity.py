@@ -1,7 +1,7 @@
 """Parent/child end to end on a real gateway with the real plugins, through the client CLI.
 
-The seed reaches the child, the child's unsurfaced result is recovered into the parent's state
-file, and the announce lands in the parent's transcript.
+The parent seed reaches the child, the child's unsurfaced result is recovered into the parent's
+state file, and the announce lands in the parent's transcript.
 """
 
 from __future__ import annotations

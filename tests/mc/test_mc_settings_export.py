@@ -37,7 +37,8 @@ def test_settings_shows_all_keys_with_values_and_stats(mc):
 
 
 def test_settings_set_writes_plugins_entries_config(mc):
-    # Flaw fixed: the anchor wrote to a top-level `entries` key the gateway never reads.
+    # Flaw of the original plugin, fixed: it wrote to a top-level `entries` key the gateway never
+    # reads.
     reply = mc("settings maxArchiveCount 5")
     assert reply == "\u2713 maxArchiveCount = 5\n  Restart gateway to apply."
     cfg = _cfg(mc)
