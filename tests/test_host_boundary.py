@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOST_PACKAGES = tuple(d.replace("/", ".") for d in HOST_DIRS)
 
 # Standard library modules that a Python 3.9 host does not have.
-NEWER_THAN_39 = {"tomllib", "_tokenize"}
+NEWER_THAN_39 = {"tomllib"}
 
 
 def host_modules() -> list[Path]:
