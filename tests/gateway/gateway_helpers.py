@@ -24,7 +24,7 @@ def write_plugin(
     requires: Optional[List[str]] = None,
     main: Optional[str] = None,
 ) -> Path:
-    """A plugin dir `root/<id>` with manifest, package.json and entry file."""
+    """A plugin dir `root/<id>` with manifest, package.json and Python entry file."""
     d = root / plugin_id
     d.mkdir(parents=True, exist_ok=True)
     manifest: Dict[str, Any] = {
@@ -35,9 +35,9 @@ def write_plugin(
     if requires:
         manifest["requires"] = requires
     (d / "openclaw.plugin.json").write_text(json.dumps(manifest))
-    pkg: Dict[str, Any] = {"version": version, "openclaw": {"id": plugin_id}}
+    pkg: Dict[str, Any] = {"version": version}
     if main:
-        pkg["main"] = main
+        pkg["fleet"] = {"entry": main}
     (d / "package.json").write_text(json.dumps(pkg))
     (d / (main or "plugin.py")).write_text(textwrap.dedent(code))
     return d

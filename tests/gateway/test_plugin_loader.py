@@ -101,7 +101,7 @@ def test_disabled_plugin_is_not_loaded_and_does_not_fail_readiness(tmp_path, sta
     assert h["plugins"]["off"]["loaded"] is False and h["plugins"]["off"]["enabled"] is False
 
 
-def test_entry_from_package_main_with_relative_imports(tmp_path, state):
+def test_python_entry_from_package_fleet_entry_with_relative_imports(tmp_path, state):
     d = write_plugin(tmp_path / "p", "rel", "from .helper import TEXT\n"
                      "def register(api):\n"
                      "    api.register_command('rel', lambda ctx: {'text': TEXT})\n",
