@@ -66,10 +66,10 @@ def register(api):
                 keep["roles"] = [m.get("role") for m in event["messages"]]
             with open(log, "a") as fh:
                 fh.write(json.dumps({"hook": name, "event": keep, "ctx": ctx}) + "\\n")
-            if name == "before_agent_start":
+            if name == "before_prompt_build":
                 return {"prependSystemContext": "CTX for " + ctx["sessionKey"]}
         return handler
-    for name in ("before_agent_start", "agent_end", "before_compaction", "before_reset",
+    for name in ("before_prompt_build", "agent_end", "before_compaction", "before_reset",
                  "session_end", "subagent_spawned", "subagent_ended"):
         api.on(name, rec(name), priority=10)
     api.register_command("rec", lambda ctx: {"text": "args=" + ctx["args"]})
