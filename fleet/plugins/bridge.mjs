@@ -72,6 +72,34 @@ function safeJson(value) {
   });
 }
 
+// The host's logger, made unable to throw into a stream handler or a hook.
+function safeLogger(logger) {
+  const base = logger && typeof logger === "object" ? logger : console;
+  const out = {};
+  for (const level of ["info", "warn", "error", "debug"]) {
+    out[level] = (msg) => {
+      try {
+        (typeof base[level] === "function" ? base[level] : base.info).call(base, msg);
+      } catch { /* a broken logger must not break the bridge */ }
+    };
+  }
+  return out;
+}
+
+// The newest messages of an event that fit in `budget` bytes (OpenClaw hands whole transcripts).
+function trimMessages(event, budget) {
+  const msgs = event.messages;
+  let used = 0;
+  let keep = 0;
+  for (let i = msgs.length - 1; i >= 0; i -= 1) {
+    const size = Buffer.byteLength(safeJson(msgs[i]) ?? "null", "utf8") + 1;
+    if (used + size > budget) break;
+    used += size;
+    keep += 1;
+  }
+  return { ...event, messages: keep ? msgs.slice(msgs.length - keep) : [] };
+}
+
 function envTimeout() {
   const n = Number(process.env.FLEET_BRIDGE_TIMEOUT_MS);
   return Number.isFinite(n) && n > 0 ? n : undefined;
@@ -97,7 +125,7 @@ class Worker {
       "--plugin-id", pluginId];
     this.python = python;
     try {
-      this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, windowsHide: true });
+      this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env });
     } catch (err) {
       this.fail(`cannot start ${python}: ${err.message}`);
       return;
@@ -110,11 +138,12 @@ class Worker {
         : `cannot start ${python}: ${err.message}`;
       this.fail(why);
     });
-    child.on("exit", (code, signal) => {
+    // "close", not "exit": it comes after stdout is drained, so a fatal line is read first.
+    child.on("close", (code, signal) => {
       const tail = this.stderr.trim() ? `; stderr: ${clip(this.stderr.trim(), 1000)}` : "";
       this.fail(`worker (pid ${child.pid}) exited (${signal || `code ${code}`})${tail}`);
     });
-    child.stdin.on("error", () => {}); // EPIPE when it died: reported by "exit"
+    child.stdin.on("error", () => {}); // EPIPE when it died: reported by "close"
     child.stdout.setEncoding("utf8");
     child.stdout.on("data", (chunk) => this.onData(chunk));
     child.stderr.setEncoding("utf8");
@@ -172,7 +201,7 @@ class Worker {
     }
     if (msg.log) {
       const level = ["info", "warn", "error", "debug"].includes(msg.log) ? msg.log : "info";
-      (this.logger[level] || this.logger.info).call(this.logger, clip(msg.msg ?? "", LOG_MSG_MAX));
+      this.logger[level](clip(msg.msg ?? "", LOG_MSG_MAX));
       return;
     }
     const p = this.pending.get(msg.id);
@@ -187,7 +216,13 @@ class Worker {
     return new Promise((resolveCall) => {
       if (this.dead) { resolveCall({ ok: false, error: this.why }); return; }
       const id = ++this.seq;
-      const line = safeJson({ ...body, id });
+      let line;
+      try {
+        line = safeJson({ ...body, id });
+      } catch (err) {
+        resolveCall({ ok: false, error: `request cannot be serialised: ${err.message}` });
+        return;
+      }
       if (Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
         resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent` });
         return;
@@ -197,7 +232,9 @@ class Worker {
         resolveCall({ ok: false, error: "timeout", timedOut: true });
       }, Math.max(1, deadline - Date.now()));
       this.pending.set(id, { resolve: resolveCall, timer, acked: false });
-      this.child.stdin.write(line + "\n");
+      try {
+        this.child.stdin.write(line + "\n");
+      } catch { /* a closed pipe: "close" fails the call as unread */ }
     });
   }
 
@@ -214,7 +251,7 @@ class Bridge {
     this.pluginDir = pluginDir;
     this.releaseRoot = releaseRoot;
     this.api = api;
-    this.logger = api.logger ?? console;
+    this.logger = safeLogger(api.logger);
     this.worker = null;
     this.failures = 0;
     this.notBefore = 0;
@@ -349,7 +386,27 @@ class Bridge {
   }
 
   async hook(name, event, ctx) {
-    const answer = await this.call({ op: "hook", hook: name, event, ctx, ...this.context() },
+    try {
+      return await this.forward(name, event, ctx);
+    } catch (err) { // nothing may escape into OpenClaw's hook runner
+      this.logger.error(`[bridge] ${name}: ${err?.stack || err}; continuing without it`);
+      return undefined;
+    }
+  }
+
+  async forward(name, event, ctx) {
+    let ev = event && typeof event === "object" ? event : {};
+    const base = { op: "hook", hook: name, ctx, ...this.context() };
+    if (Array.isArray(ev.messages)) {
+      const size = Buffer.byteLength(safeJson({ ...base, event: ev }), "utf8");
+      if (size > MAX_REQUEST_BYTES) {
+        const rest = size - Buffer.byteLength(safeJson(ev.messages), "utf8");
+        ev = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
+        this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
+          + `sending the newest ${ev.messages.length} of ${event.messages.length} messages`);
+      }
+    }
+    const answer = await this.call({ ...base, event: ev },
       name === "before_prompt_build" ? name : "other");
     if (!answer.ok) {
       this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
@@ -362,6 +419,15 @@ class Bridge {
   }
 
   async command(name, ctx) {
+    try {
+      return await this.runCommand(name, ctx);
+    } catch (err) {
+      this.logger.error(`[bridge] /${name}: ${err?.stack || err}`);
+      return { text: `MC error: ${clip(err?.message || err, 500)}` };
+    }
+  }
+
+  async runCommand(name, ctx) {
     const c = ctx && typeof ctx === "object" ? ctx : {};
     const answer = await this.call({
       op: "command",

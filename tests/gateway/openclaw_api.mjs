@@ -2,11 +2,11 @@
 // calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
 // pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
 //
-// stdin: JSON {entry, capture?, pluginConfig?, config?, steps: [...]}. capture: import a copy of
+// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, steps: [...]}. capture: import a copy of
 // the entry's module graph from a temp dir, as OpenClaw 2026.9.6 does ("plugin captures"), while
 // api.rootDir/api.source still name the original directory. Steps:
 //   {"hook": name, "event": {}, "ctx": {}}        -> {"result"}  (as OpenClaw awaits a handler)
-//     "padMessages": n adds a user message of n bytes to event.messages (oversized events)
+//     "padMessages": n puts a user message of n bytes first in event.messages (oversized events)
 //   {"command": name, "args": "..."}               -> {"result"}  (the handler's {text})
 //   {"signal": "SIGKILL"|"SIGSTOP"|"SIGCONT"}      -> {"pids"}    (sent to the live workers)
 //   {"workers": true}                              -> {"pids"}    (this process's worker children)
@@ -63,7 +63,10 @@ const api = {
   config: spec.config ?? {},
   pluginConfig: spec.pluginConfig ?? {},
   logger: Object.fromEntries(["info", "warn", "error", "debug"].map(
-    (level) => [level, (msg) => logs.push([level, String(msg)])])),
+    (level) => [level, (msg) => {
+      logs.push([level, String(msg)]);
+      if (spec.throwingLogger) throw new Error("logger broke");
+    }])),
   on(name, handler, opts) { hooks.set(name, { handler, priority: opts?.priority ?? 0 }); },
   registerCommand(cmd) { commands.set(cmd.name, cmd); },
 };
@@ -81,9 +84,9 @@ for (const [i, step] of (spec.steps ?? []).entries()) {
   const out = { step: i };
   if (step.hook) {
     const h = hooks.get(step.hook);
-    if (step.padMessages) {
-      step.event.messages = [...(step.event.messages ?? []),
-        { role: "user", content: "x".repeat(step.padMessages) }];
+    if (step.padMessages) { // an old, huge message before the step's own messages
+      step.event.messages = [{ role: "user", content: "x".repeat(step.padMessages) },
+        ...(step.event.messages ?? [])];
     }
     out.result = h ? (await h.handler(step.event ?? {}, step.ctx ?? {})) ?? null : "NO-HANDLER";
   } else if (step.command) {
