@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url";
 export const MAX_REQUEST_BYTES = 8 * 1024 * 1024; // one JSON line to the worker
 export const MAX_REPLY_BYTES = 4 * 1024 * 1024; // one JSON line from the worker
 const PING_TIMEOUT_MS = 2000;
+const START_TIMEOUT_MS = 30000; // spawn to the worker's ready line
 const STDERR_TAIL = 4000;
 const LOG_MSG_MAX = 4000;
 const MIN_PYTHON = [3, 9];
@@ -154,12 +155,17 @@ class Worker {
     // hold Node's event loop; a pending call's own timer does, until it is answered or expires.
     child.unref();
     for (const s of [child.stdin, child.stdout, child.stderr]) s?.unref?.();
+    this.startTimer = setTimeout(() => this.fail(`worker (pid ${child.pid}) did not start within `
+      + `${START_TIMEOUT_MS} ms${this.stderr.trim() ? `; stderr: ${clip(this.stderr.trim(), 1000)}` : ""}`),
+    START_TIMEOUT_MS);
+    this.startTimer.unref?.();
   }
 
   fail(why) {
     if (this.dead) return;
     this.dead = true;
     this.why = why;
+    clearTimeout(this.startTimer);
     this.settle.rej(new Error(why));
     for (const [, p] of this.pending) {
       clearTimeout(p.timer);
@@ -193,7 +199,12 @@ class Worker {
     }
     if (!msg || typeof msg !== "object") return;
     if (msg.fatal) { this.fail(String(msg.fatal)); return; }
-    if (msg.ready) { this.info = msg; this.settle.res(msg); return; }
+    if (msg.ready) {
+      clearTimeout(this.startTimer);
+      this.info = msg;
+      this.settle.res(msg);
+      return;
+    }
     if (msg.ack !== undefined) {
       const p = this.pending.get(msg.ack);
       if (p) p.acked = true;
