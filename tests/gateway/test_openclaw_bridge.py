@@ -247,3 +247,21 @@ def test_a_logger_that_throws_breaks_nothing(node, state, tmp_path):
                   {"python": str(tmp_path / "none")}, throwing_logger=True)
     assert missing["steps"][0]["result"] is None
     assert any("not found" in e for e in missing["errors"])
+
+
+def test_a_too_old_python_is_a_clear_diagnostic(node, state, tmp_path):
+    """The boot code checks the version before importing anything of fleet (this fake python
+    runs it with sys.version_info of a 3.6)."""
+    fake = tmp_path / "python3.6"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "# called as: python -s -E -c BOOT ROOT args...\n"
+        "boot=\"$4\"; shift 4\n"
+        f"exec {sys.executable} -c 'import sys; sys.version_info = (3, 6, 9, \"final\", 0); "
+        "sys.version = \"3.6.9 (fake)\"; code = sys.argv.pop(1); exec(compile(code, \"b\", "
+        "\"exec\"))' \"$boot\" \"$@\"\n")
+    fake.chmod(0o755)
+    out = run(node, state, MC_ENTRY, [prompt_build(state)], {"python": str(fake)})
+    assert out["steps"][0]["result"] is None
+    assert any("python 3.6.9 at" in e and "is too old: the fleet worker needs Python >= 3.9" in e
+               for e in out["errors"]), out["errors"]
