@@ -27,7 +27,7 @@ def test_settings_shows_all_keys_with_values_and_stats(mc):
     lines = mc("settings").split("\n")
     props = commands_settings.load_schema()["properties"]
     assert lines[:2] == ["MC Settings", RULE]
-    assert len(props) == 15  # the original plugin's 13 and the OpenClaw bridge's python, bridgeTimeoutMs
+    assert len(props) == 15  # 13 original settings + the bridge's python, bridgeTimeoutMs
 
     def shown(k, p):
         value = 7 if k == "maxArchiveCount" else p["default"]
