@@ -118,6 +118,14 @@ class OpenclawManager(Manager):
         raise RpcError(method, message or _tail(proc.stdout + proc.stderr), error or {})
 
     def version(self) -> Optional[str]:
+        """OpenClaw's version: its package.json beside an `openclaw.mjs` entry, else --version."""
+        cli = Path(os.path.expanduser(self.opts.get("openclaw", "openclaw")))
+        if self._version is None and cli.suffix == ".mjs":
+            try:
+                self._version = str(json.loads((cli.parent / "package.json").read_text(
+                    encoding="utf-8"))["version"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
         if self._version is None:
             try:
                 proc = self.cli("--version", timeout=60)
