@@ -74,7 +74,7 @@ function envTimeout() {
 
 /** One worker process: spawn, handshake, JSON-line calls, death. */
 class Worker {
-  constructor({ python, pluginId, pluginDir, logger, onExit }) {
+  constructor({ python, pluginId, pluginDir, releaseRoot, logger, onExit }) {
     this.pluginId = pluginId;
     this.logger = logger;
     this.pending = new Map();
@@ -88,7 +88,7 @@ class Worker {
     this.ready = new Promise((res, rej) => { settle = { res, rej }; });
     this.ready.catch(() => {}); // observed by callers; never an unhandled rejection
     this.settle = settle;
-    const args = ["-s", "-E", "-c", BOOT, RELEASE_ROOT, "--plugin-dir", pluginDir, "--plugin-id", pluginId];
+    const args = ["-s", "-E", "-c", BOOT, releaseRoot, "--plugin-dir", pluginDir, "--plugin-id", pluginId];
     this.python = python;
     try {
       this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, windowsHide: true });
@@ -260,6 +260,7 @@ class Bridge {
       python: this.python(),
       pluginId: this.pluginId,
       pluginDir: this.pluginDir,
+      releaseRoot: resolve(this.pluginDir, "..", ".."),
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
@@ -377,6 +378,17 @@ class Bridge {
  * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
  * registers handlers: it starts nothing, opens nothing (OpenClaw runs it in CLI processes too).
  */
+function discoveredDir(api) {
+  const root = typeof api?.rootDir === "string" && api.rootDir ? api.rootDir
+    : typeof api?.source === "string" && api.source ? dirname(api.source) : null;
+  if (!root) return null;
+  try {
+    return realpathSync(root);
+  } catch {
+    return null;
+  }
+}
+
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
   const pluginDir = dirname(realpathSync(fileURLToPath(entryUrl)));
   return {
@@ -384,7 +396,9 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
     name,
     description,
     register(api) {
-      const bridge = new Bridge({ pluginId: id, pluginDir, api });
+      // OpenClaw loads a snapshot copy of the plugin's modules (under its tmp/plugin-captures),
+      // so the module's own URL is not in the release; api.rootDir keeps the discovered dir.
+      const bridge = new Bridge({ pluginId: id, pluginDir: discoveredDir(api) ?? pluginDir, api });
       for (const [hook, priority] of hooks) {
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
       }
