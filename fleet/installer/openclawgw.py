@@ -359,7 +359,7 @@ class SupervisedGateway:
             with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
                 self.proc = subprocess.Popen(args, stdin=devnull, stdout=logf, stderr=logf,
                                              close_fds=True, start_new_session=True,
-                                             cwd=str(self.manager.state_dir), env=env)
+                                             cwd=env.get("HOME") or "/", env=env)
         except OSError as exc:
             raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
         record = {"pid": self.proc.pid, "started": _start_time(self.proc.pid), "argv": args}

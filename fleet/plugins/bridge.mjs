@@ -12,7 +12,7 @@
 // a throw into the gateway. Lines are bounded both ways. Node built-ins only.
 
 import { spawn } from "node:child_process";
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -379,14 +379,23 @@ class Bridge {
  * registers handlers: it starts nothing, opens nothing (OpenClaw runs it in CLI processes too).
  */
 function discoveredDir(api) {
-  const root = typeof api?.rootDir === "string" && api.rootDir ? api.rootDir
-    : typeof api?.source === "string" && api.source ? dirname(api.source) : null;
-  if (!root) return null;
-  try {
-    return realpathSync(root);
-  } catch {
-    return null;
+  // The first of the loader's own paths whose release holds the worker (runtimeSource is the
+  // documented way to find private files beside the entry; rootDir/source keep discovery).
+  const candidates = [
+    typeof api?.runtimeSource === "string" && api.runtimeSource ? dirname(api.runtimeSource) : null,
+    typeof api?.rootDir === "string" && api.rootDir ? api.rootDir : null,
+    typeof api?.source === "string" && api.source ? dirname(api.source) : null,
+  ];
+  for (const dir of candidates) {
+    if (!dir) continue;
+    try {
+      const real = realpathSync(dir);
+      if (existsSync(resolve(real, "..", "..", "fleet", "gateway", "worker.py"))) return real;
+    } catch {
+      // not there: try the next one
+    }
   }
+  return null;
 }
 
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
