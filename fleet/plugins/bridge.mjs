@@ -260,7 +260,7 @@ class Bridge {
       python: this.python(),
       pluginId: this.pluginId,
       pluginDir: this.pluginDir,
-      releaseRoot: resolve(this.pluginDir, "..", ".."),
+      releaseRoot: resolve(this.pluginDir, "..", "..", ".."), // <release>/fleet/plugins/<pkg>
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
@@ -390,7 +390,7 @@ function discoveredDir(api) {
     if (!dir) continue;
     try {
       const real = realpathSync(dir);
-      if (existsSync(resolve(real, "..", "..", "fleet", "gateway", "worker.py"))) return real;
+      if (existsSync(resolve(real, "..", "..", "gateway", "worker.py"))) return real;
     } catch {
       // not there: try the next one
     }
