@@ -76,7 +76,8 @@ def test_recovery_context_reaches_the_parents_model_request(fleet):
 
 def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fleet):
     before = len(fleet.requests("oc-a"))
-    fleet.agent("oc-a", "Check the replication lag on db-2 "
+    # PARENT-MARKER is in the parent's message (so in its state), not in the child's task
+    fleet.agent("oc-a", "PARENT-MARKER-7f3: check the replication lag on db-2 "
                         f"[[spawn: Check the replication lag on db-2 | reply: {CHILD_RESULT} | "
                         "label: lag]] [[reply: Asked a subagent.]]")
 
@@ -84,8 +85,10 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
         return [r for r in fleet.requests("oc-a")[before:]
                 if "[Subagent Task]" in texts(r) and r["reply"] == CHILD_RESULT]
 
-    child = wait_for("the child's model request", child_request)[0]
-    assert "=== PARENT AGENT CONTEXT ===" in texts(child) and OBJECTIVE in texts(child)
+    child = texts(wait_for("the child's model request", child_request)[0])
+    seed = child.split("=== PARENT AGENT CONTEXT ===", 1)[1].split("=== END PARENT CONTEXT", 1)[0]
+    assert "PARENT-MARKER-7f3" in seed
+    assert "PARENT-MARKER-7f3" not in child.split("[Subagent Task]", 1)[1]
     state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
     wait_for("the child's result in the parent's state",
              lambda: CHILD_RESULT in state.read_text())
