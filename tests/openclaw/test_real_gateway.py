@@ -102,10 +102,14 @@ def test_mc_subagents_answers_through_chat_send(fleet):
 
 
 def test_compact_writes_the_compaction_snapshot(fleet):
-    snapshot = fleet.state("oc-a") / "workspace" / "memory" / "COMPACTION_SNAPSHOT.md"
+    memory = fleet.state("oc-a") / "workspace" / "memory"
+    snapshot = memory / "COMPACTION_SNAPSHOT.md"
+    assert not snapshot.exists()
+    objective = (memory / "CURRENT_STATE.md").read_text().split("## Objective\n", 1)[1]
+    objective = objective.split("\n", 1)[0].strip()
     fleet.chat("oc-a", "/compact")
     text = wait_for("COMPACTION_SNAPSHOT.md", lambda: snapshot.exists() and snapshot.read_text())
-    assert OBJECTIVE in text
+    assert "=== CONTINUITY RECOVERY ===" in text and f"Objective: {objective}" in text
 
 
 def test_an_upgrade_reaches_the_new_version_on_both_hosts(fleet, releases):
