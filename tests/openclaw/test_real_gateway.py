@@ -89,10 +89,21 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
     seed = child.split("=== PARENT AGENT CONTEXT ===", 1)[1].split("=== END PARENT CONTEXT", 1)[0]
     assert "PARENT-MARKER-7f3" in seed
     assert "PARENT-MARKER-7f3" not in child.split("[Subagent Task]", 1)[1]
+    # The parent's turn on the child's completion event ends with its own checkpoint: wait for
+    # that, then the recovered result must be in the parent's Unsurfaced Results exactly once.
+    announce = wait_for("the parent's turn on the child's completion", lambda: [
+        r for r in fleet.requests("oc-a")[before:]
+        if "A background task completed" in texts(r) and "[Subagent Task]" not in texts(r)])[0]
     state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
-    wait_for("the child's result in the parent's state",
-             lambda: CHILD_RESULT in state.read_text())
-    assert state.read_text().count(CHILD_RESULT) == 1
+
+    def unsurfaced():
+        if state.stat().st_mtime <= announce["t"]:
+            return None
+        return state.read_text().split("## Unsurfaced Results", 1)[1]
+
+    section = wait_for("the child's result in the parent's Unsurfaced Results",
+                       lambda: CHILD_RESULT in (unsurfaced() or "") and unsurfaced())
+    assert section.count(CHILD_RESULT) == 1
 
 
 def test_mc_subagents_answers_through_chat_send(fleet):
