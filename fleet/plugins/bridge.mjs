@@ -202,6 +202,8 @@ class Worker {
     if (msg.ready) {
       clearTimeout(this.startTimer);
       this.info = msg;
+      this.logger.info(`[bridge] worker started (pid ${msg.pid}, python ${msg.python}, `
+        + `${msg.plugin} ${msg.version})`);
       this.settle.res(msg);
       return;
     }
@@ -263,7 +265,6 @@ class Bridge {
     this.releaseRoot = releaseRoot;
     this.api = api;
     this.logger = safeLogger(api.logger);
-    this.worker = null;
     this.failures = 0;
     this.notBefore = 0;
     this.lastDiag = "";
