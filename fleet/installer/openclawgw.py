@@ -61,6 +61,8 @@ class OpenclawManager(Manager):
         self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
         self._version: Optional[str] = None
         self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
+        self._replaced: Optional[dict] = None  # the config content configure() last replaced
+        self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
@@ -173,7 +175,9 @@ class OpenclawManager(Manager):
             return False
         candidate = openclawconfig.write_candidate(self.config_path, wanted)
         try:
-            problem = self.invalid(candidate)
+            # Going back (a rollback in this same transaction) to the content this manager
+            # replaced: it was in place and served before, so it is not validated again.
+            problem = None if wanted == self._replaced else self.invalid(candidate)
             if problem:
                 before = self.invalid(self.config_path) if self.config_path.exists() else None
                 if before:
@@ -183,6 +187,7 @@ class OpenclawManager(Manager):
                 raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
                                    f"entries: {problem}; nothing was written")
             openclawconfig.commit(candidate, self.config_path)
+            self._replaced = current
         finally:
             openclawconfig.discard(candidate)
         return True
@@ -206,7 +211,8 @@ class OpenclawManager(Manager):
     # -- activation ----------------------------------------------------------------------
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         releases.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
-        known = self.known_plugins() if self.http_ready() else None
+        known = self._known or (self.known_plugins() if self.http_ready() else None)
+        self._known = known  # the same gateway when restart() runs again (a rollback)
         changed = self.configure(release)
         ids = list(self.plugin_dirs(release))
         # A reload applies a new release's plugin dirs; the same release again (`invoke
@@ -222,6 +228,7 @@ class OpenclawManager(Manager):
                     raise ManagerError(f"plugin failed to load: {exc.message}") from None
                 # anything else (e.g. a reload this gateway cannot do): restart it instead
         self.activation = "restart"
+        self._known = None  # another gateway from here on
         if self.process is not None:
             self.process.stop(self.stop_grace)
             self.process.start()
