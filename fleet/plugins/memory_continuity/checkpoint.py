@@ -20,6 +20,14 @@ from . import clock, extraction, notes, settings
 from .locate import Locator
 
 
+def _is_subagent(locator: Locator, ctx: Mapping[str, Any]) -> bool:
+    try:
+        _ws, key = locator.session(ctx)
+    except ValueError:
+        return False
+    return key is not None and key.is_subagent
+
+
 def _own(
     locator: Locator, ctx: Mapping[str, Any], hook: str, log: Any
 ) -> Tuple[Optional[Path], Optional[Path]]:
@@ -55,7 +63,8 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         return
     from fleet.continuity import journal  # noqa: PLC0415
 
-    real = journal.real_user_texts(messages)
+    subagent = _is_subagent(locator, ctx)
+    real = extraction.task_texts(messages, subagent)
     patterns = extraction.compile_ignore_patterns(config["ignorePatterns"], log.warn)
     if real and any(p.search(real[0]) for p in patterns):
         log.info("agent_end: first user message matches ignorePatterns; run not recorded")
@@ -65,7 +74,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         journal.record_run(journal_ws, messages, config, moment)
     except (OSError, ValueError) as exc:
         log.warn(f"agent_end: journal step failed (non-fatal): {exc}")
-    new_text = extraction.extract_state(messages, to_iso(moment))
+    new_text = extraction.extract_state(messages, to_iso(moment), subagent)
     if new_text is None:
         log.info("agent_end: no real user message or a poisoned exchange; checkpoint kept")
         return
