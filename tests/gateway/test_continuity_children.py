@@ -8,31 +8,16 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from gateway_helpers import ok
 
-from fleet.gateway.layout import Layout
-from fleet.gateway.scaffold import init
 from fleet.gateway.service import Gateway
 
 PARENT_GOAL = "Ship the quarterly report with verified numbers"
 
 
-def ok(gw: Gateway, op: str, **args: Any) -> Any:
-    resp = gw.handle(dict(args, op=op))
-    assert resp["ok"], resp
-    return resp["result"]
-
-
-def start_gateway(state: Path) -> Gateway:
-    gw = Gateway(Layout(state))
-    gw.load_plugins()
-    assert gw.health()["ready"], gw.health()
-    return gw
-
-
 @pytest.fixture
-def gw(state: Path) -> Gateway:
-    init(Layout(state))
-    return start_gateway(state)
+def gw(real_gateway: Gateway) -> Gateway:
+    return real_gateway
 
 
 def parent_session(gw: Gateway) -> str:
