@@ -41,7 +41,16 @@ def _own(
         return None, None
     own = paths.session_state_file(workspace, key)
     if key is not None and key.is_subagent:
-        # <ws>/memory/subagents/<child>: the child's own archive/journal root.
+        # <ws>/memory/subagents/<child>: the child's own archive/journal root (paths.memory_dir);
+        # a journal an older release left in <child>/memory/ moves here on first use.
+        if (own.parent / paths.MEMORY_DIR).is_dir():
+            from fleet.continuity import journal  # noqa: PLC0415
+
+            with store.locked(own):
+                moved = journal.adopt_legacy_child_journal(own.parent)
+            if moved:
+                log.info(f"{hook}: moved {len(moved)} journal file(s) of {key.normalized} "
+                         f"from {own.parent / paths.MEMORY_DIR} to {own.parent}")
         return own, own.parent
     return own, workspace
 
