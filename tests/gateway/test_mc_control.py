@@ -59,8 +59,9 @@ def test_a_subagents_journal_has_one_place_and_old_files_move_there(real_gateway
     parent = ok(gw, "session.start")["sessionKey"]
     ok(gw, "session.turn", sessionKey=parent, prompt=PARENT_GOAL, steps=["Plan: gather, check."])
     child = ok(gw, "subagent.spawn", parentSessionKey=parent, task="collect the receipts")
-    child_dir = state / "workspace" / "memory" / "subagents" / child["childSessionKey"].split(":")[-1]
-    old = child_dir / "memory"  # where older releases put a subagent's journal
+    child_id = child["childSessionKey"].split(":")[-1]
+    child_dir = state / "workspace" / "memory" / "subagents" / child_id
+    old = child_dir / "memory"  # where older releases put the journal
     (old / "sessions").mkdir(parents=True)
     (old / "sessions" / "2026-01-05.md").write_text("# Session Log 2026-01-05\n\nOLD-LOG\n")
     (old / "session_archive").mkdir()
