@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import clock, extraction, notes, settings
+from . import clock, extraction, handoff, notes, settings
 from .locate import Locator
 
 
@@ -61,11 +61,28 @@ def _archive(journal_ws: Path, text: str, max_count: Any, moment: Any) -> Path:
     return archive_state(journal_ws, text, int(max_count), moment)
 
 
+def _record_handoff(
+    locator: Locator, ctx: Mapping[str, Any], messages: List[Any], log: Any
+) -> None:
+    """A subagent's run ended: record what its announce will carry (handoff.py)."""
+    own, child_dir = _own(locator, ctx, "agent_end", log)
+    if own is None or child_dir is None:
+        return
+    tasks = extraction.task_texts(messages, subagent=True)
+    record = handoff.build(messages, tasks[0] if tasks else "", to_iso(clock.now()))
+    path = handoff.write(child_dir, record)
+    log.info(f"agent_end: child result recorded in {path} (ok: {record['ok']['state']})")
+
+
 def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
     log = api.logger
     config = settings.plugin_config(api)
     messages = event.get("messages")
-    if not config["autoExtract"] or not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list) or not messages:
+        return
+    if config["subagentRecovery"] and _is_subagent(locator, ctx):
+        _record_handoff(locator, ctx, messages, log)
+    if not config["autoExtract"]:
         return
     own, journal_ws = _own(locator, ctx, "agent_end", log)
     if own is None or journal_ws is None:
