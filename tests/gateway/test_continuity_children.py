@@ -96,6 +96,7 @@ def test_a_paused_child_is_recovered_once_with_the_answer_it_finished_with(gw, s
     notes = unsurfaced(state)
     assert notes.count("Subagent \"main\" completed.") == 1
     assert "Let me search." not in notes and "ERROR x" not in notes
+    assert "  Task: find the errors in the logs\n" in notes  # the task, not "continue"
     assert announced_results(gw, parent) == [FINAL] and note_result(notes) == FINAL
 
     ok(gw, "session.turn", sessionKey=key, prompt="anything else?", steps=["Nothing else."])

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from fleet.continuity import paths, store
-from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
+from fleet.continuity.document import StateDocument, template, to_iso
 
 from . import clock, handoff, lineage, notes, settings
 from .locate import Locator
@@ -125,10 +125,12 @@ def recover(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[s
             choice["state"], "left no answer")
         log.info(f"subagent_ended: {child.normalized} {why}; not merged")
         return
-    text = store.read_text(child_file, max_bytes=CHILD_READ_LIMIT)
-    objective = StateDocument.parse(text).get("Objective") if text is not None else ""
-    if not is_meaningful(objective):
-        objective = str(record.get("task") or "")
+    # The task is the child's first user message (a continuation's "go on" is not the task);
+    # the checkpoint's objective only when the record has none.
+    objective = str(record.get("task") or "").strip()
+    if not objective:
+        text = store.read_text(child_file, max_bytes=CHILD_READ_LIMIT)
+        objective = StateDocument.parse(text).get("Objective") if text is not None else ""
     moment = clock.now()
     stamp = to_iso(moment)
     note = notes.format_note(
