@@ -2,9 +2,10 @@
 //
 // OpenClaw (Node) loads each plugin's index.js, which calls definePlugin() below. The continuity
 // logic stays in Python, written once: on the first hook (never in register(), which OpenClaw
-// also runs inside CLI processes) the bridge starts `python3 -m`-style worker
-// (fleet/gateway/worker.py) from the release this file belongs to, and forwards every hook and
-// command as one JSON line on the worker's stdin; the answer is one JSON line on its stdout.
+// also runs inside CLI processes) the bridge starts one python3 worker
+// (fleet/gateway/worker.py) from the release the plugin directory belongs to (see locate()), and
+// forwards every hook and command as one JSON line on the worker's stdin; the answer is one JSON
+// line on its stdout.
 //
 // Every call has a deadline and fails open: no injection, an error through api.logger, the agent
 // never blocked. A dead worker is restarted (at once the first time, then with backoff); a hung
@@ -12,8 +13,8 @@
 // a throw into the gateway. Lines are bounded both ways. Node built-ins only.
 
 import { spawn } from "node:child_process";
-import { realpathSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { existsSync, realpathSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const MAX_REQUEST_BYTES = 8 * 1024 * 1024; // one JSON line to the worker
@@ -35,13 +36,17 @@ const BOOT = [
     + `sys.executable + ' is too old: the fleet worker needs Python >= ${MIN_PYTHON.join(".")}'}) + '\\n')`,
   "    sys.stdout.flush()",
   "    sys.exit(3)",
+  "import os",
+  "if not os.path.isfile(os.path.join(sys.argv[1], 'fleet', 'gateway', 'worker.py')):",
+  "    sys.stdout.write(json.dumps({'fatal': 'no fleet release at ' + sys.argv[1] + "
+    + "' (fleet/gateway/worker.py is missing beside the plugin)'}) + '\\n')",
+  "    sys.stdout.flush()",
+  "    sys.exit(3)",
   "sys.path.insert(0, sys.argv[1])",
   "from fleet.gateway.worker import main",
   "sys.exit(main(sys.argv[2:]))",
 ].join("\n");
 
-const HERE = dirname(realpathSync(fileURLToPath(import.meta.url))); // <release>/fleet/plugins
-export const RELEASE_ROOT = resolve(HERE, "..", ".."); // the directory holding the fleet package
 
 function registry() {
   if (!globalThis[REGISTRY]) globalThis[REGISTRY] = new Map();
@@ -74,7 +79,7 @@ function envTimeout() {
 
 /** One worker process: spawn, handshake, JSON-line calls, death. */
 class Worker {
-  constructor({ python, pluginId, pluginDir, logger, onExit }) {
+  constructor({ python, pluginId, pluginDir, releaseRoot, logger, onExit }) {
     this.pluginId = pluginId;
     this.logger = logger;
     this.pending = new Map();
@@ -88,7 +93,8 @@ class Worker {
     this.ready = new Promise((res, rej) => { settle = { res, rej }; });
     this.ready.catch(() => {}); // observed by callers; never an unhandled rejection
     this.settle = settle;
-    const args = ["-s", "-E", "-c", BOOT, RELEASE_ROOT, "--plugin-dir", pluginDir, "--plugin-id", pluginId];
+    const args = ["-s", "-E", "-c", BOOT, releaseRoot, "--plugin-dir", pluginDir,
+      "--plugin-id", pluginId];
     this.python = python;
     try {
       this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, windowsHide: true });
@@ -203,9 +209,10 @@ class Worker {
 
 /** Per plugin: which worker, when to restart it, and the calls' fail-open policy. */
 class Bridge {
-  constructor({ pluginId, pluginDir, api }) {
+  constructor({ pluginId, pluginDir, releaseRoot, api }) {
     this.pluginId = pluginId;
     this.pluginDir = pluginDir;
+    this.releaseRoot = releaseRoot;
     this.api = api;
     this.logger = api.logger ?? console;
     this.worker = null;
@@ -260,6 +267,7 @@ class Bridge {
       python: this.python(),
       pluginId: this.pluginId,
       pluginDir: this.pluginDir,
+      releaseRoot: this.releaseRoot,
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
@@ -372,19 +380,46 @@ class Bridge {
 }
 
 /**
+ * Where the plugin really lives: `<release>/fleet/plugins/<pkg>`, and its release root.
+ *
+ * OpenClaw does not run the entry where it lies: it copies the plugin's module graph into a
+ * capture directory under `<state>/tmp` and imports it there, so `import.meta.url` says nothing
+ * about the release. `api.rootDir` (else `api.source`) is the directory OpenClaw found the plugin
+ * in (`<state>/extensions/<id>` or a `plugins.load.paths` entry); its realpath is the release's.
+ */
+export function locate(api, entryUrl) {
+  const candidates = [];
+  if (typeof api?.rootDir === "string" && api.rootDir) candidates.push(api.rootDir);
+  if (typeof api?.source === "string" && api.source) candidates.push(dirname(api.source));
+  candidates.push(dirname(fileURLToPath(entryUrl)));
+  for (const dir of candidates) {
+    try {
+      const real = realpathSync(dir);
+      const root = resolve(real, "..", "..", "..");
+      if (existsSync(join(root, "fleet", "gateway", "worker.py"))) {
+        return { pluginDir: real, releaseRoot: root };
+      }
+    } catch { /* not there: try the next */ }
+  }
+  const real = candidates[0];
+  return { pluginDir: real, releaseRoot: resolve(real, "..", "..", "..") }; // the worker says why
+}
+
+/**
  * The OpenClaw plugin object for one fleet plugin directory.
  *
  * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
- * registers handlers: it starts nothing, opens nothing (OpenClaw runs it in CLI processes too).
+ * registers handlers and resolves paths: it starts nothing and writes nothing (OpenClaw also
+ * runs it inside CLI processes).
  */
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
-  const pluginDir = dirname(realpathSync(fileURLToPath(entryUrl)));
   return {
     id,
     name,
     description,
     register(api) {
-      const bridge = new Bridge({ pluginId: id, pluginDir, api });
+      const { pluginDir, releaseRoot } = locate(api, entryUrl);
+      const bridge = new Bridge({ pluginId: id, pluginDir, releaseRoot, api });
       for (const [hook, priority] of hooks) {
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
       }
@@ -400,4 +435,3 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
     },
   };
 }
-

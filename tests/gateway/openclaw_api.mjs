@@ -2,7 +2,9 @@
 // calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
 // pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
 //
-// stdin: JSON {entry, pluginConfig?, config?, steps: [...]}. Steps:
+// stdin: JSON {entry, capture?, pluginConfig?, config?, steps: [...]}. capture: import a copy of
+// the entry's module graph from a temp dir, as OpenClaw 2026.9.6 does ("plugin captures"), while
+// api.rootDir/api.source still name the original directory. Steps:
 //   {"hook": name, "event": {}, "ctx": {}}        -> {"result"}  (as OpenClaw awaits a handler)
 //     "padMessages": n adds a user message of n bytes to event.messages (oversized events)
 //   {"command": name, "args": "..."}               -> {"result"}  (the handler's {text})
@@ -12,7 +14,9 @@
 //   {"pluginConfig": {...}}                        (replaces api.pluginConfig)
 // stdout: {"registered": {...}} once, then one {"step": i, ...} line per step, then {"logs"}.
 
-import { readdirSync, readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const chunks = [];
@@ -37,14 +41,24 @@ function workers() {
   return out.sort((a, b) => a - b);
 }
 
-const mod = await import(pathToFileURL(spec.entry).href);
+let imported = spec.entry;
+let cap = null;
+if (spec.capture) {
+  cap = mkdtempSync(join(tmpdir(), "plugin-capture-"));
+  const real = realpathSync(dirname(spec.entry));
+  const pkg = join(cap, "pkgs", basename(real));
+  cpSync(real, pkg, { recursive: true });
+  cpSync(join(real, "..", "bridge.mjs"), join(cap, "pkgs", "bridge.mjs"));
+  imported = join(pkg, basename(spec.entry));
+}
+const mod = await import(pathToFileURL(imported).href);
 const plugin = mod.default;
 const api = {
   id: plugin.id,
   name: plugin.name,
   version: "2026.9.6",
   source: spec.entry,
-  rootDir: spec.entry.replace(/\/[^/]+$/, ""),
+  rootDir: dirname(spec.entry),
   registrationMode: "full",
   config: spec.config ?? {},
   pluginConfig: spec.pluginConfig ?? {},
@@ -93,3 +107,4 @@ for (const [i, step] of (spec.steps ?? []).entries()) {
   print(out);
 }
 print({ logs, workers: workers() });
+if (cap) rmSync(cap, { recursive: true, force: true });

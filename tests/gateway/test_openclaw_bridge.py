@@ -45,8 +45,9 @@ def state(tmp_path: Path) -> Path:
 
 
 def run(node: str, state: Path, entry: Path, steps: List[Dict[str, Any]],
-        plugin_config: Dict[str, Any] = None, timeout: float = 120) -> Dict[str, Any]:
-    spec = {"entry": str(entry), "config": CONFIG, "steps": steps,
+        plugin_config: Dict[str, Any] = None, timeout: float = 120,
+        capture: bool = False) -> Dict[str, Any]:
+    spec = {"entry": str(entry), "config": CONFIG, "steps": steps, "capture": capture,
             "pluginConfig": {"python": sys.executable} if plugin_config is None else plugin_config}
     env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
     env.pop("FLEET_PYTHON", None)
@@ -119,6 +120,18 @@ def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(nod
     assert len(workers["pids"]) == 1  # one long-lived worker served all three calls
     assert out["errors"] == []
     assert gone(workers["pids"])  # it exits with the process that started it
+
+
+def test_entry_imported_from_a_capture_copy_still_runs_its_release(node, state, tmp_path):
+    """OpenClaw imports a copy of the entry's module graph (under <state>/tmp), so the bridge
+    finds the release through api.rootDir, through the extensions symlink, not its own path."""
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Captured"))
+    link = state / "extensions" / "memory-continuity"
+    link.parent.mkdir()
+    link.symlink_to(MC_ENTRY.parent)
+    out = run(node, state, link / "index.js", [prompt_build(state)], capture=True)
+    assert "Objective: Captured" in out["steps"][0]["result"]["prependSystemContext"]
+    assert out["errors"] == []
 
 
 def test_agent_end_and_subagent_ended_write_the_state_files(node, state):
