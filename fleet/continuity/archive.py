@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from fleet.continuity import store
+from fleet.continuity.paths import memory_dir
 
 ARCHIVE_DIR = "session_archive"
 COLD_DIR = "cold"
@@ -33,8 +34,8 @@ def local_now(now: Optional[datetime] = None) -> datetime:
 
 
 def archive_dir(workspace: Path) -> Path:
-    """`<workspace>/memory/session_archive`."""
-    return Path(workspace) / "memory" / ARCHIVE_DIR
+    """`<workspace>/memory/session_archive` (`paths.memory_dir`)."""
+    return memory_dir(workspace) / ARCHIVE_DIR
 
 
 def sort_key(name: str) -> Optional[Tuple[int, ...]]:

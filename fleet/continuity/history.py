@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from .paths import memory_dir
 from .store import read_text
 
 BEGIN = "=== RELATED HISTORY ==="
@@ -85,7 +86,7 @@ def related_history(workspace: Path, objective: str, max_items: int = 3) -> Opti
     words = keywords(objective)
     if not words:
         return None
-    memory = Path(workspace) / "memory"
+    memory = memory_dir(workspace)
     items: List[Tuple[int, str, str]] = []
     for path in _newest(memory / "summaries" / "daily", DAILY_FILES):
         text = read_text(path)

@@ -10,13 +10,14 @@ own notes. The journal never deletes a file it did not write.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from fleet.continuity import archive, sessionlog, summary, tagindex
+from fleet.continuity import archive, paths, sessionlog, summary, tagindex
 from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
@@ -103,6 +104,47 @@ def _decay_days(config: Mapping[str, Any]) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return DEFAULT_DECAY_DAYS
     return value
+
+
+def adopt_legacy_child_journal(child: Path) -> List[Path]:
+    """Move a subagent's journal from `<child>/memory/` (where older releases put it, `memory/`
+    twice in the path) into `<child>/` itself (`paths.memory_dir`); the moved files' new paths.
+
+    Nothing is lost or overwritten: each file is hard-linked to its new name (which fails if the
+    name is taken) before the old name is removed, and a taken name gets a `.moved-N` suffix.
+    Emptied old directories are removed; anything that could not move stays where it was.
+    """
+    child = Path(child)
+    old = child / paths.MEMORY_DIR
+    if not paths.is_child_dir(child) or old.is_symlink() or not old.is_dir():
+        return []
+    moved: List[Path] = []
+    for here, dirs, files in os.walk(str(old), topdown=False):
+        rel = Path(here).relative_to(old)
+        for name in sorted(files):
+            src = Path(here) / name
+            target_dir = child / rel
+            target_dir.mkdir(parents=True, exist_ok=True)
+            target = target_dir / name
+            for n in range(1, 1000):
+                try:
+                    os.link(str(src), str(target), follow_symlinks=False)
+                except FileExistsError:
+                    target = target_dir / f"{Path(name).stem}.moved-{n}{Path(name).suffix}"
+                    continue
+                os.unlink(str(src))
+                moved.append(target)
+                break
+        for name in dirs:
+            try:
+                os.rmdir(str(Path(here) / name))
+            except OSError:
+                pass
+    try:
+        old.rmdir()
+    except OSError:
+        pass
+    return moved
 
 
 def record_run(

@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
-STATE_FILE = Path("memory") / "CURRENT_STATE.md"
+MEMORY_DIR = "memory"
+SUBAGENTS_DIR = "subagents"
+STATE_NAME = "CURRENT_STATE.md"
+STATE_FILE = Path(MEMORY_DIR) / STATE_NAME
+UNSURFACED_ARCHIVE = "unsurfaced_archive.md"
 DEFAULT_AGENT_ID = "main"
 _ID_RE = re.compile(r"^[a-z0-9_-]{1,128}$")
 
@@ -263,10 +267,31 @@ def state_file(workspace: Path) -> Path:
     return Path(workspace) / STATE_FILE
 
 
+def child_dir(workspace: Path, child_id: str) -> Path:
+    """`<workspace>/memory/subagents/<child_id>` (child id validated): everything of one subagent
+    session, its state file, archives and journal, so a same-agent child never touches its
+    parent's files."""
+    return Path(workspace) / MEMORY_DIR / SUBAGENTS_DIR / validate_agent_id(child_id)
+
+
 def child_state_file(workspace: Path, child_id: str) -> Path:
     """`<workspace>/memory/subagents/<child_id>/CURRENT_STATE.md` (child id validated)."""
-    cid = validate_agent_id(child_id)
-    return Path(workspace) / "memory" / "subagents" / cid / "CURRENT_STATE.md"
+    return child_dir(workspace, child_id) / STATE_NAME
+
+
+def is_child_dir(root: Path) -> bool:
+    """Whether `root` is a subagent's own directory (`child_dir`)."""
+    root = Path(root)
+    return (root.parent.name == SUBAGENTS_DIR and root.parent.parent.name == MEMORY_DIR
+            and bool(_ID_RE.match(root.name)))
+
+
+def memory_dir(root: Path) -> Path:
+    """Where a journal root keeps its files (archives, session logs, summaries, tags, unsurfaced
+    archive): `<workspace>/memory` for an agent's workspace; a subagent's own directory
+    (`child_dir`) is its memory directory itself, with no second `memory/` inside."""
+    root = Path(root)
+    return root if is_child_dir(root) else root / MEMORY_DIR
 
 
 def session_state_file(workspace: Path, key: Optional[SessionKey]) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, List, Optional, Tuple
 
 from fleet.continuity import store
+from fleet.continuity.paths import memory_dir
 
 SESSIONS_DIR = "sessions"
 TOPIC_MAX = 120
@@ -40,7 +41,7 @@ class SessionEntry:
 
 def sessions_dir(workspace: Path) -> Path:
     """`<workspace>/memory/sessions`."""
-    return Path(workspace) / "memory" / SESSIONS_DIR
+    return memory_dir(workspace) / SESSIONS_DIR
 
 
 def log_path(workspace: Path, day: date) -> Path:

@@ -45,7 +45,10 @@ class CommandRegistry:
         ]
 
     def dispatch(self, line: str, base_ctx: Dict[str, Any]) -> Dict[str, Any]:
-        """Run `/name args`; returns {"command", "plugin", "text"}."""
+        """Run `/name args`; returns {"command", "plugin", "text"}.
+
+        A handler's `{"text", "isError": true}` raises CommandError with that text.
+        """
         text = (line or "").strip()
         if not text.startswith("/"):
             raise CommandError(
@@ -68,6 +71,10 @@ class CommandRegistry:
             out = None
         if not isinstance(out, str):
             raise CommandError(f"/{name} ({entry['plugin']}) returned no text")
+        if isinstance(result, dict) and result.get("isError") is True:
+            # OpenClaw's reply payload marks a failed command with `isError`; the control op
+            # says so with ok: false, carrying the reply the person would have seen.
+            raise CommandError(out)
         return {"command": name, "plugin": entry["plugin"], "text": out}
 
     def _run(self, entry: Dict[str, Any], ctx: Dict[str, Any], name: str) -> Any:

@@ -133,6 +133,6 @@ def public(rec: Dict[str, Any]) -> Dict[str, Any]:
     keys = (
         "sessionKey", "sessionId", "agentId", "workspaceDir", "transcript", "createdAt",
         "closedAt", "requesterSessionKey", "runId", "task", "label", "kind", "ended",
-        "announce",
+        "announce", "endedHookAt",
     )
     return {k: rec.get(k) for k in keys if rec.get(k) is not None}

@@ -1,9 +1,16 @@
 """Subagents: spawn a child session for a parent, end it once, announce its result to the parent.
 
-`subagent_ended` fires exactly once per child (the end is recorded before the hook runs, and the
-record survives restarts). The announce follows `announce.select_output`; when the child is waiting
-for a continuation (after `sessions_yield` or compaction) the announce stays pending and is
-delivered by the child's next real assistant turn.
+The announce follows `announce.select_output`; when the child is waiting for a continuation
+(after `sessions_yield` or compaction) the announce stays pending and is delivered by the
+child's next run that gives a real answer (or a silent token).
+
+`subagent_ended` fires once the announce is settled, as in OpenClaw (a run that expects a
+completion message emits it after the announce is delivered or intentionally not delivered; a
+yield-paused run emits nothing until it finishes or is killed): right after the end when the
+announce is delivered or silent at once, else after the run that releases it. A paused child
+that then times out, fails or is killed ends again with that outcome: its announce is settled
+and the hook fires with the new outcome. It fires exactly once per child (`endedHookAt` is
+recorded before the hook runs, and the record survives restarts).
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ class Subagents:
         self.agents = agents
         self.store = agents.store
         self.hooks = hooks
-        agents.on_append.append(self._retry_pending)
+        agents.on_run_end.append(self._retry_pending)
 
     def spawn(self, args: Dict[str, Any]) -> Dict[str, Any]:
         parent_key = args.get("parentSessionKey") or args.get("requesterSessionKey") or args.get(
@@ -114,7 +121,8 @@ class Subagents:
             rec = self.store.get(key)
             if not rec.get("requesterSessionKey"):
                 raise SessionError(f"session {key!r} is not a subagent session (no requester)")
-            if rec.get("ended"):
+            paused = (rec.get("announce") or {}).get("state") == "pending"
+            if rec.get("ended") and not (paused and outcome != "ok"):
                 return {
                     "childSessionKey": key,
                     "alreadyEnded": True,
@@ -128,19 +136,8 @@ class Subagents:
             if isinstance(args.get("runtimeMs"), (int, float)):
                 ended["runtimeMs"] = args["runtimeMs"]
             self.store.update(rec, ended=ended)
-            event: Dict[str, Any] = {
-                "targetSessionKey": key,
-                "targetKind": "subagent",
-                "reason": reason,
-                "sendFarewell": True,
-                "runId": rec.get("runId"),
-                "endedAt": ended["endedAt"],
-                "outcome": outcome,
-            }
-            if "error" in ended:
-                event["error"] = ended["error"]
             result = self._announce(rec)
-            errors = self.hooks.run_void("subagent_ended", event, self._ctx(rec))
+            errors = self._fire_ended(rec) if result["state"] != "pending" else []
             return {
                 "childSessionKey": key,
                 "alreadyEnded": False,
@@ -149,10 +146,33 @@ class Subagents:
                 "hookErrors": errors,
             }
 
+    def _fire_ended(self, rec: Dict[str, Any]) -> List[str]:
+        """`subagent_ended` with OpenClaw's fields, once per child (recorded before it runs)."""
+        if rec.get("endedHookAt"):
+            return []
+        self.store.update(rec, endedHookAt=now_ms())
+        ended = rec["ended"]
+        event: Dict[str, Any] = {
+            "targetSessionKey": rec["sessionKey"],
+            "targetKind": "subagent",
+            "reason": ended["reason"],
+            "sendFarewell": True,
+            "runId": rec.get("runId"),
+            "endedAt": ended["endedAt"],
+            "outcome": ended["outcome"],
+        }
+        if "error" in ended:
+            event["error"] = ended["error"]
+        return self.hooks.run_void("subagent_ended", event, self._ctx(rec))
+
     def _retry_pending(self, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """After a run of a child whose announce is held: deliver it if the run answered."""
         if (rec.get("announce") or {}).get("state") != "pending":
             return None
-        return {"announce": self._announce(rec, retry=True)}
+        result = self._announce(rec, retry=True)
+        if result["state"] == "pending":
+            return {"announce": result}
+        return {"announce": result, "endedHookErrors": self._fire_ended(rec)}
 
     def _announce(self, rec: Dict[str, Any], retry: bool = False) -> Dict[str, Any]:
         """Deliver, hold (pending) or skip (silent) the announce of an ended child.

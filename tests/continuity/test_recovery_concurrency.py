@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 from pathlib import Path
 
-from continuity_fakes import FakeApi, write_state
+from continuity_fakes import FakeApi, write_child, write_state
 
 from fleet.continuity.document import SECTIONS, StateDocument
 
@@ -38,7 +38,7 @@ def test_200_concurrent_recoveries(state_dir):
     write_state(parent, objective="Parent objective")
     cids = [f"c{i}" for i in range(THREADS + PROCESSES * PER_PROCESS)]
     for cid in cids:
-        write_state(ws / "memory" / "subagents" / cid / "CURRENT_STATE.md",
+        write_child(ws / "memory" / "subagents" / cid / "CURRENT_STATE.md",
                     objective=f"task {cid}", unsurfaced=f"result of {cid}\nsecond line")
 
     torn = []

@@ -245,3 +245,22 @@ def test_daily_summaries_backfilled_after_quiet_days(tmp_path):
     assert "1. friday work item" in summary.daily_dir(tmp_path).joinpath(
         "2026-03-27.md").read_text()
     assert [p.name for p in summary.list_daily(tmp_path)] == ["2026-03-27.md", "2026-03-26.md"]
+
+
+def test_a_subagents_old_journal_moves_into_its_own_directory_without_overwriting(tmp_path):
+    child = tmp_path / "ws" / "memory" / "subagents" / "c1"
+    (child / "memory" / "sessions").mkdir(parents=True)
+    (child / "memory" / "sessions" / "2026-01-05.md").write_text("old\n")
+    (child / "memory" / "tags.md").write_text("old tags\n")
+    (child / "sessions").mkdir()
+    (child / "sessions" / "2026-01-05.md").write_text("new\n")  # the name is taken
+    moved = journal.adopt_legacy_child_journal(child)
+    assert sorted(p.relative_to(child).as_posix() for p in moved) == [
+        "sessions/2026-01-05.moved-1.md", "tags.md"]
+    assert (child / "sessions" / "2026-01-05.md").read_text() == "new\n"
+    assert (child / "sessions" / "2026-01-05.moved-1.md").read_text() == "old\n"
+    assert not (child / "memory").exists()
+    workspace = tmp_path / "ws"  # an agent's workspace is never treated as a child's directory
+    (workspace / "memory" / "notes.md").write_text("mine\n")
+    assert journal.adopt_legacy_child_journal(workspace) == []
+    assert (workspace / "memory" / "notes.md").read_text() == "mine\n"

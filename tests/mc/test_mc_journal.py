@@ -129,7 +129,8 @@ def test_search_is_literal_and_reports_no_match(mc):
     assert mc("search a.b") == 'No matches for "a.b".'
     assert "a+b" in mc("search a+b")
     assert mc("search") == (
-        "Usage: /mc search <keyword> [agent]\nSearches state, archives, session logs and summaries."
+        "Usage: /mc search <keyword> [agent]\nSearches state (subagents' too), archives, "
+        "unsurfaced results, session logs and summaries."
     )
 
 

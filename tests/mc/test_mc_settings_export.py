@@ -42,7 +42,8 @@ def test_settings_set_writes_plugins_entries_config(mc):
     # Flaw of the original plugin, fixed: it wrote to a top-level `entries` key the gateway never
     # reads.
     reply = mc("settings maxArchiveCount 5")
-    assert reply == "\u2713 maxArchiveCount = 5\n  Restart gateway to apply."
+    assert reply.startswith("\u2713 maxArchiveCount = 5\n  Applied: the running gateway uses it")
+    assert "Restart gateway" not in reply
     cfg = _cfg(mc)
     assert cfg["plugins"]["entries"]["memory-continuity"]["config"] == {"maxArchiveCount": 5}
     assert "entries" not in cfg

@@ -17,6 +17,13 @@ from fleet.plugins.mc.agents import MC_PLUGIN_ID, Agents
 from fleet.plugins.mc.textfmt import RULE
 
 MANIFEST = Path(__file__).resolve().parent.parent / "memory_continuity" / "openclaw.plugin.json"
+# What is true once the file is written: the fleet gateway re-reads openclaw.json when it changes
+# and hands the plugin its config fresh on every hook call; OpenClaw hot-reloads a change under
+# `plugins.entries` (docs.openclaw.ai/gateway/configuration/hot-reload) unless reload is off.
+APPLIED = (
+    "  Applied: the running gateway uses it from the next agent run, no restart needed.\n"
+    "  (OpenClaw with gateway.reload.mode \"off\": openclaw plugins reload memory-continuity)"
+)
 
 
 def load_schema() -> Dict[str, Any]:
@@ -96,4 +103,4 @@ def cmd_settings(agents: Agents, args: str) -> str:
     except ValueError as exc:
         return f"\u2717 {exc}"
     _write(agents.config_path, key, value)
-    return f"\u2713 {key} = {_show(value)}\n  Restart gateway to apply."
+    return f"\u2713 {key} = {_show(value)}\n{APPLIED}"

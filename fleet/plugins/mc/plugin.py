@@ -69,8 +69,15 @@ COMMANDS: Dict[str, Command] = {
 }
 
 
+class UnknownSubcommand(ValueError):
+    """`/mc <name>` with a name that is no subcommand: an error whose reply is the help."""
+
+    def __init__(self, sub: str) -> None:
+        super().__init__(f"Unknown subcommand: {sub}\n\n{HELP}")
+
+
 def run(ctx: Mapping[str, Any]) -> str:
-    """The reply body (unfenced) for one `/mc` invocation."""
+    """The reply body (unfenced) for one `/mc` invocation; `UnknownSubcommand` for a bad name."""
     raw = str(ctx.get("args") or "").strip()
     sub, _, rest = raw.partition(" ")
     rest = rest.strip()
@@ -78,7 +85,7 @@ def run(ctx: Mapping[str, Any]) -> str:
         return HELP
     command = COMMANDS.get(sub)
     if command is None:
-        return f"Unknown subcommand: {sub}\n\n{HELP}"
+        raise UnknownSubcommand(sub)
     agents = Agents.from_ctx(ctx)
     try:
         return command(agents, rest)
@@ -86,12 +93,16 @@ def run(ctx: Mapping[str, Any]) -> str:
         return exc.reply()
 
 
-def handle(ctx: Mapping[str, Any]) -> Dict[str, str]:
-    """Command handler: `{"text": fenced reply}`, or `{"text": "MC error: ..."}` on failure."""
+def handle(ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """Command handler: `{"text": fenced reply}`; a failure is `{"text", "isError": True}` (the
+    field OpenClaw's reply payload has for it): the help for an unknown subcommand, else
+    `MC error: ...`."""
     try:
         return {"text": fence(run(ctx))}
+    except UnknownSubcommand as exc:
+        return {"text": fence(str(exc)), "isError": True}
     except Exception as exc:  # every failure becomes a readable reply, as in the original
-        return {"text": f"MC error: {exc}"}
+        return {"text": f"MC error: {exc}", "isError": True}
 
 
 def register(api: Any) -> None:

@@ -3,7 +3,10 @@
 Guards against the original plugin's "recovery death spiral" (a model that ignored the injected
 state answered "I don't remember", and that run overwrote the checkpoint): a run checkpoints only
 when it has at least one real user message of substance, and never from a poisoned exchange
-(login/auth errors), so a trivial or broken run cannot overwrite a meaningful checkpoint.
+(login/auth errors), so a trivial or broken run cannot overwrite a meaningful checkpoint. A
+subagent's user message is its task, given by its parent: it counts whatever its length (`run
+tests` is a task, not chatter), so a child with a short task still leaves the state its parent
+recovers.
 """
 
 from __future__ import annotations
@@ -74,14 +77,22 @@ def assistant_texts(messages: Iterable[Any]) -> List[str]:
     return out
 
 
-def extract_state(messages: List[Any], now_iso: str) -> Optional[str]:
+def task_texts(messages: Iterable[Any], subagent: bool = False) -> List[str]:
+    """The user messages a checkpoint may take its objective from: those of substance, or for a
+    subagent session every non-empty one (its task, whatever its length)."""
+    journal = _journal()
+    return journal.user_texts(messages) if subagent else journal.real_user_texts(messages)
+
+
+def extract_state(messages: List[Any], now_iso: str, subagent: bool = False) -> Optional[str]:
     """The new CURRENT_STATE.md text for a finished run, or None when the run must not checkpoint.
 
-    Objective = last real user message (<= 300 tokens), Current Step = message count, Unsurfaced
-    Results = last assistant text (<= 500 tokens), as the original plugin extracts them.
+    Objective = last real user message (<= 300 tokens; for a subagent its last user message of
+    any length), Current Step = message count, Unsurfaced Results = last assistant text (<= 500
+    tokens), as the original plugin extracts them.
     """
     journal = _journal()
-    real = journal.real_user_texts(messages)
+    real = task_texts(messages, subagent)
     if not real:
         return None
     users = journal.user_texts(messages)

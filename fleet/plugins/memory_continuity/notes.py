@@ -14,14 +14,14 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from fleet.continuity import store
+from fleet.continuity import paths, store
 from fleet.continuity.document import is_meaningful, neutralize
 from fleet.continuity.tokens import estimate_tokens, truncate_tokens
 
 SECTION_BUDGET = 500
 TASK_CHARS = 120
 RESULT_BUDGET = 200
-ARCHIVE_NAME = "unsurfaced_archive.md"
+ARCHIVE_NAME = paths.UNSURFACED_ARCHIVE
 ARCHIVE_HEADER = "# Unsurfaced Results Archive\n\n"
 
 _BLOCK_START_RE = re.compile(r"^\[[^\]\n]+\] ")
