@@ -6,12 +6,13 @@ session key can never make the plugin read or write outside the state dir's work
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
+
+from fleet.continuity import strictjson
 
 STATE_FILE = Path("memory") / "CURRENT_STATE.md"
 DEFAULT_AGENT_ID = "main"
@@ -72,11 +73,10 @@ def load_config(path: Path) -> dict:
             f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"
         ) from exc
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
+        data = strictjson.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
         raise ValueError(
-            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
-            "fix the syntax (OpenClaw reads the same file)"
+            f"{p}: invalid JSON: {exc}; fix the syntax (OpenClaw reads the same file)"
         ) from exc
     if not isinstance(data, dict):
         raise ValueError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+from fleet.continuity import strictjson
+
 log = logging.getLogger("fleet.gateway.control")
 MAX_LINE = 32 * 1024 * 1024
 IDLE_TIMEOUT_S = 120.0
@@ -176,7 +178,7 @@ class ControlServer:
             self._inflight += 1
         try:
             try:
-                request = json.loads(line.decode("utf-8"))
+                request = strictjson.loads(line.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as exc:
                 response = {"ok": False, "error": f"request is not valid JSON: {exc}"}
             else:
@@ -190,7 +192,7 @@ class ControlServer:
     @staticmethod
     def _send(conn: socket.socket, response: Dict[str, Any]) -> None:
         try:
-            data = json.dumps(response, ensure_ascii=False, default=str)
-        except (TypeError, ValueError) as exc:
+            data = strictjson.dumps(response, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError) as exc:
             data = json.dumps({"ok": False, "error": f"response not serialisable: {exc}"})
         conn.sendall((data + "\n").encode("utf-8"))

@@ -4,12 +4,12 @@ file named by `package.json` `main`. Every error names the file and key and says
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Dict
 
+from fleet.continuity import strictjson
 from fleet.continuity.schema import check_schema
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -21,15 +21,13 @@ class PluginLoadError(Exception):
 
 def read_json(path: Path, what: str) -> Dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strictjson.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise PluginLoadError(f"{path}: {what} is missing") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PluginLoadError(f"{path}: cannot read {what}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise PluginLoadError(
-            f"{path}: {what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
-        ) from exc
+    except ValueError as exc:
+        raise PluginLoadError(f"{path}: {what} is not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise PluginLoadError(f"{path}: {what} must be a JSON object")
     return data

@@ -1,0 +1,130 @@
+"""Hostile input against one gateway: every case answers (or refuses) and the gateway stays up.
+
+Each test reproduces one finding of the hardening review through public interfaces: the control
+protocol (in process or over the socket), `/mc` commands and the files a user would look at.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+from gateway_helpers import install, ok, run_cli, write_plugin
+
+from fleet.gateway import client
+from fleet.gateway.control import ControlServer
+from fleet.gateway.layout import ConfigError, Layout
+from fleet.gateway.service import Gateway
+
+DEEP = 100_000
+
+
+def real_gateway(state: Path) -> Gateway:
+    """An in-process gateway with the real memory-continuity and /mc plugins of this checkout."""
+    assert run_cli(state, "init").returncode == 0
+    gw = Gateway(Layout(state))
+    gw.load_plugins()
+    assert gw.health()["ready"], gw.health()
+    return gw
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Dict[str, Any]]:
+    """A real gateway answering on its control socket from a thread of this process."""
+    state = tmp_path / "state"
+    gw = real_gateway(state)
+    server = ControlServer(Layout(state).socket, gw.handle)
+    server.bind()
+    thread = threading.Thread(target=server.serve, args=(lambda: False,), daemon=True)
+    thread.start()
+    yield {"state": state, "gw": gw, "server": server, "sock": Layout(state).socket}
+    server.stop()
+    thread.join(5)
+    server.close(2)
+
+
+def raw_exchange(sock_path: Path, data: bytes, timeout: float = 20.0) -> bytes:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(str(sock_path))
+    try:
+        s.sendall(data)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+    finally:
+        s.close()
+
+
+def health_ok(sock_path: Path) -> bool:
+    return client.request(sock_path, {"op": "health"}, timeout_s=20, retry_s=2)["ok"] is True
+
+
+# -- item 5: non-finite numbers ---------------------------------------------------------------
+
+def test_settings_refuse_infinity_and_openclaw_json_stays_strict(tmp_path):
+    state = tmp_path / "state"
+    gw = real_gateway(state)
+    text = ok(gw, "command", command="/mc settings maxArchiveCount 1e309")["text"]
+    assert "\u2717" in text and "1e309" in text
+    text = ok(gw, "command", command="/mc settings maxArchiveCount NaN")["text"]
+    assert "\u2717" in text
+    raw = (state / "openclaw.json").read_text()
+    assert "Infinity" not in raw and "NaN" not in raw
+    json.loads(raw, parse_constant=lambda c: pytest.fail(f"{c} in openclaw.json"))
+
+
+def test_a_config_with_infinity_is_refused_naming_the_file(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "openclaw.json").write_text('{"plugins": {"entries": {"x": {"n": Infinity}}}}')
+    with pytest.raises(ConfigError, match="openclaw.json"):
+        Gateway(Layout(state))
+
+
+def test_a_failing_hook_shows_in_hook_errors(tmp_path):
+    state = tmp_path / "state"
+    gw = real_gateway(state)
+    (state / "workspace").mkdir(exist_ok=True)
+    (state / "workspace" / "memory").write_text("a file where the memory dir belongs")
+    key = ok(gw, "session.start", agentId="main")["sessionKey"]
+    out = ok(gw, "session.turn", sessionKey=key, prompt="Plan the database migration please",
+             steps=["Dump, restore, switch."])
+    assert any("agent_end" in e and "memory-continuity" in e for e in out["hookErrors"]), out
+
+
+# -- item 6: deep nesting ---------------------------------------------------------------------
+
+def test_a_deeply_nested_request_is_refused_and_the_gateway_answers(served):
+    line = b'{"op": "health", "x": ' + b"[" * DEEP + b"]" * DEEP + b"}\n"
+    answer = json.loads(raw_exchange(served["sock"], line))
+    assert answer["ok"] is False and "nested" in answer["error"]
+    assert health_ok(served["sock"])
+
+
+def test_a_deeply_nested_manifest_disables_only_that_plugin(tmp_path, state):
+    good = write_plugin(tmp_path / "plugins", "good", "def register(api):\n    pass\n")
+    bad = write_plugin(tmp_path / "plugins", "deep", "def register(api):\n    pass\n")
+    (bad / "openclaw.plugin.json").write_text('{"id": "deep", "x": ' + "[" * DEEP + "]" * DEEP
+                                              + "}")
+    install(state, good)
+    install(state, bad)
+    gw = Gateway(Layout(state))
+    gw.load_plugins()
+    plugins = gw.health()["plugins"]
+    assert plugins["good"]["loaded"] is True
+    assert plugins["deep"]["loaded"] is False and "nested" in plugins["deep"]["error"]
+
+
+def test_a_deeply_nested_openclaw_json_is_a_clear_error(state):
+    (state / "openclaw.json").write_text('{"a": ' + "[" * DEEP + "]" * DEEP + "}")
+    with pytest.raises(ConfigError, match="openclaw.json.*nested"):
+        Gateway(Layout(state))
