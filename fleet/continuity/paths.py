@@ -16,7 +16,8 @@ from fleet.continuity import strictjson
 
 STATE_FILE = Path("memory") / "CURRENT_STATE.md"
 DEFAULT_AGENT_ID = "main"
-_ID_RE = re.compile(r"^[a-z0-9_-]{1,128}$")
+# Always `fullmatch`: with `match`, "$" also accepts a trailing newline ("evil\n").
+_ID_RE = re.compile(r"[a-z0-9_-]{1,128}")
 
 
 class InvalidAgentId(ValueError):
@@ -88,7 +89,7 @@ def validate_agent_id(s: Any) -> str:
     if not isinstance(s, str):
         raise InvalidAgentId(f"agent id must be a string, got {type(s).__name__}")
     norm = s.strip().lower()
-    if not _ID_RE.match(norm):
+    if not _ID_RE.fullmatch(norm):
         raise InvalidAgentId(
             f"invalid agent id {s!r}: use 1-128 characters from a-z, 0-9, '_' and '-' "
             "(no '/', '..', ':' or control characters)"
@@ -157,7 +158,7 @@ def resolve_agent_workspace(
         if defaults_ws:
             return _expand(defaults_ws.strip(), e, state)
         profile = e.get("OPENCLAW_PROFILE", "").strip().lower()
-        if profile and profile != "default" and _ID_RE.match(profile):
+        if profile and profile != "default" and _ID_RE.fullmatch(profile):
             return state / f"workspace-{profile}"
         return state / "workspace"
     if defaults_ws:
@@ -180,7 +181,7 @@ def list_agents(config: Mapping[str, Any], state_dir: Path) -> List[str]:
     except OSError:
         extra = []
     for name in extra:
-        if _ID_RE.match(name) and name not in out:
+        if _ID_RE.fullmatch(name) and name not in out:
             out.append(name)
     return out
 
@@ -227,6 +228,10 @@ def check_session_key(key: Any) -> SessionKey:
     parts = [p for p in key.strip().lower().split(":") if p]
     if len(parts) < 3 or parts[0] != "agent":
         raise ValueError(f"not an agent session key: {key!r} (expected agent:<id>:<rest>)")
+    if not _ID_RE.fullmatch(parts[1]):  # raw: a newline or space inside a key is no id
+        raise InvalidAgentId(
+            f"invalid agent id {parts[1]!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
+        )
     agent_id = validate_agent_id(parts[1])
     rest_parts = parts[2:]
     rest = ":".join(rest_parts)
@@ -240,7 +245,7 @@ def check_session_key(key: Any) -> SessionKey:
             if rest_parts[i] == "subagent":
                 child_id = rest_parts[i + 1]
                 break
-        if child_id is None or not _ID_RE.match(child_id):
+        if child_id is None or not _ID_RE.fullmatch(child_id):
             raise InvalidAgentId(
                 f"invalid subagent id {child_id!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
             )

@@ -12,7 +12,7 @@ from typing import Any, Dict
 from fleet.continuity import strictjson
 from fleet.continuity.schema import check_schema
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # fullmatch: "$" would accept "x\n"
 
 
 class PluginLoadError(Exception):
@@ -38,7 +38,7 @@ def validate_manifest(directory: Path) -> Dict[str, Any]:
     path = directory / "openclaw.plugin.json"
     manifest = read_json(path, "plugin manifest")
     pid = manifest.get("id")
-    if not isinstance(pid, str) or not _ID.match(pid):
+    if not isinstance(pid, str) or not _ID.fullmatch(pid):
         raise PluginLoadError(f"{path}: key 'id' must be a lower-case plugin id, got {pid!r}")
     if pid != directory.name:
         raise PluginLoadError(

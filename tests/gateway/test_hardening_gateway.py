@@ -128,3 +128,19 @@ def test_a_deeply_nested_openclaw_json_is_a_clear_error(state):
     (state / "openclaw.json").write_text('{"a": ' + "[" * DEEP + "]" * DEEP + "}")
     with pytest.raises(ConfigError, match="openclaw.json.*nested"):
         Gateway(Layout(state))
+
+
+# -- item 10: names that become paths are matched whole ---------------------------------------
+
+@pytest.mark.parametrize("key", [
+    "agent:main:subagent:evil\n:x",
+    "agent:main\n:subagent:evil:x",
+    "agent:main:subagent:evil\n:subagent:y",
+])
+def test_a_newline_inside_a_session_key_is_refused_not_mapped_onto_another_file(key):
+    from fleet.continuity import paths
+
+    with pytest.raises(ValueError, match="invalid"):
+        paths.check_session_key(key)
+    assert paths.parse_session_key(key) is None
+
