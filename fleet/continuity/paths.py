@@ -239,6 +239,12 @@ def check_session_key(key: Any) -> SessionKey:
     depth = sum(
         1 for i, p in enumerate(rest_parts[:-1]) if p == "subagent"
     )
+    for i, part in enumerate(rest_parts[:-1]):  # every subagent id on the path, not just the last
+        if part == "subagent" and not _ID_RE.fullmatch(rest_parts[i + 1]):
+            raise InvalidAgentId(
+                f"invalid subagent id {rest_parts[i + 1]!r} in session key {key!r}: "
+                "use a-z, 0-9, '_', '-'"
+            )
     child_id = None
     if is_subagent:
         for i in range(len(rest_parts) - 2, -1, -1):
