@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 MAX_DEPTH = 64  # the deepest legitimate document (openclaw.json, a control request) is ~10
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONError(ValueError):
@@ -50,10 +52,22 @@ def depth(value: Any) -> int:
 
 
 def check(value: Any, max_depth: int = MAX_DEPTH) -> Any:
-    """`value` if it is writable as strict JSON: finite numbers, nesting <= `max_depth`."""
+    """`value` if it is writable as strict JSON in UTF-8: finite numbers, nesting <= `max_depth`,
+    no lone surrogate in any string or key (JSON's `\\udc80` escape parses to one, and it cannot be
+    encoded: every later write of a record holding it would fail)."""
     stack = [(value, 0)]
     while stack:
         item, level = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                raise JSONError(
+                    f"text {item[:40]!r} holds a lone surrogate (\\u{ord(found.group()):04x}) at "
+                    f"character {found.start()}; send valid Unicode"
+                )
+            continue
+        if isinstance(item, dict):
+            stack.extend((key, level) for key in item if isinstance(key, str))
         if isinstance(item, float) and not math.isfinite(item):
             raise JSONError(f"{item!r} is not a finite number; JSON has no NaN or Infinity")
         if isinstance(item, (dict, list)):
@@ -76,7 +90,7 @@ def loads(text: Any, max_depth: int = MAX_DEPTH) -> Any:
         raise JSONError(f"line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
     if depth(value) > max_depth:
         raise JSONError(f"nested more than {max_depth} levels deep")
-    return value
+    return check(value, max_depth)
 
 
 def dumps(value: Any, **kwargs: Any) -> str:

@@ -144,3 +144,71 @@ def test_a_newline_inside_a_session_key_is_refused_not_mapped_onto_another_file(
         paths.check_session_key(key)
     assert paths.parse_session_key(key) is None
 
+
+
+# -- item 2: a lone surrogate never poisons an agent's session index --------------------------
+
+def test_a_lone_surrogate_is_refused_at_the_socket_and_sessions_keep_working(served):
+    gw, sock = served["gw"], served["sock"]
+    parent = ok(gw, "session.start", agentId="main")["sessionKey"]
+    for field in ("label", "task"):
+        request = json.dumps({"op": "subagent.spawn", "parentSessionKey": parent, field: "x"})
+        line = request.replace('"x"', '"x\\udc80"').encode() + b"\n"
+        answer = json.loads(raw_exchange(sock, line))
+        assert answer["ok"] is False and "surrogate" in answer["error"], answer
+    child = client.request(sock, {"op": "subagent.spawn", "parentSessionKey": parent,
+                                  "label": "fine", "steps": ["done"]})
+    assert child["ok"], child
+    assert client.request(sock, {"op": "session.turn", "sessionKey": parent,
+                                 "prompt": "next step please", "steps": ["ok"]})["ok"]
+
+
+@pytest.mark.parametrize("op,field", [("subagent.spawn", "label"), ("subagent.spawn", "task"),
+                                      ("subagent.end", "error"), ("session.close", "reason")])
+def test_a_failed_write_changes_nothing_in_memory(tmp_path, op, field):
+    """Even when bad text gets past the edge (an in-process caller), the failed index write
+    leaves the in-memory record untouched, so every later save still works."""
+    gw = real_gateway(tmp_path / "state")
+    parent = ok(gw, "session.start", agentId="main")["sessionKey"]
+    child = ok(gw, "subagent.spawn", parentSessionKey=parent, task="t")["childSessionKey"]
+    args = {"subagent.spawn": {"parentSessionKey": parent},
+            "subagent.end": {"childSessionKey": child, "outcome": "error"},
+            "session.close": {"sessionKey": child}}[op]
+    bad = gw.handle(dict(args, op=op, **{field: "x\udc80"}))
+    assert bad["ok"] is False and "surrogate" in bad["error"], bad
+    ok(gw, "session.turn", sessionKey=parent, prompt="still fine?", steps=["yes"])
+    ok(gw, "subagent.spawn", parentSessionKey=parent, task="another")
+    ended = ok(gw, "subagent.end", childSessionKey=child, outcome="ok")
+    assert ended["alreadyEnded"] is False
+
+
+# -- item 7: text from children ---------------------------------------------------------------
+
+def test_control_bytes_from_a_child_never_reach_the_parent_state_file(tmp_path):
+    state = tmp_path / "state"
+    gw = real_gateway(state)
+    parent = ok(gw, "session.start", agentId="main")["sessionKey"]
+    ok(gw, "session.turn", sessionKey=parent, prompt="Migrate the billing database this week",
+       steps=["Plan: dump, restore."])
+    evil = "Result\x00 with NUL and \x1b[31mred\x1b[0m ANSI\x07 bell\tand a tab"
+    child = ok(gw, "subagent.spawn", parentSessionKey=parent, task="check \x1b[2J lag",
+               steps=[evil])["childSessionKey"]
+    ok(gw, "subagent.end", childSessionKey=child, outcome="ok")
+    text = (state / "workspace" / "memory" / "CURRENT_STATE.md").read_text()
+    assert "with NUL" in text
+    assert not any(c in text for c in "\x00\x1b\x07"), repr(text)
+    assert "\t" in text.split("with NUL", 1)[1]
+
+
+def test_a_huge_child_answer_stays_out_of_the_session_index(tmp_path):
+    state = tmp_path / "state"
+    gw = real_gateway(state)
+    parent = ok(gw, "session.start", agentId="main")["sessionKey"]
+    huge = "lag report line\n" * 130_000  # ~2 MB
+    child = ok(gw, "subagent.spawn", parentSessionKey=parent, task="report",
+               steps=[huge])["childSessionKey"]
+    ok(gw, "subagent.end", childSessionKey=child, outcome="ok")
+    index = state / "agents" / "main" / "sessions" / "sessions.json"
+    assert index.stat().st_size < 64 * 1024
+    msgs = ok(gw, "transcript", sessionKey=parent)["messages"]
+    assert huge.strip() in msgs[-1]["content"][0]["text"]
