@@ -52,7 +52,10 @@ def raw_exchange(sock_path: Path, data: bytes, timeout: float = 20.0) -> bytes:
     s.settimeout(timeout)
     s.connect(str(sock_path))
     try:
-        s.sendall(data)
+        try:
+            s.sendall(data)
+        except BrokenPipeError:  # the server answered early (an oversized request) and closed
+            pass
         buf = b""
         while not buf.endswith(b"\n"):
             chunk = s.recv(65536)
@@ -212,3 +215,156 @@ def test_a_huge_child_answer_stays_out_of_the_session_index(tmp_path):
     assert index.stat().st_size < 64 * 1024
     msgs = ok(gw, "transcript", sessionKey=parent)["messages"]
     assert huge.strip() in msgs[-1]["content"][0]["text"]
+
+
+# -- items 3 and 4: descriptors, request size, bursts -----------------------------------------
+
+def start_process(state: Path, nofile: int = 0) -> int:
+    """`fleet.gateway start` (detached daemon) with RLIMIT_NOFILE lowered to `nofile`; its pid."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from gateway_helpers import REPO
+
+    def limit() -> None:
+        if nofile:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    assert run_cli(state, "init").returncode == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "start"],
+        capture_output=True, text=True, timeout=60, preexec_fn=limit, cwd=str(REPO),
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    return client.request(Layout(state).socket, {"op": "health"})["result"]["pid"]
+
+
+def alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def open_idle(sock_path: Path, count: int) -> list:
+    conns = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(str(sock_path))
+        conns.append(s)
+    return conns
+
+
+def test_a_thousand_idle_connections_under_a_low_fd_limit_never_kill_the_gateway(
+        tmp_path, gateways):
+    state = tmp_path / "state"
+    pid = start_process(state, nofile=128)
+    gateways.append(state)
+    conns = open_idle(Layout(state).socket, 1000)
+    try:
+        # the excess is answered "busy" at once and closed, not left hanging
+        conns[-1].settimeout(20)
+        answer = json.loads(conns[-1].recv(65536).decode())
+        assert answer["ok"] is False and answer.get("busy") is True
+        assert alive(pid)
+    finally:
+        for s in conns:
+            s.close()
+    assert health_ok(Layout(state).socket) and alive(pid)
+
+
+SERVER_UNDER_EMFILE = """
+import resource, sys, threading
+from pathlib import Path
+from fleet.gateway.control import ControlServer
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+server = ControlServer(Path(sys.argv[1]), lambda req: {"ok": True, "result": "pong"})
+server.max_connections = 10_000  # no cap: make accept itself run out of descriptors
+server.bind()
+print("ready", flush=True)
+server.serve(lambda: False)
+print("serve returned", flush=True)
+"""
+
+
+def test_accept_backs_off_when_out_of_descriptors(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from gateway_helpers import REPO
+
+    sock_path = tmp_path / "s.sock"
+    proc = subprocess.Popen([sys.executable, "-c", SERVER_UNDER_EMFILE, str(sock_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        conns = open_idle(sock_path, 100)  # more than the server has descriptors for
+        for s in conns:
+            s.close()
+        resp = client.request(sock_path, {"op": "ping"}, timeout_s=20, retry_s=5)
+        assert resp == {"ok": True, "result": "pong"}
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_a_request_over_the_size_limit_is_refused_naming_it(served):
+    line = b'{"op": "health", "pad": "' + b"x" * (5 * 1024 * 1024) + b'"}\n'
+    answer = json.loads(raw_exchange(served["sock"], line))
+    assert answer["ok"] is False and "4 MiB" in answer["error"]
+    assert health_ok(served["sock"])
+
+
+def test_a_burst_of_150_clients_gets_150_answers(tmp_path, gateways):
+    state = tmp_path / "state"
+    start_process(state)
+    gateways.append(state)
+    barrier = threading.Barrier(150)
+    results: list = []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            results.append(client.request(Layout(state).socket, {"op": "health"}, retry_s=0)["ok"])
+        except client.ClientError as exc:
+            results.append(str(exc))
+
+    threads = [threading.Thread(target=one) for _ in range(150)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert results == [True] * 150, [r for r in results if r is not True][:3]
+
+
+def rss_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+def test_memory_of_large_requests_is_returned(tmp_path, gateways):
+    state = tmp_path / "state"
+    pid = start_process(state)
+    gateways.append(state)
+    sock = Layout(state).socket
+    before = rss_mib(pid)
+    for size in (3_500_000, 30_000_000, 30_000_000, 30_000_000, 3_500_000):
+        try:
+            client.request(sock, {"op": "health", "pad": "x" * size}, timeout_s=60)
+        except client.ClientError:
+            pass  # refused for its size: what matters is the memory
+    assert health_ok(sock)
+    assert rss_mib(pid) <= before + 16, (before, rss_mib(pid))
