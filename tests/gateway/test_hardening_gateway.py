@@ -368,3 +368,97 @@ def test_memory_of_large_requests_is_returned(tmp_path, gateways):
             pass  # refused for its size: what matters is the memory
     assert health_ok(sock)
     assert rss_mib(pid) <= before + 16, (before, rss_mib(pid))
+
+
+# -- item 1: user patterns cannot freeze the gateway; health answers while hooks run ---------
+
+def test_a_catastrophic_pattern_neither_freezes_the_run_nor_health(tmp_path, gateways):
+    state = tmp_path / "state"
+    start_process(state)
+    gateways.append(state)
+    sock = Layout(state).socket
+    set_it = client.request(sock, {"op": "command",
+                                   "command": '/mc settings ignorePatterns ["(a+)+$"]'})
+    assert "\u2713" in set_it["result"]["text"], set_it
+    key = client.request(sock, {"op": "session.start", "agentId": "main"})["result"]["sessionKey"]
+    done: Dict[str, Any] = {}
+
+    def turn() -> None:  # with `re`, 2**40 steps under the GIL: the whole process stops
+        done["resp"] = client.request(sock, {"op": "session.turn", "sessionKey": key,
+                                             "prompt": "a" * 40 + "!", "steps": ["ok"]},
+                                      timeout_s=60)
+
+    worker = threading.Thread(target=turn, daemon=True)
+    worker.start()
+    answered = [client.request(sock, {"op": "health"}, timeout_s=10, retry_s=0)["ok"]
+                for _ in range(5)]
+    worker.join(60)
+    assert answered == [True] * 5
+    assert done["resp"]["ok"] and done["resp"]["result"]["hookErrors"] == []
+
+
+@pytest.mark.parametrize("pattern,why", [
+    ("(a)\\\\1", "backreference"), ("(?=a)b", "lookaround"), ("a{1,1000}", "above 100"),
+    ("(?i)x", "inline flags"),
+])
+def test_settings_refuse_patterns_outside_the_safe_language_with_the_reason(
+        tmp_path, pattern, why):
+    gw = real_gateway(tmp_path / "state")
+    text = ok(gw, "command", command=f'/mc settings ignorePatterns ["{pattern}"]')["text"]
+    assert "\u2717" in text and why in text, text
+
+
+SLOW_HOOK = """
+import os, time
+def register(api):
+    flag = os.path.join(str(api.state_dir), "hook-running")
+    release = os.path.join(str(api.state_dir), "hook-release")
+    def slow(event, ctx):
+        open(flag, "w").close()
+        deadline = time.monotonic() + 30
+        n = 0
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            n += sum(i * i for i in range(2000))  # pure-Python CPU work, no sleeping
+        open(flag + ".done", "w").close()
+    api.on("agent_end", slow)
+"""
+
+
+def test_health_answers_while_a_hook_is_busy(tmp_path, state):
+    """Ordering, not timing: every health call returns while the CPU-bound hook is still
+    running (it only stops when told to, after them). Latencies are printed, and must stay
+    far below the hook's own run time."""
+    import time
+
+    install(state, write_plugin(tmp_path / "plugins", "slow", SLOW_HOOK))
+    gw = Gateway(Layout(state), hook_timeout_s=60)
+    gw.load_plugins()
+    Layout(state).ensure()
+    server = ControlServer(Layout(state).socket, gw.handle)
+    server.bind()
+    threading.Thread(target=server.serve, args=(lambda: False,), daemon=True).start()
+    try:
+        key = ok(gw, "session.start", agentId="main")["sessionKey"]
+        runner = threading.Thread(target=gw.handle, args=({"op": "session.turn", "sessionKey": key,
+                                                           "prompt": "go", "steps": ["x"]},),
+                                  daemon=True)
+        runner.start()
+        for _ in range(500):
+            if (state / "hook-running").exists():
+                break
+            time.sleep(0.01)
+        latencies = []
+        for _ in range(20):
+            t0 = time.monotonic()
+            assert health_ok(Layout(state).socket)
+            latencies.append(time.monotonic() - t0)
+        assert not (state / "hook-running.done").exists()  # all answered during the hook
+        (state / "hook-release").touch()
+        runner.join(30)
+        print(f"health during a busy hook: max {max(latencies) * 1000:.1f} ms, "
+              f"median {sorted(latencies)[10] * 1000:.1f} ms")
+        assert max(latencies) < 2.0
+    finally:
+        (state / "hook-release").touch()
+        server.stop()
+        server.close(2)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from fleet.continuity import archive, paths, schema, store, strictjson
+from fleet.continuity.pattern import compile_pattern
 from fleet.plugins.mc.agents import MC_PLUGIN_ID, Agents
 from fleet.plugins.mc.textfmt import RULE
 
@@ -95,6 +96,9 @@ def cmd_settings(agents: Agents, args: str) -> str:
     try:
         value = _parse(raw)
         schema.validate({key: value}, {"type": "object", "properties": {key: props[key]}})
+        if key == "ignorePatterns":  # user regexes run in the gateway: only the safe language
+            for item in value:
+                compile_pattern(item)
     except ValueError as exc:
         return f"\u2717 {exc}"
     _write(agents.config_path, key, value)
