@@ -13,6 +13,18 @@ from fleet.continuity import strictjson
 from fleet.continuity.schema import check_schema
 
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # fullmatch: "$" would accept "x\n"
+# A version becomes a release dir name: PEP 440 / semver characters, never a path.
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def is_plugin_id(value: object) -> bool:
+    """The one rule for a plugin id, which names `<state>/extensions/<id>`."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None and ".." not in value
+
+
+def is_version_name(value: object) -> bool:
+    """A version string that is safe as a path part (`releases/<version>-<sha12>`)."""
+    return isinstance(value, str) and _VERSION.fullmatch(value) is not None and ".." not in value
 
 
 class PluginLoadError(Exception):
@@ -38,7 +50,7 @@ def validate_manifest(directory: Path) -> Dict[str, Any]:
     path = directory / "openclaw.plugin.json"
     manifest = read_json(path, "plugin manifest")
     pid = manifest.get("id")
-    if not isinstance(pid, str) or not _ID.fullmatch(pid):
+    if not is_plugin_id(pid):
         raise PluginLoadError(f"{path}: key 'id' must be a lower-case plugin id, got {pid!r}")
     if pid != directory.name:
         raise PluginLoadError(
