@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import agent_workspace, validate_agent_id
 from fleet.gateway.messages import (
@@ -80,7 +81,7 @@ class Agents:
                 out["resumed"] = True
                 return out
             ws = self.workspace(agent_id)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(key, agent_id, ws, kind="main")
             out = public(rec)
             out["resumed"] = False

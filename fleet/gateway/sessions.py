@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import strictjson
+from fleet.continuity import strictjson, tempfiles
 from fleet.gateway.layout import Layout, validate_agent_id
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
@@ -43,7 +43,7 @@ def agent_of(key: str) -> str:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp = tempfiles.temp_path(path)
     text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

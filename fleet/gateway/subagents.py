@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
 from fleet.gateway.hooks import HookBus
@@ -84,7 +85,7 @@ class Subagents:
             key = f"agent:{target}:subagent:{uuid.uuid4()}"
             run_id = str(uuid.uuid4())
             ws = self.agents.workspace(target)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(
                 key,
                 target,

@@ -462,3 +462,100 @@ def test_health_answers_while_a_hook_is_busy(tmp_path, state):
         (state / "hook-release").touch()
         server.stop()
         server.close(2)
+
+
+# -- item 8: temp files of killed writers are recognised and swept ----------------------------
+
+KILLED_WRITER = """
+import os, sys
+from fleet.continuity import store
+def hang(src, dst):  # the moment between writing the temp file and renaming it
+    os.kill(os.getpid(), 9)
+os.replace = hang
+store.atomic_write(sys.argv[1], "half-written state " * 1000)
+"""
+
+
+def test_temp_files_of_writers_killed_mid_write_are_swept_at_start(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from gateway_helpers import REPO
+
+    state = tmp_path / "state"
+    real_gateway(state)
+    target = state / "workspace" / "memory" / "CURRENT_STATE.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(target)],
+                              env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True)
+        assert proc.returncode == -9
+    left = [p for p in target.parent.iterdir() if p.name != "CURRENT_STATE.md.lock"]
+    assert len(left) == 3, left
+    mine = target.parent / f".x.fleet-tmp.{os.getpid()}.abcd"  # a live writer's: kept
+    mine.write_text("in progress")
+    Gateway(Layout(state))
+    assert [p.name for p in target.parent.iterdir() if p.name != "CURRENT_STATE.md.lock"] == \
+        [mine.name]
+
+
+# -- item 9: private parts of the state dir are private whatever the umask --------------------
+
+def test_state_dir_is_private_under_umask_022(tmp_path, gateways):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        state = tmp_path / "state"
+        start_process(state)
+        gateways.append(state)
+        sock = Layout(state).socket
+        key = client.request(sock, {"op": "session.start", "agentId": "main"})["result"]
+        client.request(sock, {"op": "session.turn", "sessionKey": key["sessionKey"],
+                              "prompt": "Plan the private migration", "steps": ["ok"]})
+    finally:
+        os.umask(old)
+    for rel in ("agents", "workspace", "run", "logs"):
+        mode = stat.S_IMODE((state / rel).stat().st_mode)
+        assert mode & 0o077 == 0, (rel, oct(mode))
+    for path in [state / "openclaw.json", Path(key["transcript"]),
+                 state / "workspace" / "memory" / "CURRENT_STATE.md"]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, (path, oct(mode))
+
+
+def test_a_fifo_at_the_lock_path_is_refused_not_waited_on(tmp_path):
+    import os
+
+    from fleet.installer.lock import read_holder
+
+    (tmp_path / "fleet").mkdir()
+    os.mkfifo(tmp_path / "fleet" / "deploy.lock")
+    result: Dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            result["holder"] = read_holder(tmp_path)
+        except Exception as exc:  # the refusal we want
+            result["error"] = str(exc)
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    worker.join(20)
+    assert "error" in result and "not a regular file" in result["error"], result
+
+
+def test_a_symlinked_pidfile_is_not_followed(tmp_path):
+    import os
+
+    from fleet.gateway.pidfile import PidFile
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "run").mkdir()
+    os.symlink(victim, tmp_path / "run" / "gateway.pid")
+    with pytest.raises(OSError):
+        PidFile(tmp_path / "run" / "gateway.pid").acquire()
+    assert victim.read_text() == "precious"
