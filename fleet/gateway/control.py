@@ -37,6 +37,7 @@ BACKLOG = 1024
 BUSY_ERROR = "gateway busy: too many open connections; retry"
 _ACCEPT_BACKOFF_S = (0.01, 0.5)  # first and longest pause when out of file descriptors
 _LARGE = 256 * 1024  # after a request this large, hand freed heap pages back to the system
+_TRIM_EVERY_S = 1.0  # and when the last connection closes, at most this often
 FIRST_REQUEST_GRACE_S = 2.0  # after stop: how long a new connection may take to send its request
 
 
@@ -75,18 +76,30 @@ def connection_limit() -> int:
     return max(4, min(MAX_CONNECTIONS, soft // 2 - 16))
 
 
-def _load_malloc_trim() -> Optional[Callable[[int], int]]:
+def _libc() -> Any:
     try:
         name = ctypes.util.find_library("c")
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        return ctypes.CDLL(name) if name else None
     except OSError:
         return None
-    if trim is not None:
-        trim.argtypes = [ctypes.c_size_t]
-    return trim
 
 
-_MALLOC_TRIM = _load_malloc_trim()
+_LIBC = _libc()
+_MALLOC_TRIM = getattr(_LIBC, "malloc_trim", None)  # glibc only; absent on macOS/musl
+if _MALLOC_TRIM is not None:
+    _MALLOC_TRIM.argtypes = [ctypes.c_size_t]
+_M_ARENA_MAX = -8
+
+
+def limit_arenas(count: int = 2) -> None:
+    """Cap glibc's malloc arenas (default 8 per core): with a thread per connection, each
+    concurrent burst otherwise spreads the heap over many arenas that are never given back, and
+    the resident size ratchets up after every burst (the MALLOC_ARENA_MAX=2 remedy, applied
+    from inside). No-op where glibc's mallopt is absent."""
+    mallopt = getattr(_LIBC, "mallopt", None)
+    if mallopt is not None and _MALLOC_TRIM is not None:
+        mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        mallopt(_M_ARENA_MAX, count)
 
 
 def release_memory() -> None:
@@ -105,6 +118,7 @@ class ControlServer:
         self._sock: Optional[socket.socket] = None
         self._inflight = 0
         self._open = 0  # connections accepted and not yet closed
+        self._trimmed = 0.0
         self.max_connections = connection_limit()
         self._fresh = 0  # connections accepted that have not had their first answer yet
         self._cond = threading.Condition()
@@ -112,6 +126,7 @@ class ControlServer:
         os.set_blocking(self._wake_w, False)
 
     def bind(self) -> None:
+        limit_arenas()  # before the first connection thread
         self._sock = bind_unix(self.path)
         self._sock.setblocking(False)
 
@@ -261,10 +276,12 @@ class ControlServer:
             del buf
             with self._cond:
                 self._open -= 1
+                idle = self._open == 0
             if fresh:
                 self._done_fresh()
-            if large:
-                release_memory()
+            if large or (idle and time.monotonic() - self._trimmed > _TRIM_EVERY_S):
+                self._trimmed = time.monotonic()
+                release_memory()  # a burst is over: give its buffers and thread arenas back
 
     def _done_fresh(self) -> None:
         with self._cond:
