@@ -107,7 +107,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def run_load(clients: int, total: int, state: Path) -> dict:
+def run_load(clients: int, total: int, state: Path, rounds: int = 1) -> dict:
     """Start a gateway under `state`, load it, stop it; the figures."""
     assert _gateway(state, "init").returncode == 0
     started = _gateway(state, "start")
@@ -129,23 +129,30 @@ def run_load(clients: int, total: int, state: Path) -> dict:
         time.sleep(1.5)
         before = rss_kib(pid)
         share = max(1, total // clients)
-        workers = [Client(sock, i, share) for i in range(clients)]
-        barrier = threading.Barrier(clients + 1)
-        threads = [threading.Thread(target=w.run, args=(barrier,), daemon=True) for w in workers]
-        for t in threads:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
         peak = before
-        while any(t.is_alive() for t in threads):
-            peak = max(peak, rss_kib(pid))
-            time.sleep(0.2)
-        elapsed = time.perf_counter() - t0
-        during = rss_kib(pid)
-        time.sleep(1.5)  # connections closed: what the gateway keeps
-        after = rss_kib(pid)
-        latencies = [x for w in workers for x in w.latencies]
-        errors = [e for w in workers + warm for e in w.errors]
+        rounds_after = []
+        latencies: list[float] = []
+        errors = [e for w in warm for e in w.errors]
+        elapsed = 0.0
+        for r in range(rounds):
+            workers = [Client(sock, i + 1000 * r, share) for i in range(clients)]
+            barrier = threading.Barrier(clients + 1)
+            threads = [threading.Thread(target=w.run, args=(barrier,), daemon=True)
+                       for w in workers]
+            for t in threads:
+                t.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            while any(t.is_alive() for t in threads):
+                peak = max(peak, rss_kib(pid))
+                time.sleep(0.2)
+            elapsed += time.perf_counter() - t0
+            during = rss_kib(pid)
+            time.sleep(1.5)  # connections closed: what the gateway keeps
+            rounds_after.append(rss_kib(pid))
+            latencies += [x for w in workers for x in w.latencies]
+            errors += [e for w in workers for e in w.errors]
+        after = rounds_after[-1]
         alive = client.request(sock, {"op": "health"})["ok"]
     finally:
         _gateway(state, "stop")
@@ -155,7 +162,8 @@ def run_load(clients: int, total: int, state: Path) -> dict:
         "throughput_rps": round(len(latencies) / elapsed, 1),
         "latency_ms": {k: round(percentile(latencies, q) * 1000, 1)
                        for k, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))},
-        "rss_kib": {"before": before, "peak": peak, "end_of_load": during, "after": after},
+        "rss_kib": {"before": before, "peak": peak, "end_of_load": during, "after": after,
+                    "after_each_round": rounds_after},
         "rss_after_vs_before": round(after / before, 3), "healthy_after": alive,
         "mix": dict(MIX),
     }
@@ -165,17 +173,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=2000, help="total, shared by the clients")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the load on the same gateway (RSS after each round)")
     parser.add_argument("--json", default="", help="also write the figures to this file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fleet-load-") as tmp:
-        fig = run_load(args.clients, args.requests, Path(tmp) / "state")
+        fig = run_load(args.clients, args.requests, Path(tmp) / "state", args.rounds)
     lat, rss = fig["latency_ms"], fig["rss_kib"]
     print(f"{fig['clients']} clients, {fig['requests']} requests in {fig['elapsed_s']} s "
           f"({fig['throughput_rps']} req/s), errors: {fig['errors']}")
     print(f"latency ms: p50 {lat['p50']}  p90 {lat['p90']}  p99 {lat['p99']}  max {lat['max']}")
     print(f"RSS MiB: before {rss['before'] / 1024:.1f}  peak {rss['peak'] / 1024:.1f}  "
           f"end of load {rss['end_of_load'] / 1024:.1f}  after {rss['after'] / 1024:.1f}  "
-          f"(after/before {fig['rss_after_vs_before']})")
+          f"(after/before {fig['rss_after_vs_before']}); after each round: "
+          + ", ".join(f"{k / 1024:.1f}" for k in rss["after_each_round"]))
     for err in fig["first_errors"]:
         print(f"  error: {err}")
     if args.json:
