@@ -26,7 +26,13 @@ from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 
 LEASE_FILE = "fleet/run.lease"
-TAKE_TIMEOUT_S = 60.0
+TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
+
+
+def take_timeout(host: Host) -> float:
+    """How long taking or releasing a lease may take on `host`: a paused or unreachable host
+    must not hold up the run longer than a connect plus one short command."""
+    return float(host.timeouts.get("connect", 10) or 10) + TAKE_MARGIN_S
 
 LEASE_PY = """\
 import json, os, sys, time
@@ -52,6 +58,9 @@ if action == "release":
     print(json.dumps({"ok": True}))
     sys.exit(0)
 record = json.loads(sys.argv[4])
+if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused host): take nothing
+    print(json.dumps({"ok": False, "late": True}))
+    sys.exit(4)
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)
 for _ in range(5):
@@ -99,6 +108,7 @@ class Lease:
 
     run_id: str
     held: list[Host] = field(default_factory=list)
+    targets: list[Host] = field(default_factory=list)  # every host asked (released at the end)
     refusals: dict[str, str] = field(default_factory=dict)  # host -> why (holder named)
 
     @property
@@ -152,8 +162,15 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
               "lease": float(lease_s)}
-    answers = _each(hosts, lambda h: _run_on(h, lease_command(h, "take", lease.run_id, record),
-                                             TAKE_TIMEOUT_S), TAKE_TIMEOUT_S + 5)
+    longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S)
+
+    def one(h: Host):
+        # a take that only runs after its deadline (host paused meanwhile) takes nothing
+        late = dict(record, deadline=time.time() + take_timeout(h))
+        return _run_on(h, lease_command(h, "take", lease.run_id, late), take_timeout(h))
+
+    answers = _each(hosts, one, longest + 5)
+    lease.targets = list(hosts)
     for host in hosts:
         res = answers[host.name]
         if isinstance(res, Exception):
@@ -166,17 +183,21 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
             lease.held.append(host)
         elif isinstance(answer, dict) and isinstance(answer.get("holder"), dict):
             lease.refusals[host.name] = (
-                "another run holds the fleet lease on this host: "
+                "deploy lock of another run (fleet lease) held on this host by "
                 f"{describe_holder(answer['holder'])}; nothing was changed on any host. Wait "
                 "for that run to finish (a crashed run's lease expires)")
     if lease.refused:
         release(lease)
         lease.held = []
+        lease.targets = []
     return lease
 
 
 def release(lease: Lease) -> None:
-    """Give back the lease on every host this run holds it on (best effort, bounded)."""
-    if lease.held:
-        _each(lease.held, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
-                                            TAKE_TIMEOUT_S), TAKE_TIMEOUT_S + 5)
+    """Give back the lease on every target host (by run id: a host where the take did not
+    answer in time may still have taken it); best effort and bounded."""
+    hosts = lease.targets or lease.held
+    if hosts:
+        longest = max(take_timeout(h) for h in hosts)
+        _each(hosts, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
+                                       take_timeout(h)), longest + 5)

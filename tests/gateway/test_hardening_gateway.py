@@ -262,12 +262,12 @@ def open_idle(sock_path: Path, count: int) -> list:
     return conns
 
 
-def test_a_thousand_idle_connections_under_a_low_fd_limit_never_kill_the_gateway(
+def test_hundreds_of_idle_connections_under_a_low_fd_limit_never_kill_the_gateway(
         tmp_path, gateways):
     state = tmp_path / "state"
     pid = start_process(state, nofile=128)
     gateways.append(state)
-    conns = open_idle(Layout(state).socket, 1000)
+    conns = open_idle(Layout(state).socket, 300)  # the gateway has 128 descriptors
     try:
         # the excess is answered "busy" at once and closed, not left hanging
         conns[-1].settimeout(20)
