@@ -40,7 +40,7 @@ def archive_dir(workspace: Path) -> Path:
 
 def sort_key(name: str) -> Optional[Tuple[int, ...]]:
     """Chronological key of an archive file name, or None when it is not one of ours."""
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m:
         return None
     parts = [int(g) for g in m.groups()[:5]]
@@ -50,7 +50,7 @@ def sort_key(name: str) -> Optional[Tuple[int, ...]]:
 
 def archive_date(name: str) -> Optional[date]:
     """The calendar date in an archive name, None when absent or not a real date."""
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m:
         return None
     try:

@@ -40,6 +40,8 @@ PLACEHOLDER_VALUES = frozenset(
 _HEADING_RE = re.compile(r"^##[ \t]+(.*?)[ \t]*\r?\n?$")
 _LAST_UPDATED_RE = re.compile(r"^>[ \t]*last updated:[ \t]*(.*?)[ \t]*\r?\n?$", re.IGNORECASE)
 # Everything Python or a Markdown viewer might treat as a line break inside a value.
+# Control characters other than tab and newline (NUL, ANSI escapes, C1): never written raw.
+_CONTROL_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _LINE_BREAKS_RE = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
@@ -82,9 +84,11 @@ def neutralize(text: str) -> str:
     """Make untrusted text safe as a section body: one `\\n` per line break, and no line that could
     be read as a heading (`#` at line start) or a `> Last updated:` line (prefixed with `\\`).
 
+    Control characters other than tab and newline (NUL, ESC of ANSI sequences, C1) become
+    U+FFFD, so a child cannot put terminal escapes or NULs into a parent's file.
     Idempotent: an escaped line starts with `\\`, so neutralising twice changes nothing.
     """
-    lines = _LINE_BREAKS_RE.sub("\n", text).split("\n")
+    lines = _CONTROL_RE.sub("\ufffd", _LINE_BREAKS_RE.sub("\n", text)).split("\n")
     out = []
     for line in lines:
         bare = line.lstrip()

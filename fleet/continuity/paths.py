@@ -9,12 +9,13 @@ session key can never make the plugin read or write outside the state dir's work
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
+
+from fleet.continuity import strictjson
 
 MEMORY_DIR = "memory"
 SUBAGENTS_DIR = "subagents"
@@ -22,7 +23,8 @@ STATE_NAME = "CURRENT_STATE.md"
 STATE_FILE = Path(MEMORY_DIR) / STATE_NAME
 UNSURFACED_ARCHIVE = "unsurfaced_archive.md"
 DEFAULT_AGENT_ID = "main"
-_ID_RE = re.compile(r"^[a-z0-9_-]{1,128}$")
+# Always `fullmatch`: with `match`, "$" also accepts a trailing newline ("evil\n").
+_ID_RE = re.compile(r"[a-z0-9_-]{1,128}")
 
 
 class InvalidAgentId(ValueError):
@@ -79,11 +81,10 @@ def load_config(path: Path) -> dict:
             f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"
         ) from exc
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
+        data = strictjson.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
         raise ValueError(
-            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
-            "fix the syntax (OpenClaw reads the same file)"
+            f"{p}: invalid JSON: {exc}; fix the syntax (OpenClaw reads the same file)"
         ) from exc
     if not isinstance(data, dict):
         raise ValueError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")
@@ -95,7 +96,7 @@ def validate_agent_id(s: Any) -> str:
     if not isinstance(s, str):
         raise InvalidAgentId(f"agent id must be a string, got {type(s).__name__}")
     norm = s.strip().lower()
-    if not _ID_RE.match(norm):
+    if not _ID_RE.fullmatch(norm):
         raise InvalidAgentId(
             f"invalid agent id {s!r}: use 1-128 characters from a-z, 0-9, '_' and '-' "
             "(no '/', '..', ':' or control characters)"
@@ -164,7 +165,7 @@ def resolve_agent_workspace(
         if defaults_ws:
             return _expand(defaults_ws.strip(), e, state)
         profile = e.get("OPENCLAW_PROFILE", "").strip().lower()
-        if profile and profile != "default" and _ID_RE.match(profile):
+        if profile and profile != "default" and _ID_RE.fullmatch(profile):
             return state / f"workspace-{profile}"
         return state / "workspace"
     if defaults_ws:
@@ -187,7 +188,7 @@ def list_agents(config: Mapping[str, Any], state_dir: Path) -> List[str]:
     except OSError:
         extra = []
     for name in extra:
-        if _ID_RE.match(name) and name not in out:
+        if _ID_RE.fullmatch(name) and name not in out:
             out.append(name)
     return out
 
@@ -234,6 +235,10 @@ def check_session_key(key: Any) -> SessionKey:
     parts = [p for p in key.strip().lower().split(":") if p]
     if len(parts) < 3 or parts[0] != "agent":
         raise ValueError(f"not an agent session key: {key!r} (expected agent:<id>:<rest>)")
+    if not _ID_RE.fullmatch(parts[1]):  # raw: a newline or space inside a key is no id
+        raise InvalidAgentId(
+            f"invalid agent id {parts[1]!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
+        )
     agent_id = validate_agent_id(parts[1])
     rest_parts = parts[2:]
     rest = ":".join(rest_parts)
@@ -241,13 +246,19 @@ def check_session_key(key: Any) -> SessionKey:
     depth = sum(
         1 for i, p in enumerate(rest_parts[:-1]) if p == "subagent"
     )
+    for i, part in enumerate(rest_parts[:-1]):  # every subagent id on the path, not just the last
+        if part == "subagent" and not _ID_RE.fullmatch(rest_parts[i + 1]):
+            raise InvalidAgentId(
+                f"invalid subagent id {rest_parts[i + 1]!r} in session key {key!r}: "
+                "use a-z, 0-9, '_', '-'"
+            )
     child_id = None
     if is_subagent:
         for i in range(len(rest_parts) - 2, -1, -1):
             if rest_parts[i] == "subagent":
                 child_id = rest_parts[i + 1]
                 break
-        if child_id is None or not _ID_RE.match(child_id):
+        if child_id is None or not _ID_RE.fullmatch(child_id):
             raise InvalidAgentId(
                 f"invalid subagent id {child_id!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
             )

@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import agent_workspace, validate_agent_id
@@ -84,7 +85,7 @@ class Agents:
                 out["resumed"] = True
                 return out
             ws = self.workspace(agent_id)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(key, agent_id, ws, kind="main")
             out = public(rec)
             out["resumed"] = False

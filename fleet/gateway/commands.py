@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional
 log = logging.getLogger("fleet.gateway.commands")
 
 CommandHandler = Callable[[Dict[str, Any]], Any]
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # fullmatch: "$" would accept "x\n"
 
 
 class CommandError(ValueError):
@@ -29,7 +29,7 @@ class CommandRegistry:
     ) -> None:
         """Add a command; a name owned by another plugin is refused."""
         name = name.lstrip("/").lower()
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise CommandError(f"[{plugin_id}] invalid command name {name!r}: use [a-z0-9_-]")
         if not callable(handler):
             raise CommandError(f"[{plugin_id}] handler for /{name} is not callable")

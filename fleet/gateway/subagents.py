@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
@@ -44,6 +45,19 @@ _REASON_FOR = {
 }
 
 
+# The session index keeps an excerpt of a child's announce (and error): every session op of the
+# agent rewrites the index, so a 10 MB answer must not live there. The full text is in the
+# parent's transcript.
+EXCERPT_CHARS = 2000
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters in the transcript]"
+
+
 class Subagents:
     """Spawn and end children of sessions run by `Agents`."""
 
@@ -68,7 +82,7 @@ class Subagents:
             key = f"agent:{target}:subagent:{uuid.uuid4()}"
             run_id = str(uuid.uuid4())
             ws = self.agents.workspace(target)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(
                 key,
                 target,
@@ -132,7 +146,7 @@ class Subagents:
                 }
             ended: Dict[str, Any] = {"outcome": outcome, "reason": reason, "endedAt": now_ms()}
             if args.get("error"):
-                ended["error"] = str(args["error"])
+                ended["error"] = excerpt(str(args["error"]))
             if isinstance(args.get("runtimeMs"), (int, float)):
                 ended["runtimeMs"] = args["runtimeMs"]
             self.store.update(rec, ended=ended)
@@ -196,7 +210,10 @@ class Subagents:
             text = self._block(rec, messages, choice["text"])
             self._deliver(rec, text)
             info = {"state": "delivered", "text": text, "deliveredAt": now_ms()}
-        self.store.update(rec, announce=info)
+        stored = dict(info)
+        if isinstance(info.get("text"), str):
+            stored["text"] = excerpt(info["text"])
+        self.store.update(rec, announce=stored)
         out = dict(info)
         out["snapshot"] = choice["snapshot"]
         return out

@@ -90,7 +90,7 @@ def test_ignore_patterns_match_the_first_real_user_message(api, state_dir):
     api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     assert own(state_dir).read_bytes() == before
     assert not (main_ws(state_dir) / "memory" / "sessions").exists()
-    assert "invalid regex '(['" in api.logger.text("warn")
+    assert "skipping pattern '([': missing ']'" in api.logger.text("warn")
 
 
 def test_auto_extract_off(api, state_dir):

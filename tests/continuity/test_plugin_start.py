@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from continuity_fakes import write_state
 
 from fleet.continuity.document import StateDocument
@@ -156,7 +157,9 @@ def test_workspace_is_resolved_when_ctx_has_none(api, state_dir):
 def test_invalid_config_is_an_error_naming_the_key_and_changes_nothing(api, state_dir):
     write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Plan")
     api.plugin_config = {"relevanceInjection": "yes"}
-    assert api.fire("before_prompt_build", {}, main_ctx(state_dir)) is None
+    # raised to the hook bus (which reports it in the run's hookErrors), and logged
+    with pytest.raises(ValueError, match="relevanceInjection"):
+        api.fire("before_prompt_build", {}, main_ctx(state_dir))
     assert "relevanceInjection" in api.logger.text("error")
 
 

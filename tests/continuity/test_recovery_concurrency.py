@@ -78,5 +78,6 @@ def test_200_concurrent_recoveries(state_dir):
         assert found == 1, (cid, found)
     ledger = json.loads((ws / "memory" / ".recovered_children.json").read_text())
     assert len(ledger["children"]) == len(cids)
-    leftovers = [p.name for p in (ws / "memory").iterdir() if p.name.endswith(".tmp")]
+    leftovers = [p.name for p in (ws / "memory").iterdir()
+                 if ".fleet-tmp." in p.name or p.name.endswith(".tmp")]
     assert leftovers == []

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
-from fleet.continuity import archive, paths, schema, store
+from fleet.continuity import archive, paths, schema, store, strictjson
+from fleet.continuity.pattern import compile_pattern
 from fleet.plugins.mc.agents import MC_PLUGIN_ID, Agents
 from fleet.plugins.mc.textfmt import RULE
 
@@ -59,9 +60,9 @@ def _describe(agents: Agents, props: Mapping[str, Any]) -> str:
 
 def _parse(raw: str) -> Any:
     try:
-        return json.loads(raw)
-    except ValueError:
-        raise ValueError(f"Cannot parse value: {raw}") from None
+        return strictjson.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"Cannot parse value: {raw} ({exc})") from None
 
 
 def _section(parent: Dict[str, Any], key: str, where: str) -> Dict[str, Any]:
@@ -82,7 +83,9 @@ def _write(config_path: Path, key: str, value: Any) -> None:
             entry["enabled"] = True
         cfg = _section(entry, "config", f'plugins.entries["{MC_PLUGIN_ID}"].config')
         cfg[key] = value
-        store.atomic_write(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        store.atomic_write(
+            config_path, strictjson.dumps(config, indent=2, ensure_ascii=False) + "\n"
+        )
 
 
 def cmd_settings(agents: Agents, args: str) -> str:
@@ -100,6 +103,9 @@ def cmd_settings(agents: Agents, args: str) -> str:
     try:
         value = _parse(raw)
         schema.validate({key: value}, {"type": "object", "properties": {key: props[key]}})
+        if key == "ignorePatterns":  # user regexes run in the gateway: only the safe language
+            for item in value:
+                compile_pattern(item)
     except ValueError as exc:
         return f"\u2717 {exc}"
     _write(agents.config_path, key, value)

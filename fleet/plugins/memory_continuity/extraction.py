@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Iterable, List, Mapping, Optional
 
 from fleet.continuity.document import StateDocument
+from fleet.continuity.pattern import PatternError, SafePattern, compile_pattern
 from fleet.continuity.tokens import truncate_tokens
 
 OBJECTIVE_BUDGET = 300
@@ -52,17 +53,18 @@ def is_poisoned(text: str) -> bool:
 
 def compile_ignore_patterns(
     patterns: Iterable[Any], warn: Callable[[str], None]
-) -> List[re.Pattern[str]]:
-    """Case-insensitive regexes; too long or invalid ones are skipped with a warning."""
+) -> List[SafePattern]:
+    """Case-insensitive patterns in the safe (linear-time) language of `fleet.continuity.pattern`;
+    too long, invalid or unsupported ones are skipped with a warning saying why."""
     out = []
     for pattern in patterns or []:
         if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_LENGTH:
             warn(f"ignorePatterns: skipping {pattern!r:.60} (not a string of <= 100 characters)")
             continue
         try:
-            out.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as exc:
-            warn(f"ignorePatterns: skipping invalid regex {pattern!r}: {exc}")
+            out.append(compile_pattern(pattern))
+        except PatternError as exc:
+            warn(f"ignorePatterns: skipping {exc}")
     return out
 
 
