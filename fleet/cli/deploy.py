@@ -11,9 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 import fleet
+from fleet.cli.flags import task
 from fleet.deploy import api, journal, report
 from fleet.deploy.inventory import InventoryError, default_inventory, load
 from fleet.deploy.runner import RunOptions

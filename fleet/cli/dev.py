@@ -4,35 +4,56 @@ from __future__ import annotations
 
 import sys
 
-from invoke import task
+from fleet.cli.flags import task
 
 
-@task(
-    help={
-        "k": "only tests matching this pytest -k expression",
-        "docker": "only the Docker integration tests",
-        "unit": "skip the Docker integration tests",
-        "args": "extra pytest arguments",
-    }
-)
-def test(c, k="", docker=False, unit=False, args=""):
-    """Run the test suite (the README's test command)."""
+def pytest_command(k: str = "", docker: bool = False, unit: bool = False,
+                   args: str = "") -> list[str]:
+    """The pytest argument list (a list, never one shell string: `-k "a and not b"` stays one
+    argument and `-m "not docker"` is not split into three)."""
+    import shlex  # noqa: PLC0415
+
     cmd = [sys.executable, "-m", "pytest"]
     if docker:
         cmd += ["-m", "docker"]
     elif unit:
         cmd += ["-m", "not docker"]
     if k:
-        cmd += ["-k", repr(k)]
+        cmd += ["-k", k]
     if args:
-        cmd.append(args)
-    c.run(" ".join(cmd), pty=False)
+        cmd += shlex.split(args)
+    return cmd
+
+
+def _run(cmd: list[str]) -> None:
+    """Run an argument list in the foreground; exit with its code (no shell in between)."""
+    import subprocess  # noqa: PLC0415
+
+    from invoke import Exit  # noqa: PLC0415
+
+    code = subprocess.call(cmd)
+    if code:
+        raise Exit(code=code)
+
+
+@task(
+    help={
+        "k": "only tests matching this pytest -k expression (spaces allowed: -k 'a and not b')",
+        "docker": "only the Docker integration tests",
+        "unit": "skip the Docker integration tests",
+        "args": "extra pytest arguments (split like a shell would)",
+    }
+)
+def test(c, k="", docker=False, unit=False, args=""):
+    """Run the test suite (the README's test command)."""
+    _run(pytest_command(k, docker, unit, args))
 
 
 @task
 def lint(c, fix=False):
     """ruff over the whole tree."""
-    c.run(f"{sys.executable} -m ruff check {'--fix ' if fix else ''}fleet tests tasks.py")
+    _run([sys.executable, "-m", "ruff", "check", *(["--fix"] if fix else []),
+          "fleet", "tests", "tasks.py"])
 
 
 TASKS = [test, lint]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
+from fleet.cli.flags import task
 from fleet.release.error import ReleaseError
 
 
