@@ -46,7 +46,8 @@ def up(c, hosts="3", dir=None):
         removed = remove_run(client, old.run_id)
         print(f"harness: replaced the previous run {old.run_id} ({len(removed)} container(s))")
     try:
-        run, timing = start_harness(client, directory.resolve(), count=number(hosts, "--hosts"), keep=True)
+        run, timing = start_harness(client, directory.resolve(), count=number(hosts, "--hosts"),
+                                    keep=True)
     except (ImageError, HostError) as exc:
         raise Exit(f"harness.up: {exc}", code=1) from exc
     for host in run.hosts.values():
