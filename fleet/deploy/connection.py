@@ -9,6 +9,7 @@ each command, each transfer.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shlex
 import shutil
@@ -25,10 +26,35 @@ from fleet.deploy import hostkeys
 from fleet.deploy.inventory import Host
 
 LineCallback = Callable[[str], None]
+# Paramiko logs a dropped socket ("Socket exception: ...", "Error reading SSH protocol banner")
+# at ERROR; with no handler Python prints that to stderr beside our own report of the same
+# failure. Ours names the host and the cause, so paramiko's copy is dropped.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+# What kind of failure a ConnectionError_ is (the host's result in the report)
+UNREACHABLE, AUTH_FAILED, HOST_KEY, FAILED = "unreachable", "auth_failed", "host_key", "failed"
 
 
 class ConnectionError_(RuntimeError):
-    """Connecting, a command or a transfer failed; the message names the host and the cause."""
+    """Connecting, a command or a transfer failed; the message names the host and the cause,
+    `kind` says which failure it is (unreachable, auth_failed, host_key or failed)."""
+
+    def __init__(self, message: str, kind: str = FAILED):
+        super().__init__(message)
+        self.kind = kind
+
+
+def failure_kind(exc: BaseException) -> str:
+    """Classify an error from opening an ssh connection."""
+    import paramiko  # noqa: PLC0415
+
+    if isinstance(exc, (hostkeys.HostKeyError, paramiko.BadHostKeyException)):
+        return HOST_KEY
+    if isinstance(exc, paramiko.AuthenticationException):
+        return AUTH_FAILED
+    if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
+        return UNREACHABLE  # DNS, refused, timeouts, banner/handshake failures
+    return FAILED
 
 
 @dataclass
@@ -157,7 +183,8 @@ class SshConnection:
                     sock.close()
             reason = hostkeys.explain(exc, self.host.known_hosts)
             raise ConnectionError_(f"{self.host.name}: cannot connect to {self.host.host}:"
-                                   f"{self.host.port}: {reason or _describe(exc)}") from exc
+                                   f"{self.host.port}: {reason or _describe(exc)}",
+                                   failure_kind(exc)) from exc
 
     def run(self, command: str, timeout: float,
             on_stderr_line: LineCallback | None = None) -> CommandResult:
