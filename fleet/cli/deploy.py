@@ -216,7 +216,7 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
             report.print_json(report.json_document("status", results, healthy, run.elapsed))
         else:
             console = report.stdout_console()
-            console.print(report.status_table(results))
+            console.print(report.status_table(results, console.width))
             console.print(report.status_summary(results, run.elapsed), highlight=False)
         if not healthy:
             raise Exit(code=1)

@@ -46,7 +46,7 @@ def load_artifact(path: str | Path) -> ArtifactRef:
             manifest = json.loads(zf.read("fleet_manifest.json"))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a fleet artifact ({exc}); build one with "
-                         "`invoke release.build` or pass --artifact") from None
+                         "`invoke build` (or `fleet build`), or pass another --artifact") from None
     return ArtifactRef(path, digest, str(manifest["version"]), manifest.get("components", {}))
 
 

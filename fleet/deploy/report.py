@@ -146,43 +146,57 @@ def print_results(title: str, results: list[HostResult], as_json: bool,
     console.print(summary_line(results, duration_s, ok), highlight=False)
 
 
-def status_table(results: list[HostResult]) -> Table:
-    """One row per host; a release, version or readiness that differs from the majority is red."""
+WIDE = 150  # below this many columns the status table leaves out components and last change
+
+
+def status_table(results: list[HostResult], width: int = 200) -> Table:
+    """One row per host; a release, version or readiness that differs from the majority is red.
+
+    Host names and releases are never cut or folded; on a narrow terminal the table keeps host,
+    release, gateway, ready, free disk (and lock, when one is held) and leaves the long columns
+    (components, last change) to a wider terminal and to `--json`."""
     rows = [(r, r.data or {}) for r in results]
     common = Counter(_release(d.get("current") or None) for r, d in rows if r.ok)
     baseline = common.most_common(1)[0][0] if common else None
+    wide = width >= WIDE
+    show_lock = wide or any(d.get("lock") for _, d in rows)
+    columns = ["host", "release", *(["components"] if wide else []), "gateway", "ready",
+               "free disk", *(["lock"] if show_lock else []), *(["last change"] if wide else [])]
     table = Table(title="fleet status")
-    table.add_column("host", no_wrap=True)
-    table.add_column("release", no_wrap=True)
-    for column in ("components", "gateway pid", "uptime", "ready", "free disk", "lock",
-                   "last change"):
-        table.add_column(column, overflow="fold")
+    for column in columns:
+        table.add_column(column, no_wrap=column in ("host", "release", "free disk"),
+                         overflow="fold", min_width=5 if column == "ready" else None)
     for res, data in rows:
+        cells: dict = {"host": res.host}
         if not res.ok:
-            table.add_row(res.host, Text(res.result, style="bold red"), "", "", "", "", "", "",
-                          res.note)
+            cells["release"] = Text(res.result, style="bold red")
+            cells["ready"] = res.note
+            table.add_row(*(cells.get(c, "") for c in columns))
             continue
         current = data.get("current")
         release = _release(current)
         drift = release != baseline
         gw = data.get("gateway") or {}
-        comps = ", ".join(f"{k} {v}" for k, v in sorted(((current or {}).get("components")
-                                                          or {}).items()))
         lock = data.get("lock")
-        lock_text = "-" if not lock else (f"{lock.get('owner')} pid {lock.get('pid')}"
-                                          + (f" (stale: {lock['stale']})" if lock.get("stale")
-                                             else ""))
         audit = data.get("last_audit") or {}
-        last = (f"{audit.get('time', '')} {audit.get('action', '')} {audit.get('result', '')} "
-                f"by {audit.get('who', '?')}") if audit else "-"
         uptime = gw.get("uptime_s")
-        table.add_row(
-            res.host, Text(release + (" (drift)" if drift else ""),
-                           style="bold red" if drift else "green"),
-            comps, str(gw.get("pid", "-")), f"{uptime:.0f}s" if uptime is not None else "-",
-            Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
-                 style="green" if data.get("ready") else "bold red"),
-            human_bytes(data.get("disk_free_bytes")), lock_text, last)
+        cells.update({
+            "release": Text(release + (" (drift)" if drift else ""),
+                            style="bold red" if drift else "green"),
+            "components": ", ".join(f"{k} {v}" for k, v in sorted(
+                ((current or {}).get("components") or {}).items())),
+            "gateway": (f"pid {gw['pid']}, up {uptime:.0f}s" if gw.get("pid")
+                        and uptime is not None else "-"),
+            "ready": Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
+                          style="green" if data.get("ready") else "bold red"),
+            "free disk": human_bytes(data.get("disk_free_bytes")),
+            "lock": "-" if not lock else (f"{lock.get('owner')} pid {lock.get('pid')}"
+                                          + (f" (stale: {lock['stale']})" if lock.get("stale")
+                                             else "")),
+            "last change": (f"{audit.get('time', '')} {audit.get('action', '')} "
+                            f"{audit.get('result', '')} by {audit.get('who', '?')}")
+            if audit else "-"})
+        table.add_row(*(cells[c] for c in columns))
     return table
 
 
