@@ -236,3 +236,50 @@ def test_status_table_keeps_names_whole_at_80_columns():
     assert "memory-continuity 5.0.1" in wide.export_text()
     summary = status_summary(results, 0.42)
     assert "3 host(s): 3 ready" in summary and release in summary and "0.4s" in summary
+
+
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # our own gateways are not our children, but be safe about zombies
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def test_sandbox_down_stops_gateways_even_after_dot_fleet_was_removed(workdir, artifacts):
+    import shutil
+    (workdir / "inventory.yaml").write_text(INVENTORY.replace(
+        "groups:", "  box2: {state_dir: .fleet/sandbox/box2}\ngroups:"))
+    art = artifacts()
+    code, out, err = fleet(workdir, "deploy", "-H", "box,box2,mine", "--yes", "--json",
+                           "--artifact", str(art.path))
+    pids = {h["host"]: h["data"]["gateway"]["pid"] for h in json.loads(out)["hosts"]}
+    assert code == 0 and all(_alive(p) for p in pids.values()), err
+    try:
+        shutil.rmtree(workdir / ".fleet" / "sandbox" / "box2")  # box2 orphaned
+        code, out, err = fleet(workdir, "sandbox.down")
+        assert code == 0, err
+        assert f"box: gateway pid {pids['box']} stopped" in out
+        assert f"orphaned gateway pid {pids['box2']}" in out
+        assert not _alive(pids["box"]) and not _alive(pids["box2"])
+        assert _alive(pids["mine"])  # outside the sandbox: never touched
+        assert (workdir / ".fleet" / "sandbox" / "box").is_dir()
+        fleet(workdir, "deploy", "-H", "box", "--artifact", str(art.path))
+        shutil.rmtree(workdir / ".fleet")  # the whole .fleet/ gone from under it
+        code, out, err = fleet(workdir, "sandbox.down", "--purge")
+        assert code == 0 and "orphaned gateway pid" in out and "1 gateway(s) stopped" in out
+        code, out, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(art.path))
+        assert code == 0
+        code, out, err = fleet(workdir, "sandbox.down", "--purge")
+        assert code == 0 and "box: removed" in out
+        assert not (workdir / ".fleet" / "sandbox" / "box").exists()
+        assert (workdir / "state" / "mine").is_dir()
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                import os
+                os.kill(pid, 15)
