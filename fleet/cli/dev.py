@@ -46,12 +46,25 @@ def _run(cmd: list[str]) -> None:
 )
 def test(c, k="", docker=False, unit=False, args=""):
     """Run the test suite (the README's test command)."""
+    import importlib.util  # noqa: PLC0415
+
+    from invoke import Exit  # noqa: PLC0415
+
+    if importlib.util.find_spec("pytest") is None:
+        raise Exit("error: pytest is not installed here; the test tools are an extra: "
+                   "pip install -e '.[dev]'", 2)
     _run(pytest_command(k, docker, unit, args))
 
 
 @task
 def lint(c, fix=False):
     """ruff over the whole tree."""
+    import importlib.util  # noqa: PLC0415
+
+    from invoke import Exit  # noqa: PLC0415
+
+    if importlib.util.find_spec("ruff") is None:
+        raise Exit("error: ruff is not installed here: pip install -e '.[dev]'", 2)
     _run([sys.executable, "-m", "ruff", "check", *(["--fix"] if fix else []),
           "fleet", "tests", "tasks.py"])
 

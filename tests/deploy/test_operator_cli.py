@@ -283,3 +283,18 @@ def test_sandbox_down_stops_gateways_even_after_dot_fleet_was_removed(workdir, a
             if _alive(pid):
                 import os
                 os.kill(pid, 15)
+
+
+def test_invoke_test_unit_and_k_with_spaces_select_real_tests():
+    repo = Path(__file__).resolve().parents[2]
+    code, out, err = fleet(repo, "test", "--unit", "-k", "test_parse_count and not rejects",
+                           "--args", "--collect-only -q tests/deploy/test_runner.py")
+    collected = [ln for ln in out.splitlines() if "::" in ln]
+    assert code == 0, (out, err)
+    assert collected and all("test_parse_count[" in ln for ln in collected), out
+    code, out, _ = fleet(repo, "test", "--unit", "--args",
+                         "--collect-only -q tests/integration/test_ssh_config.py")
+    assert "no tests collected" in out or "deselected" in out  # docker tests left out
+    code, out, _ = fleet(repo, "test", "--docker", "--args",
+                         "--collect-only -q tests/integration/test_ssh_config.py")
+    assert "test_alias_and_jump_host_from_ssh_config" in out
