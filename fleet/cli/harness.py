@@ -1,8 +1,8 @@
 """Tasks for the Docker harness: `invoke harness.up|down|status`. Thin: parse flags, call, print.
 
 `harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
-harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml --hosts all` deploys to
-it with strict host keys. Its containers are labelled `keep`, so test sessions never sweep them;
+harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes` deploys
+to it with strict host keys (`--yes`: its hosts are outside the sandbox). Its containers are labelled `keep`, so test sessions never sweep them;
 `harness.down` removes them.
 """
 
