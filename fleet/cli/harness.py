@@ -2,8 +2,8 @@
 
 `harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
 harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes` deploys
-to it with strict host keys (`--yes`: its hosts are outside the sandbox). Its containers are labelled `keep`, so test sessions never sweep them;
-`harness.down` removes them.
+to it with strict host keys (`--yes`: its hosts are outside the sandbox). Its containers are
+labelled `keep`, so test sessions never sweep them; `harness.down` removes them.
 """
 
 from __future__ import annotations
