@@ -335,3 +335,37 @@ def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
     finally:
         gateway_pids([tmp_path / "inv" / ".fleet" / "sandbox" / "box"])
     assert list(elsewhere.iterdir()) == []  # nothing written where it ran
+
+
+@pytest.mark.parametrize("answer, code", [("n\n", 2), ("y\n", 0)])
+def test_on_a_terminal_first_use_asks_and_takes_the_answer(workdir, artifacts, answer, code):
+    import os
+    import pty
+    art = artifacts()
+    master, slave = pty.openpty()
+    seen: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    os.write(master, answer.encode())
+    proc = subprocess.run([sys.executable, "-c", FLEET, "deploy", "-H", "mine", "--artifact",
+                           str(art.path)], cwd=workdir, stdin=slave, stderr=slave,
+                          stdout=subprocess.PIPE, text=True, timeout=300)
+    os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    text = b"".join(seen).decode("utf-8", "replace")
+    assert "outside the sandbox: mine. Continue? [y/N]" in text
+    assert proc.returncode == code, text
+    assert (workdir / "state" / "mine" / "fleet" / "current").exists() == (code == 0)
+    assert (workdir / ".fleet" / "confirmed-hosts.json").exists() == (code == 0)
