@@ -85,7 +85,9 @@ class Host:
     manager_options: dict = field(default_factory=dict)
     timeouts: dict = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
     sandbox: bool = False  # local, state dir inside `.fleet/` beside the inventory
-    explicit: frozenset = frozenset()  # var names the inventory set (ssh_config fills the rest)
+    # var names the inventory set (ssh_config fills the rest); None (a Host built in Python):
+    # every field is meant as given
+    explicit: frozenset | None = None
 
     @property
     def is_local(self) -> bool:

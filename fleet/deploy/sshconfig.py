@@ -23,9 +23,10 @@ from pathlib import Path
 
 import paramiko
 
-from fleet.deploy.inventory import Host, parse_jump
+from fleet.deploy.inventory import VAR_TYPES, Host, parse_jump
 
 ENV_VAR = "FLEET_SSH_CONFIG"
+VAR_KEYS = tuple(VAR_TYPES)
 DEFAULT_PATH = "~/.ssh/config"
 POLICY = {"yes": "strict", "accept-new": "accept-new", "no": "strict", "off": "strict",
           "ask": "strict"}
@@ -77,7 +78,8 @@ def _expand(path: str) -> str:
 def resolve(host: Host, config: paramiko.SSHConfig | None = None) -> Target:
     """The Target of an inventory ssh host (inventory keys win over ssh_config)."""
     config = load(config_path()) if config is None else config
-    return _resolve(host.host, config, host, host.explicit)
+    explicit = frozenset(VAR_KEYS) if host.explicit is None else host.explicit
+    return _resolve(host.host, config, host, explicit)
 
 
 def _resolve(name: str, config: paramiko.SSHConfig, host: Host, explicit: frozenset,
