@@ -1,9 +1,9 @@
 """Tasks for the Docker harness: `invoke harness.up|down|status`. Thin: parse flags, call, print.
 
 `harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
-harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml --hosts all` deploys to
-it with strict host keys. Its containers are labelled `keep`, so test sessions never sweep them;
-`harness.down` removes them.
+harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes` deploys
+to it with strict host keys (`--yes`: its hosts are outside the sandbox). Its containers are
+labelled `keep`, so test sessions never sweep them; `harness.down` removes them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
+
+from fleet.cli.flags import number, task
 
 DEFAULT_DIR = Path(".fleet") / "harness"
 
@@ -27,7 +29,7 @@ def _client():
 
 @task(help={"hosts": "number of hosts (default 3: cloud, pi, edge-1)",
             "dir": f"where to write the run's files (default {DEFAULT_DIR})"})
-def up(c, hosts=3, dir=None):
+def up(c, hosts="3", dir=None):
     """Build the host image if needed, start N SSH hosts, write inventory + known_hosts + key."""
     from fleet.harness.cleanup import remove_run  # noqa: PLC0415
     from fleet.harness.hosts import HostError  # noqa: PLC0415
@@ -44,7 +46,8 @@ def up(c, hosts=3, dir=None):
         removed = remove_run(client, old.run_id)
         print(f"harness: replaced the previous run {old.run_id} ({len(removed)} container(s))")
     try:
-        run, timing = start_harness(client, directory.resolve(), count=int(hosts), keep=True)
+        run, timing = start_harness(client, directory.resolve(), count=number(hosts, "--hosts"),
+                                    keep=True)
     except (ImageError, HostError) as exc:
         raise Exit(f"harness.up: {exc}", code=1) from exc
     for host in run.hosts.values():

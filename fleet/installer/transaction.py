@@ -249,7 +249,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
             tx.notes.extend(releases.switch(state_dir, release, current,
                                              tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
-        res.update(ok=True, result="installed", to=summary(meta), gateway=health)
+        # Same release as before (--force, or its gateway was down): a restart, not an install
+        res.update(ok=True, result="restarted" if current == release else "installed",
+                   to=summary(meta), gateway=health)
         tx.record()
     except Exception as exc:
         if res["ok"]:

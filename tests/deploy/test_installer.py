@@ -78,7 +78,8 @@ def test_command_manager_install_then_unchanged(artifacts, host_states, fake_man
     assert code == 0 and second["result"] == "unchanged" and not second["restarted"]
     assert second["gateway"]["pid"] == first["gateway"]["pid"]
     code, forced = install(art, state, fake_manager_args, "--force")
-    assert forced["result"] == "installed" and forced["gateway"]["pid"] != first["gateway"]["pid"]
+    assert forced["result"] == "restarted"  # same release: a restart, not an install
+    assert forced["gateway"]["pid"] != first["gateway"]["pid"]
 
 
 def test_prune_keeps_newest_and_never_active_or_previous(artifacts, host_states,
