@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import tomllib
-from release_fixtures import MAIN, Repo
+from release_fixtures import MAIN, Repo, task_env
 
 from fleet.release.component import load_project
 from fleet.release.verify import verify
@@ -19,7 +19,8 @@ MCONT_MANIFEST = "fleet/plugins/memory_continuity/openclaw.plugin.json"
 
 def run_verify(repo: Repo, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "verify", *args],
-                          cwd=repo.path, capture_output=True, text=True, timeout=120)
+                          cwd=repo.path, capture_output=True, text=True, timeout=120,
+                          env=task_env())
 
 
 def set_json(repo: Repo, rel: str, key: str, value) -> None:
