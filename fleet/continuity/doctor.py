@@ -3,7 +3,8 @@
 Per state file (each agent's `memory/CURRENT_STATE.md` and each child's
 `memory/subagents/<child>/CURRENT_STATE.md`) it checks that the file exists, is not stale
 against the agent's newest session transcript, has all six sections, holds no leftover template
-placeholder (`[...]`), whether Unsurfaced Results waits for review, and whether the newest
+placeholder (`[...]`), whether Unsurfaced Results waits for review (subagent results not yet
+surfaced: warning; the last answer every checkpoint keeps there: info), and whether the newest
 archive's Objective differs from the current one (a task switch). Severities are ok < info <
 warning < critical; `exit_code` maps the worst to 0 (ok, info), 1 (warning), 2 (critical), the
 codes of the doctor users know from the original plugin.
@@ -26,6 +27,8 @@ SEVERITIES = ("ok", "info", "warning", "critical")
 STALE_GRACE_S = 300.0  # a state file this much older than the newest transcript is stale
 IDLE_INFO_S = 24 * 3600.0  # older than this (and not stale): reported as info
 _BRACKETED = re.compile(r"^\[[^\]\n]*\]$")
+# The head line of a subagent's recovery note (memory_continuity/notes.py `format_note`).
+_CHILD_NOTE = re.compile(r'^\[[^\]\n]+\] Subagent "', re.M)
 
 
 def worst(severities: List[str]) -> str:
@@ -161,9 +164,14 @@ def check_state(path: Path, transcript_mtime: Optional[float] = None,
                            "template placeholder left in: " + ", ".join(left)))
     unsurfaced = doc.get("Unsurfaced Results") or ""
     if document.is_meaningful(unsurfaced):
-        first = unsurfaced.strip().splitlines()[0][:80]
-        out.append(Finding("unsurfaced", "warning",
-                           f"Unsurfaced Results waits for review: {first}"))
+        notes = len(_CHILD_NOTE.findall(unsurfaced))
+        if notes:
+            out.append(Finding("unsurfaced", "warning",
+                               f"Unsurfaced Results waits for review: {notes} subagent "
+                               "result(s) not yet surfaced to the user"))
+        else:  # the last answer, as every checkpoint records it
+            first = unsurfaced.strip().splitlines()[0][:80]
+            out.append(Finding("unsurfaced", "info", f"Unsurfaced Results holds: {first}"))
     if archive_root is not None:
         out.extend(_task_switch(doc, archive_root))
     return out
@@ -227,7 +235,7 @@ def diagnose(state_dir: Path, config: Optional[Mapping[str, Any]] = None,
         newest = newest_transcript(state_dir, aid)
         main = paths.state_file(ws)
         report.targets.append(Target(aid, None, main, check_state(
-            main, newest, ws, now, ran=newest is not None or (ws / "memory").is_dir())))
+            main, newest, ws, now, ran=newest is not None)))
         for cdir in child_dirs(ws):
             path = paths.child_state_file(ws, cdir.name)
             # A child's transcript is not tied to its id on disk: no staleness check.

@@ -75,11 +75,25 @@ def test_leftover_placeholders(tmp_path):
     assert found.severity == "warning" and found.message.endswith("Current Step")
 
 
-def test_unsurfaced_results_wait_for_review(tmp_path):
-    text = GOOD.replace("## Unsurfaced Results\nNone", "## Unsurfaced Results\nChild found X")
+NOTE = ('[2026-03-31T11:00:00.000Z] Subagent "ops" completed.\n'
+        '  Session: agent:ops:subagent:c1\n  Result: found X')
+
+
+def test_unsurfaced_subagent_results_wait_for_review(tmp_path):
+    text = GOOD.replace("## Unsurfaced Results\nNone", "## Unsurfaced Results\n" + NOTE
+                        + "\n" + NOTE.replace("11:00", "11:30"))
     path = write(tmp_path / "CURRENT_STATE.md", text)
     found = by_check(doctor.check_state(path))["unsurfaced"]
-    assert found.severity == "warning" and "Child found X" in found.message
+    assert found.severity == "warning"
+    assert found.message == ("Unsurfaced Results waits for review: 2 subagent result(s) not yet "
+                             "surfaced to the user")
+
+
+def test_the_last_answer_in_unsurfaced_results_is_only_info(tmp_path):
+    text = GOOD.replace("## Unsurfaced Results\nNone", "## Unsurfaced Results\nWorking on it.")
+    path = write(tmp_path / "CURRENT_STATE.md", text)
+    found = by_check(doctor.check_state(path))["unsurfaced"]
+    assert found.severity == "info" and "Working on it." in found.message
 
 
 def test_task_switch_against_the_newest_archive(tmp_path):
@@ -113,7 +127,7 @@ def test_diagnose_covers_every_agent_and_every_child(tmp_path):
     ws = state / "workspace"
     write(ws / "memory" / "CURRENT_STATE.md", GOOD)
     write(ws / "memory" / "subagents" / "c1" / "CURRENT_STATE.md",
-          GOOD.replace("## Unsurfaced Results\nNone", "## Unsurfaced Results\nchild result"))
+          GOOD.replace("## Unsurfaced Results\nNone", "## Unsurfaced Results\n" + NOTE))
     transcript(state, "ops")  # ops ran but has no state file
     report = doctor.diagnose(state)
     labels = [(t.label, t.severity) for t in report.targets]

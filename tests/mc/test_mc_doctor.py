@@ -16,7 +16,8 @@ def test_doctor_all_lists_every_agent_and_child(mc):
     mc.write_state()
     child = mc.mem() / "subagents" / "kid" / "CURRENT_STATE.md"
     child.parent.mkdir(parents=True)
-    child.write_text(state_text(unsurfaced="The kid found the bug"))
+    child.write_text(state_text(unsurfaced='[2026-03-31T11:00:00.000Z] Subagent "kid" '
+                                           'completed.\n  Result: The kid found the bug'))
     (mc.state / "agents" / "ops" / "sessions").mkdir(parents=True)
     (mc.state / "agents" / "ops" / "sessions" / "s.jsonl").write_text("{}\n")
     body = mc("doctor --all")
