@@ -80,11 +80,14 @@ def doctor_host(host: Host, progress: Progress, owner: str) -> HostResult:
                       note=_headline(data), data=data)
 
 
-def _unreachable(host: Host, why: str, t_start: float) -> HostResult:
-    data = {"checks": [{"check": "reach", "severity": "critical", "message": why}],
+def _unreachable_data(why: str) -> dict:
+    return {"checks": [{"check": "reach", "severity": "critical", "message": why}],
             "continuity": {"targets": [], "severity": "ok"}, "severity": "critical", "exit": 2}
+
+
+def _unreachable(host: Host, why: str, t_start: float) -> HostResult:
     return HostResult(host.name, "critical", False, duration_s=time.monotonic() - t_start,
-                      note=why, data=data)
+                      note=why, data=_unreachable_data(why))
 
 
 def _headline(data: dict) -> str:
@@ -101,7 +104,12 @@ def doctor(hosts: list[Host], sink: Callable[[str, str, str], None],
     owner = owner or default_owner()
     options = options or RunOptions()
     options.deadline = lambda h: (h.timeouts.get("connect", 10) or 10) + command_timeout(h) + 30
-    return run(hosts, lambda h, p: doctor_host(h, p, owner), sink, options)
+    results = run(hosts, lambda h, p: doctor_host(h, p, owner), sink, options)
+    for res in results:  # the runner's own verdicts (deadline exceeded, skipped) carry no checks
+        if not (res.data or {}).get("checks"):
+            res.data = _unreachable_data(res.note or res.result)
+            res.result = "critical"
+    return results
 
 
 def fleet_severity(results: list[HostResult]) -> str:
