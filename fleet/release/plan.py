@@ -10,17 +10,14 @@ released a component whose own tag format the shared tag does not follow.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from fleet.continuity import store
 from fleet.release import changelog
+from fleet.release.changelog import commit_message
 from fleet.release.component import Project
-
-_MESSAGE = re.compile(r"^release: (?P<body>.+)$")
-_ITEM = re.compile(r"^(?P<id>\S+) v(?P<version>\S+)$")
 
 
 @dataclass
@@ -99,25 +96,6 @@ class Plan:
             out.append(f"push: skipped (--no-push); later: git push --atomic {self.remote} "
                        f"{self.branch} {self.tag}")
         return "\n".join(out)
-
-
-def commit_message(versions: dict) -> str:
-    """`release: a v1.0.0, b v2.0.0` for {a: 1.0.0, b: 2.0.0} (in the order given)."""
-    return "release: " + ", ".join(f"{cid} v{ver}" for cid, ver in versions.items())
-
-
-def parse_commit_message(subject: str) -> dict:
-    """{component: version} a release commit (or tag) message names; {} for any other text."""
-    m = _MESSAGE.match(subject.strip())
-    if not m:
-        return {}
-    found = {}
-    for item in m.group("body").split(", "):
-        im = _ITEM.match(item.strip())
-        if not im:
-            return {}
-        found[im.group("id")] = im.group("version")
-    return found
 
 
 def read_optional(path: Path) -> Optional[str]:

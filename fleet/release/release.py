@@ -20,15 +20,14 @@ from packaging.version import Version
 
 from fleet.release import changelog
 from fleet.release.bump import next_version
+from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.git import Git, GitError
 from fleet.release.plan import (
     ComponentRelease,
     Plan,
-    commit_message,
     file_changes,
-    parse_commit_message,
     write_text,
 )
 from fleet.release.state import JOURNAL_NAME, RESUME_COMMAND, Journal
