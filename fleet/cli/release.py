@@ -45,7 +45,8 @@ def verify(c, json=False):
     help={
         "component": "component to release (default: the main one, memory-continuity); "
                      "repeat to release several in one commit with one tag",
-        "part": "bump major|minor|patch|pre (default patch), for every component",
+        "part": "bump major|minor|patch|pre (default patch), for every component without "
+                "an explicit --version",
         "version": "explicit new version (must be greater than the current one); with several "
                    "components: <component>=<version>, repeatable",
         "dry_run": "print every change (diffs, commit, tag, push) and change nothing",

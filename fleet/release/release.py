@@ -192,7 +192,10 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
                            f"{', '.join(dirty)}; fix: commit or stash them first")
     report = verify(project)
     report.raise_for_problems("refusing to release")
-    new = {cid: next_version(report.versions[cid], part, ver) for cid, ver in requested.items()}
+    # With several components, --part bumps those without an explicit --version C=X.
+    several = len(requested) > 1
+    new = {cid: next_version(report.versions[cid], None if several and ver else part, ver)
+           for cid, ver in requested.items()}
     after = dependency_problems(project, {**report.versions, **new})
     if after:
         what = ", ".join(f"{cid} {ver}" for cid, ver in new.items())

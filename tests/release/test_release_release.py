@@ -245,6 +245,10 @@ def test_components_released_together_get_one_commit_and_one_tag(repo):
     assert "later" in top and "/mc doctor" not in top
 
 
+def before_major(repo: Repo) -> str:
+    return versions(repo)["memory-continuity"].split(".")[0]
+
+
 def test_joint_dry_run_and_explicit_versions(repo):
     before = repo.snapshot()
     result, out = release(repo, component=["memory-continuity", "mc"],
@@ -255,6 +259,11 @@ def test_joint_dry_run_and_explicit_versions(repo):
         assert f"+++ b/{path}" in out
     assert "commit: 'release: memory-continuity v6.0.0, mc v3.0.0'" in out
     assert "tag: v6.0.0 (annotated" in out
+    # --part bumps the components without an explicit version
+    result, _ = release(repo, component=["memory-continuity", "mc"], part="major",
+                        version=["mc=3.0.0"], dry_run=True)
+    assert result.versions["mc"] == "3.0.0"
+    assert result.versions["memory-continuity"] == f"{int(before_major(repo)) + 1}.0.0"
     # --version id=X alone selects the component
     result, _ = release(repo, version=["mc=3.0.0"], dry_run=True)
     assert result.versions == {"mc": "3.0.0"} and result.tag == "mc-v3.0.0"
