@@ -1,4 +1,4 @@
-"""`invoke bench`: fleet against the seed's manual loop and ansible-core, side by side.
+"""`invoke bench`: fleet against the hand-made deploy loop and ansible-core, side by side.
 
 Thin: parse flags, call fleet.bench.run, print, optionally write JSON. Results and the story of
 where the time goes are in docs/benchmarks.md.

@@ -11,6 +11,7 @@ import contextlib
 import getpass
 import hashlib
 import json
+import math
 import re
 import socket
 import time
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.deploy import commands
+from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
@@ -258,12 +259,40 @@ def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None
     return run(hosts, work, sink, options)
 
 
+def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
+    """How long a run's fleet lease lasts if the run dies: every batch at its slowest host's
+    deadline, plus a margin. A finished run releases it at once."""
+    parallel = max(1, (options or RunOptions()).parallel or 1)
+    rounds = max(1, math.ceil(len(hosts) / parallel))
+    return rounds * max((deadline_for(h) for h in hosts), default=600.0) + 60.0
+
+
+def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
+            body: Callable[[], list[HostResult]]) -> list[HostResult]:
+    """Run `body` holding the fleet lease on every host; refused as a whole if another run
+    holds it anywhere (fleet.deploy.lease)."""
+    held = lease.take(hosts, owner, lease_time(hosts, options))
+    if held.refused:
+        first = next(iter(held.refusals.values()))
+        return [HostResult(h.name, "refused", False,
+                           note=held.refusals.get(h.name) or f"run refused: {first}")
+                for h in hosts]
+    try:
+        return body()
+    finally:
+        lease.release(held)
+
+
 def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            options: RunOptions | None = None, force: bool = False, dry_run: bool = False,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
-                options)
+
+    def body() -> list[HostResult]:
+        return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
+                    options)
+
+    return body() if dry_run else _leased(hosts, owner, options, body)
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
@@ -282,13 +311,14 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to),
-                                                 "rollback", True, install_timeout(h)),
-                sink, options)
+    return _leased(hosts, owner, options, lambda: _run(
+        hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to), "rollback", True,
+                                         install_timeout(h)), sink, options))
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart",
-                                                 True, install_timeout(h)), sink, options)
+    return _leased(hosts, owner, options, lambda: _run(
+        hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart", True,
+                                         install_timeout(h)), sink, options))

@@ -66,7 +66,7 @@ class _LineWriter(io.TextIOBase):
 
 
 class LocalConnection:
-    """A host on this machine (the seed's Mac, the sandbox): same commands, no ssh."""
+    """A host on this machine (a Mac driven where it sits, the sandbox): same commands, no ssh."""
 
     def __init__(self, host: Host):
         self.host = host

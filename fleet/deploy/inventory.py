@@ -186,19 +186,28 @@ def _check_vars(path: Path, keys: list[str], data: dict) -> dict:
     return data
 
 
+MAX_GROUP_DEPTH = 32  # groups nested deeper than this are an error, not a RecursionError
+
+
 def _flatten_groups(path: Path, groups: dict, hosts: dict) -> dict[str, list[str]]:
-    """Group -> member hosts, following nested groups; unknown names and cycles are errors."""
+    """Group -> member hosts, following nested groups; unknown names, cycles and nesting deeper
+    than MAX_GROUP_DEPTH are errors. Each group is resolved once (linear in the inventory)."""
     flat: dict[str, list[str]] = {}
 
     def visit(name: str, trail: list[str]) -> list[str]:
+        if name in flat:
+            return flat[name]
         if name in trail:
             cycle = " -> ".join(trail[trail.index(name):] + [name])
             raise InventoryError(f"{_where(path, ['groups', name, 'groups'])}: groups form a "
                                  f"cycle ({cycle}); remove one of these memberships")
-        if name in flat:
-            return flat[name]
+        if len(trail) >= MAX_GROUP_DEPTH:
+            raise InventoryError(
+                f"{_where(path, ['groups', name])}: groups nested more than {MAX_GROUP_DEPTH} "
+                f"levels deep ({' -> '.join(trail[:3])} -> ... -> {name}); flatten the hierarchy")
         spec = groups[name]
         members: list[str] = []
+        seen: set[str] = set()
         for i, host in enumerate(spec.get("hosts") or []):
             if host not in hosts:
                 hint = difflib.get_close_matches(str(host), list(hosts), n=1)
@@ -206,14 +215,18 @@ def _flatten_groups(path: Path, groups: dict, hosts: dict) -> dict[str, list[str
                 raise InventoryError(
                     f"{_where(path, ['groups', name, 'hosts', str(i)])}: unknown host '{host}'; "
                     f"{maybe}define it under `hosts:` (known: {', '.join(sorted(hosts))})")
-            if host not in members:
+            if host not in seen:
+                seen.add(host)
                 members.append(host)
         for i, child in enumerate(spec.get("groups") or []):
             if child not in groups:
                 raise InventoryError(
                     f"{_where(path, ['groups', name, 'groups', str(i)])}: unknown group "
                     f"'{child}'; define it under `groups:` (known: {', '.join(sorted(groups))})")
-            members.extend(h for h in visit(child, trail + [name]) if h not in members)
+            for h in visit(child, trail + [name]):
+                if h not in seen:
+                    seen.add(h)
+                    members.append(h)
         flat[name] = members
         return members
 
@@ -229,8 +242,12 @@ def _group_depths(groups: dict) -> dict[str, int]:
         for child in spec.get("groups") or []:
             parents[child].append(name)
 
-    def depth(g: str) -> int:
-        return 0 if not parents[g] else 1 + max(depth(p) for p in parents[g])
+    depths: dict[str, int] = {}
+
+    def depth(g: str) -> int:  # memoised: a diamond of groups is visited once per group
+        if g not in depths:
+            depths[g] = 0 if not parents[g] else 1 + max(depth(p) for p in parents[g])
+        return depths[g]
 
     return {g: depth(g) for g in groups}
 
@@ -241,6 +258,9 @@ def parse(text: str, path: Path) -> Inventory:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InventoryError(f"{path}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise InventoryError(f"{path}: YAML nested too deeply; an inventory is a few levels "
+                             "deep") from None
     data = _mapping(path, [], data)
     for key in data:
         if key not in TOP_KEYS:

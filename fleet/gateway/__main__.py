@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -163,6 +164,7 @@ def _command_text(resp: Dict[str, Any]) -> Optional[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ns = _parser().parse_args(argv)
+    os.umask(os.umask(0o077) | 0o077)  # what the gateway creates is private, whatever the umask
     as_json = getattr(ns, "json", False)
     state_dir = getattr(ns, "state_dir", None)
     layout = Layout(Path(state_dir).expanduser() if state_dir else resolve_state_dir())

@@ -1,20 +1,25 @@
 """Agent sessions and runs: start, turn (hooks + simulated model), append, close.
 
-A turn appends the user prompt, fires `before_agent_start` (its merged `prependSystemContext` is
-the injected context, returned to the caller), appends the scripted model output, and fires
-`agent_end` with the session's messages. Hook contexts are OpenClaw's shapes (anchor 6.6).
+A turn appends the user prompt, fires `before_prompt_build` (its merged `prependSystemContext`
+is the injected context, returned to the caller), appends the scripted model output, and fires
+`agent_end` with the session's messages. Every hook gets exactly the event and ctx fields
+OpenClaw 2026.9.6 gives it (docs/architecture.md, "Hook contract"), nothing more.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity import private
+from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import agent_workspace, validate_agent_id
 from fleet.gateway.messages import (
     build_steps,
     is_compaction,
+    message_text,
     normalize_message,
     now_ms,
     system_message,
@@ -22,7 +27,7 @@ from fleet.gateway.messages import (
 )
 from fleet.gateway.sessions import SessionError, SessionStore, agent_of, normalize_key, public
 
-OnAppend = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
+OnRunEnd = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
 
 
 class Agents:
@@ -39,24 +44,24 @@ class Agents:
         self.hooks = hooks
         self.config_source = config_source
         self.default_agent = default_agent
-        self.on_append: List[OnAppend] = []
+        # Called after each run (`turn`, once agent_end has fired), not after a hook-less append:
+        # in OpenClaw only a run of a paused child can produce its final answer.
+        self.on_run_end: List[OnRunEnd] = []
         self.on_close: List[Callable[[Dict[str, Any]], None]] = []
 
     def workspace(self, agent_id: str):
         return agent_workspace(agent_id, self.config_source(), self.store.layout.state_dir)
 
-    def agent_ctx(self, rec: Dict[str, Any], trigger: str = "user") -> Dict[str, Any]:
-        ctx = {
+    def agent_ctx(self, rec: Dict[str, Any], run_id: str, trigger: str = "user") -> Dict[str, Any]:
+        """`before_prompt_build` / `agent_end` ctx (no requester: OpenClaw gives none here)."""
+        return {
+            "runId": run_id,
             "agentId": rec["agentId"],
             "sessionKey": rec["sessionKey"],
             "sessionId": rec["sessionId"],
             "workspaceDir": rec["workspaceDir"],
             "trigger": trigger,
-            "messageProvider": "fleet",
         }
-        if rec.get("requesterSessionKey"):
-            ctx["requesterSessionKey"] = rec["requesterSessionKey"]
-        return ctx
 
     def start(self, args: Dict[str, Any]) -> Dict[str, Any]:
         """Open a session; an already open session with the same key is returned as is."""
@@ -80,7 +85,7 @@ class Agents:
                 out["resumed"] = True
                 return out
             ws = self.workspace(agent_id)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(key, agent_id, ws, kind="main")
             out = public(rec)
             out["resumed"] = False
@@ -100,10 +105,11 @@ class Agents:
                      for i, m in enumerate(args.get("messages") or [])]
             transcript = self.store.transcript(rec)
             history = transcript.messages()
-            ctx = self.agent_ctx(rec, str(args.get("trigger", "user")))
+            run_id = str(uuid.uuid4())
+            ctx = self.agent_ctx(rec, run_id, str(args.get("trigger", "user")))
             notes = self._drain_notifications(rec)
             injected, errors = self.hooks.run_modifying(
-                "before_agent_start", {"prompt": prompt, "messages": history}, ctx
+                "before_prompt_build", {"prompt": prompt, "messages": history}, ctx
             )
             new: List[Dict[str, Any]] = list(notes)
             if prompt:
@@ -123,6 +129,7 @@ class Agents:
                 self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
             success = bool(args.get("success", True))
             event = {
+                "runId": run_id,
                 "messages": history + run_msgs,
                 "success": success,
                 "durationMs": int((time.time() - started) * 1000),
@@ -138,7 +145,7 @@ class Agents:
                 "notifications": [n["content"][0]["text"] for n in notes],
                 "hookErrors": errors,
             }
-            result.update(self._after_append(rec))
+            result.update(self._after_run(rec))
             return result
 
     def append(self, args: Dict[str, Any]) -> Dict[str, Any]:
@@ -154,22 +161,23 @@ class Agents:
             compactions = sum(1 for m in msgs if is_compaction(m))
             if compactions:
                 self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
-            result = {"sessionKey": rec["sessionKey"], "appended": len(msgs)}
-            result.update(self._after_append(rec))
-            return result
+            return {"sessionKey": rec["sessionKey"], "appended": len(msgs)}
 
     def _compact(self, rec: Dict[str, Any], messages: List[Dict[str, Any]]) -> List[str]:
-        event = {
-            "messageCount": len(messages),
-            "compactingCount": len(messages),
-            "messages": messages,
-            "sessionFile": rec["transcript"],
+        """`before_compaction` as OpenClaw's compaction path fires it: counts, no messages."""
+        tokens = sum(estimate_tokens(message_text(m)) for m in messages)
+        event = {"messageCount": len(messages), "tokenCount": tokens}
+        ctx = {
+            "sessionId": rec["sessionId"],
+            "agentId": rec["agentId"],
+            "sessionKey": rec["sessionKey"],
+            "workspaceDir": rec["workspaceDir"],
         }
-        return self.hooks.run_void("before_compaction", event, self.agent_ctx(rec, "compaction"))
+        return self.hooks.run_void("before_compaction", event, ctx)
 
-    def _after_append(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+    def _after_run(self, rec: Dict[str, Any]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        for fn in self.on_append:
+        for fn in self.on_run_end:
             extra = fn(rec)
             if extra:
                 out.update(extra)
@@ -198,7 +206,8 @@ class Agents:
                 errors += self.hooks.run_void(
                     "before_reset",
                     {"sessionFile": rec["transcript"], "messages": messages, "reason": reason},
-                    self.agent_ctx(rec, reason),
+                    {"agentId": rec["agentId"], "sessionKey": rec["sessionKey"],
+                     "sessionId": rec["sessionId"], "workspaceDir": rec["workspaceDir"]},
                 )
             for fn in self.on_close:
                 fn(rec)
@@ -209,11 +218,10 @@ class Agents:
                 "durationMs": now_ms() - int(rec.get("createdAt") or now_ms()),
                 "reason": reason,
             }
-            ctx = {
-                "agentId": rec["agentId"],
+            ctx = {  # a session ctx: no workspaceDir in OpenClaw
                 "sessionId": rec["sessionId"],
                 "sessionKey": rec["sessionKey"],
-                "workspaceDir": rec["workspaceDir"],
+                "agentId": rec["agentId"],
             }
             errors += self.hooks.run_void("session_end", event, ctx)
             self.store.update(rec, closedAt=now_ms(), closeReason=reason)

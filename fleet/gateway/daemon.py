@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from fleet.continuity import tempfiles
 from fleet.gateway import client, logfile
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
@@ -135,7 +136,7 @@ def write_ready(path: Path, record: Dict[str, Any]) -> None:
     """One line of `json.dumps(record, sort_keys=True)`, atomically: temp file in the same dir,
     fsync, os.replace. The no-op check greps this exact form (fleet.deploy.commands.noop_check:
     the sorted keys pid, ready, release are adjacent, so keep any new key out of that range)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = tempfiles.temp_path(path)
     fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:

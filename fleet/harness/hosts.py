@@ -41,7 +41,8 @@ class HostSpec:
 
 
 def default_specs(count: int) -> list[HostSpec]:
-    """cloud (opc), pi (administrator), then edge-1, edge-2 ... (opc), as in the seed's fleet."""
+    """cloud (opc), pi (administrator), then edge-1, edge-2 ... (opc), like a real small fleet
+    (a cloud VM and a Raspberry Pi, then more edge hosts)."""
     if count < 1:
         raise ValueError("a harness needs at least one host")
     specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator")]

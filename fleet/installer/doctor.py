@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from fleet.continuity import doctor as continuity_doctor
+from fleet.continuity import tempfiles
 from fleet.installer import transaction
 from fleet.installer.lock import read_holder, stale_reason
 from fleet.installer.manager import Manager
@@ -28,10 +29,11 @@ MIN_PYTHON = (3, 9)
 DISK_WARN_BYTES = 1 << 30  # 1 GiB
 DISK_CRITICAL_BYTES = 200 << 20  # 200 MiB: not enough for a few releases and transcripts
 TEMP_AGE_S = 3600.0  # a temp file older than this was left by a killed writer
-# Temp names of every writer in the host packages: store.atomic_write and the gateway
-# (`.<name>.<...>.tmp`), link switches (`.<name>.tmp-<pid>`), unpacking (`.tmp-<release>`),
-# uploads (`<name>.<hex>.part`).
-TEMP_RE = re.compile(r"^\..+\.tmp(-\d+)?$|^\.tmp-.+|\.part$")
+# Temp names of every writer in the host packages: atomic writes (fleet.continuity.tempfiles,
+# `.<name>.fleet-tmp.<pid>.<random>`; older releases wrote `.<name>.<...>.tmp`), link switches
+# (`.<name>.tmp-<pid>`), unpacking (`.tmp-<release>`), uploads (`<name>.<hex>.part`).
+TEMP_RE = re.compile(r"^\..+" + re.escape(tempfiles.TAG) + r"\d+\.|^\..+\.tmp(-\d+)?$|^\.tmp-.+"
+                     r"|\.part$")
 SKIP_DIRS = {"releases", "node_modules", ".git"}
 
 

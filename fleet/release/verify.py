@@ -1,7 +1,9 @@
 """Verification: every version-bearing file of every component read, parsed and compared.
 
-No surveyed release tool checks that all occurrences of a version agree (deploy-anchors.md,
-complaint 13); this does, read-only, and names the file and the value of every problem.
+Release tools such as bump-my-version, python-semantic-release and commitizen rewrite the version
+files they are configured with but let a file that drifted pass unnoticed (a recurring complaint in
+their issue trackers); this checks that every occurrence agrees, read-only, and names the file and
+the value of every problem.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Report:
     rows: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     versions: dict = field(default_factory=dict)  # component -> agreed version, or None
+    notes: list = field(default_factory=list)  # what was checked how, or skipped and why
 
     @property
     def ok(self) -> bool:
@@ -47,6 +50,7 @@ class Report:
             "versions": self.versions,
             "files": [vars(r) for r in self.rows],
             "problems": self.problems,
+            "notes": self.notes,
         }
 
     def raise_for_problems(self, context: str) -> None:
@@ -64,8 +68,12 @@ def valid_version(value: str) -> Optional[Version]:
         return None
 
 
-def verify(project: Project, overrides: Optional[dict] = None) -> Report:
-    """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules."""
+def verify(project: Project, overrides: Optional[dict] = None, js: bool = False) -> Report:
+    """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules.
+
+    `js`: also import each plugin's OpenClaw entry under Node >= 24 (`fleet.release.entries`);
+    without such a Node the import is skipped and a note says so.
+    """
     report = Report()
     for comp in project.components.values():
         seen: dict[str, list[str]] = {}
@@ -101,6 +109,18 @@ def verify(project: Project, overrides: Optional[dict] = None) -> Report:
     versions = dict(report.versions)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
+    if js:
+        from fleet.release import entries  # noqa: PLC0415
+
+        node = entries.find_node()
+        found, _ = entries.entries(project)
+        report.problems.extend(entries.import_problems(project, node))
+        if node.path is None:
+            report.notes.append(f"OpenClaw entries not imported: {node.note}")
+        else:
+            report.notes.append(f"OpenClaw entries imported with {node.note}: "
+                                + ", ".join(str(p.relative_to(Path(project.root).resolve()))
+                                            for _, p in found))
     return report
 
 

@@ -9,7 +9,7 @@ from fleet.continuity.document import SECTIONS, StateDocument
 from fleet.continuity.snapshot import build_snapshot
 
 META = ('Conversation info (untrusted metadata):\n```json\n{"chat": "tg-1"}\n```\n\n')
-ANCHOR_RUN = [
+ORIGINAL_RUN = [
     {"role": "user", "content": [
         {"type": "text", "text": META + "Please build the #deploy-pipeline for #Infra team"}]},
     {"role": "assistant", "content": [{"type": "text", "text": "Starting."},
@@ -38,8 +38,8 @@ def archives(ws):
     return sorted(p.name for p in d.glob("*.md")) if d.exists() else []
 
 
-def test_anchor_agent_end_vector(api, state_dir):
-    api.fire("agent_end", {"messages": ANCHOR_RUN, "success": True}, main_ctx(state_dir))
+def test_original_plugin_agent_end_vector(api, state_dir):
+    api.fire("agent_end", {"messages": ORIGINAL_RUN, "success": True}, main_ctx(state_dir))
     doc = StateDocument.parse(own(state_dir).read_text())
     assert doc.section_names() == list(SECTIONS)
     assert doc.get("Objective") == "and also fix the tests please"
@@ -57,15 +57,16 @@ def test_anchor_agent_end_vector(api, state_dir):
 
 def test_previous_meaningful_state_is_archived(api, state_dir):
     write_state(own(state_dir), objective="Old plan")
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     names = archives(main_ws(state_dir))
     assert len(names) == 2  # two in the same minute do not collide
     texts = [(main_ws(state_dir) / "memory" / "session_archive" / n).read_text() for n in names]
     assert any("Old plan" in t for t in texts)
 
 
-# Fixed flaw (issue 7 / anchor 7 "death spiral"): trivial or poisoned runs keep the checkpoint.
+# Fixed flaw of the original plugin (its "recovery death spiral"): trivial or poisoned runs keep the
+# checkpoint.
 @pytest.mark.parametrize("messages", [
     [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello! How can I help?"}],
     [{"role": "user", "content": META + "ok"}, {"role": "assistant", "content": "Sure."}],
@@ -86,19 +87,19 @@ def test_ignore_patterns_match_the_first_real_user_message(api, state_dir):
     write_state(own(state_dir), objective="The secret plan")
     before = own(state_dir).read_bytes()
     api.plugin_config = {"ignorePatterns": ["([", "^please build"]}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     assert own(state_dir).read_bytes() == before
     assert not (main_ws(state_dir) / "memory" / "sessions").exists()
-    assert "invalid regex '(['" in api.logger.text("warn")
+    assert "skipping pattern '([': missing ']'" in api.logger.text("warn")
 
 
 def test_auto_extract_off(api, state_dir):
     api.plugin_config = {"autoExtract": False}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     assert not own(state_dir).exists()
 
 
-# Fixed flaw 3.5.2: a same-agent child's run writes only its per-child file.
+# Fixed flaw of the original plugin: a same-agent child's run writes only its per-child file.
 def test_subagent_run_writes_only_its_own_files(api, state_dir):
     write_state(own(state_dir), objective="Parent plan")
     parent_files = files_under(main_ws(state_dir) / "memory")
@@ -130,7 +131,8 @@ def test_before_reset_archives_meaningful_state(api, state_dir):
     assert "Real plan" in own(state_dir).read_text()  # the file itself is not cleared
 
 
-# Fixed flaw 3.5.1: the stock session ctx has no workspaceDir; it is resolved from the agent.
+# Fixed flaw of the original plugin: the stock session ctx has no workspaceDir; it is resolved from
+# the agent.
 def test_session_end_writes_template_only_when_missing(api, state_dir):
     ctx = {"agentId": "coder", "sessionId": "s9", "sessionKey": "agent:coder:main"}
     api.fire("session_end", {"sessionId": "s9", "messageCount": 0}, ctx)
@@ -142,23 +144,51 @@ def test_session_end_writes_template_only_when_missing(api, state_dir):
     assert "keep me" in path.read_text()
 
 
-def test_before_compaction_snapshot_and_protected_tail(api, state_dir):
+def compaction_ctx(state_dir):
+    """OpenClaw 2026.9.6's compaction ctx (no trigger, no runId)."""
+    return {"sessionId": "s1", "agentId": "main", "sessionKey": "agent:main:main",
+            "workspaceDir": str(main_ws(state_dir)), "messageProvider": "webchat"}
+
+
+def snapshot_file(state_dir):
+    return main_ws(state_dir) / "memory" / "COMPACTION_SNAPSHOT.md"
+
+
+def test_before_compaction_writes_the_snapshot_from_openclaws_counts_only_event(api, state_dir):
+    write_state(own(state_dir), objective="Plan")
+    assert api.fire("before_compaction", {"messageCount": 13, "tokenCount": 502},
+                    compaction_ctx(state_dir)) is None  # an observation hook: nothing returned
+    snap = build_snapshot(StateDocument.parse(own(state_dir).read_text()))
+    lines = snapshot_file(state_dir).read_text().split("\n")
+    assert lines[0] == "# Compaction Snapshot"
+    assert lines[1].startswith("> Written: ") and lines[1].endswith(
+        " (messageCount=13, tokenCount=502)")
+    assert "\n".join(lines[3:]) == snap + "\n"
+
+
+def test_before_compaction_adds_the_protected_tail_when_the_event_has_messages(api, state_dir):
     write_state(own(state_dir), objective="Plan")
     msgs = [{"role": "user", "content": "first question here"},
             {"role": "assistant", "content": "first answer that is long"},
             {"role": "user", "content": "ok"}, {"role": "assistant", "content": "k"},
             {"role": "user", "content": "second question here"},
             {"role": "assistant", "content": [{"type": "text", "text": "second answer, long"}]}]
-    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
+    api.fire("before_compaction", {"messageCount": 6, "messages": msgs}, compaction_ctx(state_dir))
     snap = build_snapshot(StateDocument.parse(own(state_dir).read_text()))
-    assert out["prependSystemContext"] == snap + "\n\n" + "\n".join([
+    body = snapshot_file(state_dir).read_text().split("\n", 3)[3]
+    assert body == snap + "\n\n" + "\n".join([
         "=== RECENT EXCHANGE (protected) ===",
         "User: first question here", "Assistant: first answer that is long", "---",
         "User: second question here", "Assistant: second answer, long", "---",
-        "=== END RECENT EXCHANGE ==="])
+        "=== END RECENT EXCHANGE ==="]) + "\n"
     api.plugin_config = {"tailProtectCount": 0}
-    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
-    assert out["prependSystemContext"] == snap
+    api.fire("before_compaction", {"messageCount": 6, "messages": msgs}, compaction_ctx(state_dir))
+    assert snapshot_file(state_dir).read_text().split("\n", 3)[3] == snap + "\n"
+
+
+def test_before_compaction_without_state_writes_nothing(api, state_dir):
+    api.fire("before_compaction", {"messageCount": 2, "tokenCount": 9}, compaction_ctx(state_dir))
+    assert not snapshot_file(state_dir).exists()
 
 
 def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
@@ -167,8 +197,8 @@ def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
                 "agent:a/b:main"]:
         ctx = {"sessionKey": key}
         for hook in ("agent_end", "before_reset", "session_end", "before_compaction",
-                     "before_agent_start"):
-            assert api.fire(hook, {"messages": ANCHOR_RUN}, ctx) is None
+                     "before_prompt_build"):
+            assert api.fire(hook, {"messages": ORIGINAL_RUN}, ctx) is None
     assert files_under(tmp_path) == before
     assert api.logger.text("error") == ""
     assert "refusing" in api.logger.text("warn")
@@ -176,7 +206,7 @@ def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
 
 def test_upper_case_and_empty_parts_are_normalised(api, state_dir):
     ctx = {"sessionKey": "AGENT:Main::SubAgent:C8"}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, ctx)
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, ctx)
     child = main_ws(state_dir) / "memory" / "subagents" / "c8" / "CURRENT_STATE.md"
     assert "and also fix the tests please" in child.read_text()
     assert all("subagents/c8" in k or k == "openclaw.json" for k in files_under(state_dir))
@@ -191,6 +221,6 @@ def test_notes_that_arrived_during_the_run_survive_its_checkpoint(api, state_dir
     new_note = '[2026-03-31T07:59:59.000Z] Subagent "main" completed.\n  Result: arrived late'
     write_state(own(state_dir), objective="Plan", unsurfaced=old_note + "\n" + new_note)
     monkeypatch.setattr(clock, "now", lambda: datetime(2026, 3, 31, 8, 0, tzinfo=timezone.utc))
-    api.fire("agent_end", {"messages": ANCHOR_RUN, "durationMs": 60_000}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN, "durationMs": 60_000}, main_ctx(state_dir))
     section = StateDocument.parse(own(state_dir).read_text()).get("Unsurfaced Results")
     assert section == "Done: tests fixed.\nmore\n" + new_note

@@ -104,7 +104,8 @@ def test_old_temp_files_are_found_new_ones_and_other_files_are_not(tmp_path):
         os.utime(path, (age, age))
         return path
 
-    stale = [touch("workspace/memory/.CURRENT_STATE.md.abc123.tmp"),
+    stale = [touch("workspace/memory/.CURRENT_STATE.md.fleet-tmp.4242.ab12cd34"),
+             touch("workspace/memory/.CURRENT_STATE.md.abc123.tmp"),
              touch("fleet/artifacts/deadbeef.pyz.0123abcd.part"),
              touch("fleet/releases/.tmp-5.0.0-abc-4242", is_dir=True),
              touch("fleet/.current.tmp-99")]
@@ -113,7 +114,7 @@ def test_old_temp_files_are_found_new_ones_and_other_files_are_not(tmp_path):
     touch("fleet/releases/5.0.0-abc/fleet/.x.tmp")  # inside a release: never searched
     assert doctor.temp_files(tmp_path) == sorted(stale)
     found = doctor.check_temp_files(tmp_path)
-    assert found["severity"] == "warning" and found["message"].startswith("4 temp file(s)")
+    assert found["severity"] == "warning" and found["message"].startswith("5 temp file(s)")
 
 
 def test_clock_skew():

@@ -234,7 +234,6 @@ def test_corrupt_stored_artifact_is_refused_and_removed(artifacts, host_states,
 @pytest.mark.parametrize("manager, tool, opts, expected", [
     ("systemd", "systemctl", ["unit=gw.service"], "--user restart gw.service"),
     ("launchd", "launchctl", ["label=ai.test.gw"], f"kickstart -k gui/{os.getuid()}/ai.test.gw"),
-    ("openclaw", "openclaw", [], "gateway restart"),
 ])
 def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp_path, manager,
                                                      tool, opts, expected):
@@ -256,3 +255,19 @@ def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp
     assert proc.returncode == 0 and data["result"] == "installed", data
     assert (state / f"{tool}.log").read_text().strip() == expected
     assert data["gateway"]["versions"]["memory-continuity"] == art.version
+
+
+def test_a_release_whose_plugin_fails_rolls_back_without_waiting_for_the_timeout(
+        artifacts, host_states):
+    """The new gateway answers at once with the load error: that is final, not 'not yet'."""
+    base, broken, state = artifacts(), artifacts(bump="5.0.2", broken=True), host_states[0]
+    args = ["--manager", "fleet"]
+    code, data = run_installer(base.path, "install", "--state-dir", str(state), "--sha256",
+                               base.sha256, "--timeout", "60", *args)
+    assert code == 0, data
+    code, data = run_installer(broken.path, "install", "--state-dir", str(state), "--sha256",
+                               broken.sha256, "--timeout", "60", *args)
+    assert data["result"] == "rolled_back", data
+    assert "broken release" in data["reason"] and "not ready within" not in data["reason"]
+    assert data["steps"]["ready"] < 30, data["steps"]  # generous: the failure is immediate
+    assert current(state) == release_of(base)

@@ -141,3 +141,39 @@ def test_two_hosts_on_one_state_dir_are_refused(tmp_path):
             "  b: {connection: local, state_dir: s}\n")
     message = error(text, tmp_path)
     assert "hosts.b.state_dir" in message and "'b' and 'a'" in message
+
+
+def _diamond(levels: int) -> str:
+    """Each level's two groups both contain both groups of the next level: 2**levels paths."""
+    lines = ["hosts:", "  h1: {connection: local, state_dir: s1}", "groups:"]
+    for i in range(levels):
+        nxt = f"[a{i + 1}, b{i + 1}]" if i + 1 < levels else "[]"
+        for side in "ab":
+            lines.append(f"  {side}{i}: {{hosts: [h1], groups: {nxt}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_diamond_of_groups_loads_in_linear_time(tmp_path):
+    """26 levels is 2**26 paths: exponential resolution never finishes within the timeout."""
+    import threading
+
+    from fleet.deploy.inventory import parse
+
+    out = {}
+    worker = threading.Thread(
+        target=lambda: out.setdefault("inv", parse(_diamond(26), tmp_path / "inv.yaml")),
+        daemon=True)
+    worker.start()
+    worker.join(60)
+    assert "inv" in out, "inventory with a 26-level diamond did not load"
+    assert out["inv"].select("a0")[0].name == "h1"
+
+
+def test_groups_nested_too_deep_are_a_clear_error(tmp_path):
+    from fleet.deploy.inventory import InventoryError, parse
+
+    lines = ["hosts:", "  h1: {connection: local, state_dir: s1}", "groups:"]
+    for i in range(2000):
+        lines.append(f"  g{i}: {{groups: [g{i + 1}]}}" if i < 1999 else f"  g{i}: {{hosts: [h1]}}")
+    with pytest.raises(InventoryError, match="nested more than"):
+        parse("\n".join(lines) + "\n", tmp_path / "inv.yaml")

@@ -27,19 +27,23 @@ def test_settings_shows_all_keys_with_values_and_stats(mc):
     lines = mc("settings").split("\n")
     props = commands_settings.load_schema()["properties"]
     assert lines[:2] == ["MC Settings", RULE]
-    assert len(props) == 13
-    assert lines[2:15] == [
-        f"{k:<18} {json.dumps(7 if k == 'maxArchiveCount' else p['default']):>6}   "
-        f"{p['description']}"
-        for k, p in props.items()
-    ]
-    assert lines[15:] == ["", "Stats:", "  Agents with memory: 2", "  Total archives:     2"]
+    assert len(props) == 15  # 13 original settings + the bridge's python, bridgeTimeoutMs
+
+    def shown(k, p):
+        value = 7 if k == "maxArchiveCount" else p["default"]
+        return value if isinstance(value, str) else json.dumps(value)
+
+    assert lines[2:17] == [f"{k:<18} {shown(k, p):>6}   {p['description']}"
+                           for k, p in props.items()]
+    assert lines[17:] == ["", "Stats:", "  Agents with memory: 2", "  Total archives:     2"]
 
 
 def test_settings_set_writes_plugins_entries_config(mc):
-    # Flaw fixed: the anchor wrote to a top-level `entries` key the gateway never reads.
+    # Flaw of the original plugin, fixed: it wrote to a top-level `entries` key the gateway never
+    # reads.
     reply = mc("settings maxArchiveCount 5")
-    assert reply == "\u2713 maxArchiveCount = 5\n  Restart gateway to apply."
+    assert reply.startswith("\u2713 maxArchiveCount = 5\n  Applied: the running gateway uses it")
+    assert "Restart gateway" not in reply
     cfg = _cfg(mc)
     assert cfg["plugins"]["entries"]["memory-continuity"]["config"] == {"maxArchiveCount": 5}
     assert "entries" not in cfg

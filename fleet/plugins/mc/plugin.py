@@ -2,7 +2,8 @@
 
 Entry file named by package.json `main`. The gateway imports it as a standalone module with the
 release root on `sys.path`, so everything is imported absolutely from `fleet.plugins.mc`.
-Replies are fenced monospace text as the anchor sends them; failures are `MC error: <message>`.
+Replies are fenced monospace text as the original `/mc` sends them; failures are
+`MC error: <message>`.
 """
 
 from __future__ import annotations
@@ -71,8 +72,15 @@ COMMANDS: Dict[str, Command] = {
 }
 
 
+class UnknownSubcommand(ValueError):
+    """`/mc <name>` with a name that is no subcommand: an error whose reply is the help."""
+
+    def __init__(self, sub: str) -> None:
+        super().__init__(f"Unknown subcommand: {sub}\n\n{HELP}")
+
+
 def run(ctx: Mapping[str, Any]) -> str:
-    """The reply body (unfenced) for one `/mc` invocation."""
+    """The reply body (unfenced) for one `/mc` invocation; `UnknownSubcommand` for a bad name."""
     raw = str(ctx.get("args") or "").strip()
     sub, _, rest = raw.partition(" ")
     rest = rest.strip()
@@ -80,7 +88,7 @@ def run(ctx: Mapping[str, Any]) -> str:
         return HELP
     command = COMMANDS.get(sub)
     if command is None:
-        return f"Unknown subcommand: {sub}\n\n{HELP}"
+        raise UnknownSubcommand(sub)
     agents = Agents.from_ctx(ctx)
     try:
         return command(agents, rest)
@@ -88,12 +96,16 @@ def run(ctx: Mapping[str, Any]) -> str:
         return exc.reply()
 
 
-def handle(ctx: Mapping[str, Any]) -> Dict[str, str]:
-    """Command handler: `{"text": fenced reply}`, or `{"text": "MC error: ..."}` on failure."""
+def handle(ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """Command handler: `{"text": fenced reply}`; a failure is `{"text", "isError": True}` (the
+    field OpenClaw's reply payload has for it): the help for an unknown subcommand, else
+    `MC error: ...`."""
     try:
         return {"text": fence(run(ctx))}
-    except Exception as exc:  # every failure becomes a readable reply, as in the anchor
-        return {"text": f"MC error: {exc}"}
+    except UnknownSubcommand as exc:
+        return {"text": fence(str(exc)), "isError": True}
+    except Exception as exc:  # every failure becomes a readable reply, as in the original
+        return {"text": f"MC error: {exc}", "isError": True}
 
 
 def register(api: Any) -> None:

@@ -9,19 +9,21 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from . import checkpoint, recovery, settings, startup
+from . import checkpoint, lineage, recovery, settings, startup
 from .locate import Locator
 
 PLUGIN_ID = settings.PLUGIN_ID
 
-# (hook, priority, body) as the anchor registers them (anchor 2); higher priority runs first.
+# (hook, priority, body): OpenClaw 2026.9.6's hook names (docs/architecture.md lists their
+# fields); higher priority runs first. index.js registers the same list under OpenClaw.
 HOOKS = (
-    ("before_agent_start", 10, startup.inject),
+    ("before_prompt_build", 10, startup.inject),
     ("before_compaction", 10, checkpoint.before_compaction),
     ("before_reset", 10, checkpoint.before_reset),
+    ("subagent_spawned", 50, lineage.remember),
+    ("subagent_ended", 50, recovery.recover),
     ("agent_end", 90, checkpoint.agent_end),
     ("session_end", 90, checkpoint.session_end),
-    ("subagent_ended", 50, recovery.recover),
 )
 
 
@@ -31,15 +33,18 @@ def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
         try:
             return body(api, locator, event if isinstance(event, dict) else {},
                         ctx if isinstance(ctx, dict) else {})
-        except Exception as exc:  # a hook must never break the agent run; say why it did nothing
+        except Exception as exc:
+            # Log here (the plugin's own prefix) and re-raise: the hook bus contains the failure
+            # (the run goes on) and reports it in the run's `hookErrors`; swallowing it here hid
+            # a plugin that had silently stopped checkpointing.
             api.logger.error(f"{hook} failed: {type(exc).__name__}: {exc}")
-            return None
+            raise
 
     return handle
 
 
 def register(api: Any) -> None:
-    """Register the six lifecycle hooks; the last log line is what deploy checks look for."""
+    """Register the lifecycle hooks; the last log line is what deploy checks look for."""
     settings.config_schema()  # a broken manifest fails loudly at load, not on the first hook
     locator = Locator(api)
     for hook, priority, body in HOOKS:
