@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import bench, deploy, dev, harness, openclaw, release, sandbox
+from fleet.cli import bench, deploy, dev, doctor, harness, logs, openclaw, release, sandbox
 
 
 def build_namespace() -> Collection:
     """Assemble the task tree; kept a function so tests can build a fresh one."""
     ns = Collection()
-    for module in (dev, release, deploy, bench):
+    for module in (dev, release, deploy, doctor, logs, bench):
         for task in getattr(module, "TASKS", ()):
             ns.add_task(task)
     for name, module in (("harness", harness), ("sandbox", sandbox)):

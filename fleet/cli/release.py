@@ -45,10 +45,14 @@ def verify(c, json=False):
 
 
 @task(
+    iterable=["component", "version"],
     help={
-        "component": "component to release (default: the main one, memory-continuity)",
-        "part": "bump major|minor|patch|pre (default patch)",
-        "version": "explicit new version (must be greater than the current one)",
+        "component": "component to release (default: the main one, memory-continuity); "
+                     "repeat to release several in one commit with one tag",
+        "part": "bump major|minor|patch|pre (default patch), for every component without "
+                "an explicit --version",
+        "version": "explicit new version (must be greater than the current one); with several "
+                   "components: <component>=<version>, repeatable",
         "dry_run": "print every change (diffs, commit, tag, push) and change nothing",
         "no_push": "commit and tag locally only",
         "resume": "finish a release that stopped midway (no second commit or tag)",
@@ -56,7 +60,7 @@ def verify(c, json=False):
 )
 def release(c, component=None, part=None, version=None, dry_run=False, no_push=False,
             resume=False):
-    """Bump a component's version in every file, changelog, commit, annotated tag, push."""
+    """Bump components' versions in every file, changelog, one commit, annotated tag, push."""
     from fleet.release.release import run_release  # noqa: PLC0415
 
     try:

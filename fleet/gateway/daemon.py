@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from fleet.continuity import tempfiles
-from fleet.gateway import client
+from fleet.gateway import client, logfile
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
 from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
@@ -39,19 +39,10 @@ class DaemonError(RuntimeError):
     """start/stop could not do what was asked; the message is for the operator."""
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
-
-
 def run(layout: Layout) -> int:
     """The gateway process itself (foreground). Exit 0 after a graceful stop."""
-    _setup_logging()
     layout.ensure()
+    logfile.setup(layout.log)  # rotated when started detached into logs/gateway.log
     pidfile = PidFile(layout.pidfile)
     try:
         pidfile.acquire()

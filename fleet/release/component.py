@@ -7,7 +7,7 @@ changelog = "CHANGELOG.md"
 
 [tool.fleet.components.mc]
 files = ["fleet/plugins/mc/openclaw.plugin.json:version", "fleet/plugins/mc/package.json:version"]
-ships = ["fleet/plugins/mc"]
+ships = ["fleet/plugins/mc"]                       # its changelog lists commits touching these
 manifest = "fleet/plugins/mc/openclaw.plugin.json"   # its `requires` list holds dependency rules
 tag = "mc-v{version}"                               # optional; this is the default
 ```
@@ -53,6 +53,13 @@ class Component:
         if tag.startswith(prefix) and tag.endswith(suffix) and len(tag) > len(prefix + suffix):
             return tag[len(prefix):len(tag) - len(suffix)]
         return None
+
+    def changelog_paths(self) -> Optional[list[str]]:
+        """What a commit must touch to belong in this component's changelog: the paths it
+        ships and its version files; None (every commit) when it declares no `ships`."""
+        if not self.ships:
+            return None
+        return list(dict.fromkeys([*self.ships, *(vf.path for vf in self.files)]))
 
     def requires(self, root: Path) -> list[str]:
         """The `requires` list of the component's manifest (dependency rules), [] if none."""

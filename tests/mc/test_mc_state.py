@@ -16,12 +16,12 @@ def test_register_uses_the_gateway_contract():
     assert callable(handler) and "Memory Continuity" in description
 
 
-def test_help_lists_fifteen_commands(mc):
+def test_help_lists_sixteen_commands(mc):
     for args in ("", "help", "--help", "-h"):
         body = mc(args)
         lines = body.split("\n")
         assert lines[:2] == ["MC Commands (Memory Continuity)", RULE]
-        assert len(lines) == 17 and all(line.startswith("/mc ") for line in lines[2:])
+        assert len(lines) == 18 and all(line.startswith("/mc ") for line in lines[2:])
     assert "/mc subagents" in body and "/mc recall <topic>" in body
 
 

@@ -10,7 +10,7 @@ import sys
 import zipfile
 
 import pytest
-from release_fixtures import MAIN, make_repo
+from release_fixtures import MAIN, make_repo, task_env
 
 from fleet.release.artifact import (
     MANIFEST_NAME,
@@ -148,10 +148,9 @@ def test_inconsistent_versions_refuse_to_build(project, tmp_path):
 
 def test_build_task_prints_the_sha256(project, tmp_path):
     def task(*args):
-        # -P: the project's own partial `fleet/` in the cwd must not shadow the package
-        return subprocess.run([sys.executable, "-P", "-m", "invoke", "-r", str(MAIN), "build",
-                               *args],
-                              cwd=project, capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "build", *args],
+                              cwd=project, capture_output=True, text=True, timeout=120,
+                              env=task_env())
 
     out = tmp_path / "dist"
     proc = task("--out", str(out), "--check")

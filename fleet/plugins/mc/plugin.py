@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping
 
 from fleet.plugins.mc import (
+    commands_doctor,
     commands_export,
     commands_history,
     commands_journal,
@@ -41,6 +42,7 @@ HELP = "\n".join([
     "/mc export [agent|all]  Export memory to file (--from/--to/--tag)",
     "/mc recall <topic>      Find past work on a topic",
     "/mc subagents           Subagent state overview across workspaces",
+    "/mc doctor [agent|--all]  Diagnose state files (never repairs)",
 ])
 
 Command = Callable[[Agents, str], str]
@@ -66,6 +68,7 @@ COMMANDS: Dict[str, Command] = {
     "tags": commands_journal.cmd_tags,
     "summary": commands_journal.cmd_summary,
     "subagents": commands_state.cmd_subagents,
+    "doctor": commands_doctor.cmd_doctor,
 }
 
 
