@@ -1,6 +1,6 @@
 """Where an ssh host really is: the inventory first, then `~/.ssh/config`, then ssh's defaults.
 
-Operators keep their fleet in `~/.ssh/config` (`Host pi / HostName 10.0.0.7 / User pi /
+Operators keep their fleet in `~/.ssh/config` (`Host pi / HostName 192.0.2.7 / User pi /
 ProxyJump bastion`). fleet reads it with paramiko's `SSHConfig` (the parser Fabric uses) and
 resolves every ssh host to a `Target` before it opens its own TCP socket (TCP_NODELAY, see
 connection.nodelay_socket), so an alias connects where `ssh alias` would:

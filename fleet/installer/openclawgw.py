@@ -35,7 +35,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.installer import openclawconfig, releases
+from fleet.installer import gatewayproc, openclawconfig, releases
+from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
 DEFAULT_PORT = 18789
@@ -343,10 +344,10 @@ class SupervisedGateway:
             pid = int(record["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if not _alive(pid):
+        if not pid_alive(pid):
             return None
         started = record.get("started")
-        if started is not None and _start_time(pid) not in (None, started):
+        if started is not None and process_start(pid) not in (None, started):
             return None  # the pid now belongs to another process
         return pid
 
@@ -369,7 +370,7 @@ class SupervisedGateway:
                                              cwd=env.get("HOME") or "/", env=env)
         except OSError as exc:
             raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
-        record = {"pid": self.proc.pid, "started": _start_time(self.proc.pid), "argv": args}
+        record = {"pid": self.proc.pid, "started": process_start(self.proc.pid), "argv": args}
         tmp = self.pidfile.with_name(self.pidfile.name + ".tmp")
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(record), encoding="utf-8")
@@ -404,34 +405,7 @@ class SupervisedGateway:
                 f"ready{self.log_tail()}")
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            with open(str(self.log), "rb") as fh:
-                fh.seek(self.log_from)
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        tail = "\n".join(text.strip().splitlines()[-lines:])
-        return f"\n--- {self.log} (tail) ---\n{tail}" if tail else ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _start_time(pid: int) -> Optional[str]:
-    """The process's start time in clock ticks since boot (Linux), else None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
+        return gatewayproc.read_log_tail(self.log, self.log_from, lines)
 
 
 def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bool:
@@ -440,17 +414,8 @@ def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bo
         if proc is not None and proc.pid == pid:
             if proc.poll() is not None:
                 return True
-        elif not _alive(pid) or _zombie(pid):
+        elif not pid_alive(pid):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-

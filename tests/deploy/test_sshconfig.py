@@ -10,7 +10,7 @@ from fleet.deploy.sshconfig import load, resolve
 
 CONFIG = """\
 Host pi
-  HostName 10.1.2.3
+  HostName 192.0.2.3
   Port 2202
   User administrator
   IdentityFile {key}
@@ -44,7 +44,7 @@ def host(tmp_path, text: str, name: str):
 def test_alias_is_resolved_like_ssh_would(config):
     cfg, tmp = config
     target = resolve(host(tmp, "hosts: {pi: {}}", "pi"), cfg)
-    assert (target.hostname, target.port, target.user) == ("10.1.2.3", 2202, "administrator")
+    assert (target.hostname, target.port, target.user) == ("192.0.2.3", 2202, "administrator")
     assert target.identity_files == (str(tmp / "id_pi"),)
     assert target.known_hosts == str(tmp / "kh") and target.policy == "accept-new"
     jump = target.jump
@@ -58,7 +58,7 @@ def test_the_inventory_wins_over_ssh_config(config, tmp_path):
     text = ("hosts:\n  mypi: {host: pi, port: 22, user: opc, known_hosts: inv_kh, "
             "host_key_policy: strict, jump: 'other@gw:2200', identity_file: k}\n")
     target = resolve(host(tmp, text, "mypi"), cfg)
-    assert target.hostname == "10.1.2.3"  # `host` is the name looked up: HostName maps it
+    assert target.hostname == "192.0.2.3"  # `host` is the name looked up: HostName maps it
     assert (target.port, target.user, target.policy) == (22, "opc", "strict")
     assert target.known_hosts == str(tmp / "inv_kh")
     assert target.identity_files == (str(tmp / "k"),)
