@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
+from fleet.installer.lock import pid_alive
 
 LEASE_FILE = "fleet/run.lease"
 TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
@@ -61,6 +62,7 @@ record = json.loads(sys.argv[4])
 if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused host): take nothing
     print(json.dumps({"ok": False, "late": True}))
     sys.exit(4)
+takeover = record.pop("takeover", None)  # a holder the control machine saw dead
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)
 for _ in range(5):
@@ -68,7 +70,9 @@ for _ in range(5):
     if cur is not None:
         if cur.get("run") == run:
             break
-        if time.time() - float(cur.get("time") or 0) < float(cur.get("lease") or 0):
+        dead = isinstance(takeover, dict) and cur.get("from") == takeover.get("from") and \
+            cur.get("pid") == takeover.get("pid")
+        if not dead and time.time() - float(cur.get("time") or 0) < float(cur.get("lease") or 0):
             print(json.dumps({"ok": False, "holder": public(cur)}))
             sys.exit(3)
         aside = path + ".expired-" + run[:8]
@@ -170,18 +174,24 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
         return _run_on(h, lease_command(h, "take", lease.run_id, late), take_timeout(h))
 
     answers = _each(hosts, one, longest + 5)
+    # A holder that ran on this machine and is gone (its release never reached a host that was
+    # down or killed) is taken over at once, as a dead installer's lock is, not after its lease.
+    dead = {name: holder for name, holder in _holders(answers).items() if _dead_here(holder)}
+    if dead:
+        by_name = {h.name: h for h in hosts}
+        answers.update(_each([by_name[n] for n in dead], lambda h: _run_on(
+            h, lease_command(h, "take", lease.run_id, dict(
+                record, deadline=time.time() + take_timeout(h),
+                takeover={"from": dead[h.name].get("from"), "pid": dead[h.name].get("pid")})),
+            take_timeout(h)), longest + 5))
     lease.targets = list(hosts)
     for host in hosts:
-        res = answers[host.name]
-        if isinstance(res, Exception):
+        answer = _answer(answers[host.name])
+        if answer is None:
             continue
-        try:
-            answer = json.loads((res.stdout or "").strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            answer = None
-        if isinstance(answer, dict) and answer.get("ok") is True:
+        if answer.get("ok") is True:
             lease.held.append(host)
-        elif isinstance(answer, dict) and isinstance(answer.get("holder"), dict):
+        elif isinstance(answer.get("holder"), dict):
             lease.refusals[host.name] = (
                 "deploy lock of another run (fleet lease) held on this host by "
                 f"{describe_holder(answer['holder'])}; nothing was changed on any host. Wait "
@@ -191,6 +201,33 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
         lease.held = []
         lease.targets = []
     return lease
+
+
+def _answer(res: object) -> dict | None:
+    if isinstance(res, Exception):
+        return None
+    try:
+        answer = json.loads((getattr(res, "stdout", "") or "").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _holders(answers: dict[str, object]) -> dict[str, dict]:
+    """host name -> the holder a refused take named."""
+    out = {}
+    for name, res in answers.items():
+        answer = _answer(res)
+        if answer and isinstance(answer.get("holder"), dict):
+            out[name] = answer["holder"]
+    return out
+
+
+def _dead_here(holder: dict) -> bool:
+    """The holder was a run on this control machine whose process no longer exists."""
+    pid = holder.get("pid")
+    return (holder.get("from") == socket.gethostname() and isinstance(pid, int)
+            and pid != os.getpid() and not pid_alive(pid))
 
 
 def release(lease: Lease) -> None:

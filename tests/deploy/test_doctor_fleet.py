@@ -12,8 +12,8 @@ from deploy_helpers import REPO, gateway_pids
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
 hosts:
-  a: {state_dir: hosts/a}
-  b: {state_dir: hosts/b}
+  a: {state_dir: .fleet/hosts/a}
+  b: {state_dir: .fleet/hosts/b}
   closed: {connection: ssh, host: 127.0.0.1, port: 1, user: nobody, state_dir: /tmp/x,
            timeouts: {connect: 3}}
 groups:
@@ -25,7 +25,7 @@ groups:
 def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
-    gateway_pids([tmp_path / "hosts" / h for h in ("a", "b")])
+    gateway_pids([tmp_path / ".fleet" / "hosts" / h for h in ("a", "b")])
 
 
 def fleet(workdir, *args):
@@ -52,7 +52,7 @@ def test_fleet_doctor_exit_codes_follow_the_worst_host(workdir, artifacts):
     art = artifacts()
     code, _, err = fleet(workdir, "deploy", "--hosts", "sandbox", "--artifact", str(art.path))
     assert code == 0, err
-    a, b = workdir / "hosts" / "a", workdir / "hosts" / "b"
+    a, b = workdir / ".fleet" / "hosts" / "a", workdir / ".fleet" / "hosts" / "b"
     for state in (a, b):
         state.chmod(0o700)
     # a session on a: its state file is written; b never ran a session

@@ -281,3 +281,23 @@ def test_a_crashed_runs_lease_expires_and_the_token_never_shows(sandbox, artifac
     lease_file.write_text(_json.dumps(dict(live, time=time.time() - 901)))
     done = sandbox.deploy(base)
     assert all(r.result == "installed" for r in done.values()), done
+
+
+def test_a_lease_left_by_a_dead_run_of_this_machine_is_taken_over_at_once(sandbox, artifacts):
+    """A run whose release never reached a host (the host was down or killed at the time) left
+    its lease there; its process on this machine is gone, so the next run need not wait."""
+    import json as _json
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    lease_file = sandbox.state("b") / "fleet" / "run.lease"
+    lease_file.parent.mkdir(parents=True, exist_ok=True)
+    lease_file.write_text(_json.dumps({"owner": "crashed@ci", "pid": gone.pid,
+                                       "from": socket.gethostname(), "lease": 900,
+                                       "run": "e" * 32, "time": time.time()}))
+    done = sandbox.deploy(artifacts())
+    assert all(r.result == "installed" for r in done.values()), done
+    assert not lease_file.exists()
