@@ -29,11 +29,13 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostSpec:
-    """What to start: inventory name, login user, and optionally a small tmpfs state dir (MB)."""
+    """What to start: inventory name, login user, optionally a small tmpfs state dir (MB), and
+    the Debian suite its image is built from (fleet.harness.image.SUITES)."""
 
     name: str
     user: str
     state_tmpfs_mb: int | None = None
+    suite: str = "bookworm"
 
     @property
     def state_dir(self) -> str:
@@ -41,10 +43,11 @@ class HostSpec:
 
 
 def default_specs(count: int) -> list[HostSpec]:
-    """cloud (opc), pi (administrator), then edge-1, edge-2 ... (opc), as in the seed's fleet."""
+    """cloud (bookworm, opc), pi (bullseye with Python 3.9, administrator), then edge-1,
+    edge-2 ... (bookworm, opc): the shape of a cloud VM plus a Raspberry Pi at home."""
     if count < 1:
         raise ValueError("a harness needs at least one host")
-    specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator")]
+    specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator", suite="bullseye")]
     specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 1)]
     return specs[:count]
 

@@ -26,6 +26,11 @@ from pathlib import Path
 BASE_REPO = "fleet-harness-base"
 HOST_REPO = "fleet-harness-host"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The Debian releases a host can be built from, with the python3 each ships: bookworm for the
+# cloud VM, bullseye for the Raspberry Pi of that generation (the oldest Python the host side
+# supports, so 3.9 is exercised on a real host through the real deploy path).
+SUITES = {"bookworm": "3.11", "bullseye": "3.9"}
+DEFAULT_SUITE = "bookworm"
 FILES_DIR = Path(__file__).with_name("files")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 DEBOOTSTRAP_TIMEOUT_S = 1800
@@ -186,7 +191,7 @@ def build_rootfs(spec: RootfsSpec, cache_dir: Path, log=print) -> Path:
     if not Path(DEBIAN_KEYRING).is_file():
         raise ImageError(f"{DEBIAN_KEYRING} is missing, so debootstrap cannot verify Debian's "
                          "archive (apt-get install debian-archive-keyring)")
-    with _file_lock(cache_dir / "rootfs.lock", BUILD_LOCK_TIMEOUT_S):
+    with _file_lock(cache_dir / f"rootfs-{spec.key()}.lock", BUILD_LOCK_TIMEOUT_S):
         if tar_path.exists():
             return tar_path
         work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache_dir))
@@ -321,12 +326,16 @@ class ImageBuild:
 
 
 def ensure_image(client, cache_dir: Path | None = None, spec: RootfsSpec | None = None,
-                 log=print) -> ImageBuild:
-    """Return the host image tag, building only the parts whose inputs changed."""
+                 log=print, suite: str = DEFAULT_SUITE) -> ImageBuild:
+    """Return the host image tag for Debian `suite`, building only the parts whose inputs
+    changed."""
     started = time.monotonic()
     cache_dir = cache_dir or default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    spec = spec or RootfsSpec(mirror=mirror_from_sources())
+    if suite not in SUITES:
+        raise ImageError(f"unknown Debian suite {suite!r} for a harness host; "
+                         f"one of {', '.join(SUITES)}")
+    spec = spec or RootfsSpec(suite=suite, mirror=mirror_from_sources(suite=suite))
     key = spec.key()
     base_tag = f"{BASE_REPO}:{key}"
     host_tag = f"{HOST_REPO}:{layer_key(base_tag)}"

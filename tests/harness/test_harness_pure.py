@@ -17,6 +17,8 @@ def test_default_hosts_follow_the_seed_fleet():
     specs = hosts.default_specs(4)
     assert [(s.name, s.user) for s in specs] == [
         ("cloud", "opc"), ("pi", "administrator"), ("edge-1", "opc"), ("edge-2", "opc")]
+    assert [s.suite for s in specs] == ["bookworm", "bullseye", "bookworm", "bookworm"]
+    assert image.SUITES["bullseye"] == "3.9", "the Pi's Debian is the host side's oldest Python"
     assert [s.name for s in hosts.default_specs(1)] == ["cloud"]
     assert specs[1].state_dir == "/home/administrator/.openclaw"
     with pytest.raises(ValueError):

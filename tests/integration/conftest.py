@@ -53,7 +53,7 @@ def fresh_fleet(docker_engine, harness, tmp_path, request):
     made: list[Harness] = []
 
     def make(specs: list[harness_hosts.HostSpec]) -> Harness:
-        run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", image_tag=harness.image_tag)
+        run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", images=harness.images)
         atexit.register(cleanup.remove_run, docker_engine, run.run_id)
         run.directory.mkdir(parents=True)
         from fleet.harness.keys import generate_key  # noqa: PLC0415
