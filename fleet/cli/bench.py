@@ -9,7 +9,7 @@ from __future__ import annotations
 from invoke import Exit, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
-              "restartgap, hooks, harness")
+              "restartgap, hooks, harness, rtt")
 
 
 @task(help={"only": BENCH_HELP,
