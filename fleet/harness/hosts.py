@@ -29,13 +29,25 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostSpec:
-    """What to start: inventory name, login user, optionally a small tmpfs state dir (MB), and
-    the Debian suite its image is built from (fleet.harness.image.SUITES)."""
+    """What to start: inventory name, login user, optionally a small tmpfs state dir (MB), the
+    Debian suite its image is built from (fleet.harness.image.SUITES), and its init: "tini"
+    (sshd under docker's init, the gateway run by fleet itself) or "systemd" (systemd as PID 1,
+    the gateway a systemd user service, deployed with the `systemd` manager)."""
 
     name: str
     user: str
     state_tmpfs_mb: int | None = None
     suite: str = "bookworm"
+    init: str = "tini"
+
+    @property
+    def flavor(self) -> str:
+        return self.suite if self.init == "tini" else f"{self.suite}+{self.init}"
+
+    @property
+    def manager(self) -> str:
+        """The gateway manager a deploy to this host uses."""
+        return "systemd" if self.init == "systemd" else "fleet"
 
     @property
     def state_dir(self) -> str:
@@ -120,6 +132,12 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
     import docker.errors  # noqa: PLC0415
 
     tmpfs = {"/run": "rw,nosuid,nodev,size=16m"}
+    extra: dict = {"init": True}
+    if spec.init == "systemd":  # systemd as PID 1 (see docs/harness.md): no docker init
+        tmpfs = {"/run": "rw,nosuid,nodev,size=32m", "/run/lock": "rw,nosuid,nodev,size=4m",
+                 "/tmp": "rw,nosuid,nodev,size=64m"}
+        extra = {"volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"}},
+                 "stop_signal": "SIGRTMIN+3"}
     if spec.state_tmpfs_mb:
         uid = USERS[spec.user]
         tmpfs[spec.state_dir] = f"rw,size={spec.state_tmpfs_mb}m,uid={uid},gid={uid},mode=0755"
@@ -132,12 +150,11 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
             hostname=spec.name,
             labels={**labels, cleanup.HOST_NAME: spec.name},
             ports={"22/tcp": ("127.0.0.1", port)},
-            environment={"FLEET_AUTHORIZED_KEY": public_key},
-            init=True,
+            environment={"FLEET_AUTHORIZED_KEY": public_key, "container": "docker"},
             tmpfs=tmpfs,
             mem_limit="512m",
             pids_limit=512,
-            stop_signal="SIGTERM",
+            **{"stop_signal": "SIGTERM", **extra},
         )
         try:
             container.start()
@@ -209,9 +226,14 @@ def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S,
         if state in ("exited", "dead"):
             raise HostError(f"{host.name}: container {state}\n{host.logs(60)}")
         if state == "running":
-            logs = host.container.logs(since=since) if since else host.container.logs()
-            if LISTEN_RE.search(logs.decode(errors="replace")):
-                break
+            if host.spec.init == "systemd":  # sshd logs to the journal: wait for its key
+                if host.exec(f"test -s {HOST_KEY_PATH} && systemctl is-active -q ssh",
+                             timeout=10).ok:
+                    break
+            else:
+                logs = host.container.logs(since=since) if since else host.container.logs()
+                if LISTEN_RE.search(logs.decode(errors="replace")):
+                    break
         remaining()
         time.sleep(0.2)
     host.host_key = read_host_key(host)

@@ -44,7 +44,7 @@ class Harness:
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
         self.keep = keep
-        self.images: dict[str, str] = dict(images or {})  # Debian suite -> host image tag
+        self.images: dict[str, str] = dict(images or {})  # HostSpec.flavor -> host image tag
         self.key = key
         self.hosts: dict[str, hosts.Host] = {}
         self.routes: dict[str, int] = {}  # host -> loopback port the inventory dials instead
@@ -70,7 +70,7 @@ class Harness:
         inventory.write_atomic(self.known_hosts_path, inventory.known_hosts_text(entries))
         rows = [
             {"name": h.name, "port": self.routes.get(h.name, h.port), "user": h.user,
-             "state_dir": h.state_dir}
+             "state_dir": h.state_dir, "manager": h.spec.manager}
             for h in self.hosts.values()
         ]
         data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
@@ -89,6 +89,7 @@ class Harness:
                     "container": h.container.id,
                     "state_tmpfs_mb": h.spec.state_tmpfs_mb,
                     "suite": h.spec.suite,
+                    "init": h.spec.init,
                     "host_key": h.host_key,
                 }
                 for h in self.hosts.values()
@@ -111,22 +112,24 @@ class Harness:
         """The default (bookworm) host image of the run."""
         return self.images.get(image.DEFAULT_SUITE, "")
 
-    def ensure_images(self, suites, log=print) -> list[image.ImageBuild]:
-        """Make sure the host image of every Debian suite in `suites` exists (built if not)."""
+    def ensure_images(self, specs: list[hosts.HostSpec], log=print) -> list[image.ImageBuild]:
+        """Make sure the image of every spec's flavor (suite + init) exists (built if not)."""
         builds = []
-        for suite in dict.fromkeys(suites):
-            if suite not in self.images:
-                build = image.ensure_image(self.client, suite=suite, log=log)
-                self.images[suite] = build.tag
+        for spec in specs:
+            if spec.flavor not in self.images:
+                build = image.ensure_image(self.client, suite=spec.suite, init=spec.init,
+                                           log=log)
+                self.images[spec.flavor] = build.tag
                 builds.append(build)
         return builds
 
-    def prepare(self, log=print, suites=(image.DEFAULT_SUITE,)) -> list[image.ImageBuild]:
+    def prepare(self, log=print, specs: list[hosts.HostSpec] | None = None
+                ) -> list[image.ImageBuild]:
         """Sweep stale runs, make sure the images exist, generate this run's key."""
         swept = cleanup.sweep_stale(self.client)
         if swept:
             log(f"harness: removed {len(swept)} stale container(s): {', '.join(swept)}")
-        builds = self.ensure_images(suites, log=log)
+        builds = self.ensure_images(specs or [hosts.HostSpec("default", "opc")], log=log)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.key = keys.generate_key(self.directory)
         return builds
@@ -138,11 +141,11 @@ class Harness:
         for spec in specs:
             if spec.name in self.hosts:
                 raise hosts.HostError(f"host {spec.name} already exists in run {self.run_id}")
-        self.ensure_images([spec.suite for spec in specs])
+        self.ensure_images(specs)
 
         def create(spec: hosts.HostSpec) -> hosts.Host:
             return hosts.create_host(
-                self.client, self.images[spec.suite], spec, labels, self.key.public,
+                self.client, self.images[spec.flavor], spec, labels, self.key.public,
                 self.name_prefix
             )
 
@@ -208,7 +211,8 @@ class Harness:
 
         for row in state["hosts"]:
             spec = hosts.HostSpec(row["name"], row["user"], row.get("state_tmpfs_mb"),
-                                  row.get("suite", image.DEFAULT_SUITE))
+                                  row.get("suite", image.DEFAULT_SUITE),
+                                  row.get("init", "tini"))
             try:
                 container = client.containers.get(row["container"])
             except docker.errors.NotFound:
@@ -223,7 +227,7 @@ def start_harness(client, directory: Path, count: int = 3, keep: bool = False,
     t0 = time.monotonic()
     run = Harness(client, directory, keep=keep)
     specs = hosts.default_specs(count)
-    builds = run.prepare(log=log, suites=[spec.suite for spec in specs])
+    builds = run.prepare(log=log, specs=specs)
     t1 = time.monotonic()
     try:
         run.start_hosts(specs)
