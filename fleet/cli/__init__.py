@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import bench, deploy, dev, harness, release
+from fleet.cli import bench, deploy, dev, harness, openclaw, release
 
 
 def build_namespace() -> Collection:
@@ -20,6 +20,7 @@ def build_namespace() -> Collection:
     harness_ns = getattr(harness, "ns", None)
     if harness_ns is not None:
         ns.add_collection(harness_ns, "harness")
+    ns.add_collection(openclaw.ns, "openclaw")
     return ns
 
 
