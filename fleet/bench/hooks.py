@@ -1,6 +1,6 @@
 """(6) Continuity hooks, through the gateway's own plugin host and hook bus (in process).
 
-- `before_agent_start` for the main agent whose workspace holds a year of history: 365 daily
+- `before_prompt_build` for the main agent whose workspace holds a year of history: 365 daily
   summaries and 365 session logs (4 sessions a day), and a CURRENT_STATE.md whose objective shares
   keywords with that history, so the hook builds the snapshot and scores the related history.
   Repeated calls; p50 and p99.
@@ -85,21 +85,21 @@ def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section
     ctx = {"agentId": "main", "sessionKey": "agent:main:main", "sessionId": "s-bench",
            "workspaceDir": str(workspace), "trigger": "user"}
     event = {"prompt": "continue", "messages": []}
-    merged, errors = gateway.hooks.run_modifying("before_agent_start", event, ctx)
+    merged, errors = gateway.hooks.run_modifying("before_prompt_build", event, ctx)
     text = merged.get("prependSystemContext") or ""
     if errors or "RELATED HISTORY" not in text:
-        raise RuntimeError(f"before_agent_start gave no related history: {errors} {text[:200]}")
+        raise RuntimeError(f"before_prompt_build gave no related history: {errors} {text[:200]}")
     for _ in range(calls):
         t = time.perf_counter()
-        gateway.hooks.run_modifying("before_agent_start", event, ctx)
-        sec.add("before_agent_start", time.perf_counter() - t)
-    s = sec.summary("before_agent_start")
+        gateway.hooks.run_modifying("before_prompt_build", event, ctx)
+        sec.add("before_prompt_build", time.perf_counter() - t)
+    s = sec.summary("before_prompt_build")
     sec.figures["history files"] = (
         f"{len(list((workspace / 'memory' / 'summaries' / 'daily').glob('*.md')))} daily "
         f"summaries, {len(list((workspace / 'memory' / 'sessions').glob('*.md')))} session logs")
     sec.figures["injected context"] = f"{len(text)} chars"
-    sec.goal("before_agent_start p50", s["median"], 0.005, "s")
-    log(f"  hooks: before_agent_start p50 {s['median'] * 1000:.2f} ms, p99 "
+    sec.goal("before_prompt_build p50", s["median"], 0.005, "s")
+    log(f"  hooks: before_prompt_build p50 {s['median'] * 1000:.2f} ms, p99 "
         f"{s.get('p99', 0) * 1000:.2f} ms")
 
     lost_total = 0

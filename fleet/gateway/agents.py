@@ -1,20 +1,24 @@
 """Agent sessions and runs: start, turn (hooks + simulated model), append, close.
 
-A turn appends the user prompt, fires `before_agent_start` (its merged `prependSystemContext` is
-the injected context, returned to the caller), appends the scripted model output, and fires
-`agent_end` with the session's messages. Hook contexts are OpenClaw's shapes (anchor 6.6).
+A turn appends the user prompt, fires `before_prompt_build` (its merged `prependSystemContext`
+is the injected context, returned to the caller), appends the scripted model output, and fires
+`agent_end` with the session's messages. Every hook gets exactly the event and ctx fields
+OpenClaw 2026.9.6 gives it (docs/architecture.md, "Hook contract"), nothing more.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import agent_workspace, validate_agent_id
 from fleet.gateway.messages import (
     build_steps,
     is_compaction,
+    message_text,
     normalize_message,
     now_ms,
     system_message,
@@ -45,18 +49,16 @@ class Agents:
     def workspace(self, agent_id: str):
         return agent_workspace(agent_id, self.config_source(), self.store.layout.state_dir)
 
-    def agent_ctx(self, rec: Dict[str, Any], trigger: str = "user") -> Dict[str, Any]:
-        ctx = {
+    def agent_ctx(self, rec: Dict[str, Any], run_id: str, trigger: str = "user") -> Dict[str, Any]:
+        """`before_prompt_build` / `agent_end` ctx (no requester: OpenClaw gives none here)."""
+        return {
+            "runId": run_id,
             "agentId": rec["agentId"],
             "sessionKey": rec["sessionKey"],
             "sessionId": rec["sessionId"],
             "workspaceDir": rec["workspaceDir"],
             "trigger": trigger,
-            "messageProvider": "fleet",
         }
-        if rec.get("requesterSessionKey"):
-            ctx["requesterSessionKey"] = rec["requesterSessionKey"]
-        return ctx
 
     def start(self, args: Dict[str, Any]) -> Dict[str, Any]:
         """Open a session; an already open session with the same key is returned as is."""
@@ -100,10 +102,11 @@ class Agents:
                      for i, m in enumerate(args.get("messages") or [])]
             transcript = self.store.transcript(rec)
             history = transcript.messages()
-            ctx = self.agent_ctx(rec, str(args.get("trigger", "user")))
+            run_id = str(uuid.uuid4())
+            ctx = self.agent_ctx(rec, run_id, str(args.get("trigger", "user")))
             notes = self._drain_notifications(rec)
             injected, errors = self.hooks.run_modifying(
-                "before_agent_start", {"prompt": prompt, "messages": history}, ctx
+                "before_prompt_build", {"prompt": prompt, "messages": history}, ctx
             )
             new: List[Dict[str, Any]] = list(notes)
             if prompt:
@@ -123,6 +126,7 @@ class Agents:
                 self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
             success = bool(args.get("success", True))
             event = {
+                "runId": run_id,
                 "messages": history + run_msgs,
                 "success": success,
                 "durationMs": int((time.time() - started) * 1000),
@@ -159,13 +163,16 @@ class Agents:
             return result
 
     def _compact(self, rec: Dict[str, Any], messages: List[Dict[str, Any]]) -> List[str]:
-        event = {
-            "messageCount": len(messages),
-            "compactingCount": len(messages),
-            "messages": messages,
-            "sessionFile": rec["transcript"],
+        """`before_compaction` as OpenClaw's compaction path fires it: counts, no messages."""
+        tokens = sum(estimate_tokens(message_text(m)) for m in messages)
+        event = {"messageCount": len(messages), "tokenCount": tokens}
+        ctx = {
+            "sessionId": rec["sessionId"],
+            "agentId": rec["agentId"],
+            "sessionKey": rec["sessionKey"],
+            "workspaceDir": rec["workspaceDir"],
         }
-        return self.hooks.run_void("before_compaction", event, self.agent_ctx(rec, "compaction"))
+        return self.hooks.run_void("before_compaction", event, ctx)
 
     def _after_append(self, rec: Dict[str, Any]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
@@ -198,7 +205,8 @@ class Agents:
                 errors += self.hooks.run_void(
                     "before_reset",
                     {"sessionFile": rec["transcript"], "messages": messages, "reason": reason},
-                    self.agent_ctx(rec, reason),
+                    {"agentId": rec["agentId"], "sessionKey": rec["sessionKey"],
+                     "sessionId": rec["sessionId"], "workspaceDir": rec["workspaceDir"]},
                 )
             for fn in self.on_close:
                 fn(rec)
@@ -209,11 +217,10 @@ class Agents:
                 "durationMs": now_ms() - int(rec.get("createdAt") or now_ms()),
                 "reason": reason,
             }
-            ctx = {
-                "agentId": rec["agentId"],
+            ctx = {  # a session ctx: no workspaceDir in OpenClaw
                 "sessionId": rec["sessionId"],
                 "sessionKey": rec["sessionKey"],
-                "workspaceDir": rec["workspaceDir"],
+                "agentId": rec["agentId"],
             }
             errors += self.hooks.run_void("session_end", event, ctx)
             self.store.update(rec, closedAt=now_ms(), closeReason=reason)

@@ -16,21 +16,24 @@ log = logging.getLogger("fleet.gateway.hooks")
 
 Handler = Callable[[Dict[str, Any], Dict[str, Any]], Optional[Dict[str, Any]]]
 
+# OpenClaw 2026.9.6's hook names (its `PluginHookName` type). A name outside this list is
+# ignored at registration, as OpenClaw ignores it ("unknown typed hook"), so a plugin that uses
+# a hook OpenClaw does not have fails here too instead of only on real hosts.
 MODIFYING_HOOKS = frozenset(
-    {"before_agent_start", "before_prompt_build", "before_model_resolve", "message_sending"}
+    {"before_model_resolve", "agent_turn_prepare", "before_prompt_build", "message_sending",
+     "before_agent_finalize", "heartbeat_prompt_contribution", "reply_payload_sending"}
 )
 KNOWN_HOOKS = MODIFYING_HOOKS | frozenset(
     {
-        "agent_end",
-        "before_compaction",
-        "after_compaction",
-        "before_reset",
-        "session_start",
-        "session_end",
-        "subagent_spawned",
-        "subagent_ended",
-        "gateway_start",
-        "gateway_stop",
+        "before_agent_reply", "model_call_started", "model_call_ended", "llm_input",
+        "llm_output", "agent_end", "before_compaction", "after_compaction", "before_reset",
+        "inbound_claim", "channel_pairing_requested", "message_received", "message_sent",
+        "before_tool_call", "after_tool_call", "tool_result_persist", "before_message_write",
+        "session_start", "session_end", "subagent_delivery_target", "subagent_spawned",
+        "subagent_progress", "subagent_ended", "gateway_start", "gateway_stop",
+        "cron_reconciled", "cron_changed", "skill_proposal_evaluate", "skill_proposal_changed",
+        "skill_changed", "before_dispatch", "reply_dispatch", "before_install",
+        "before_agent_run", "resolve_exec_env",
     }
 )
 DEFAULT_TIMEOUT_S = 10.0
@@ -72,11 +75,13 @@ class HookBus:
         plugin_id: str = "?",
         timeout_s: Optional[float] = None,
     ) -> None:
-        """Add a handler; unknown hook names are allowed (OpenClaw grows new ones) but logged."""
+        """Add a handler; an unknown hook name is logged and ignored, as OpenClaw does."""
         if not callable(handler):
             raise TypeError(f"[{plugin_id}] handler for {hook!r} is not callable")
         if hook not in KNOWN_HOOKS:
-            log.warning("[%s] registered unknown hook %r", plugin_id, hook)
+            log.warning("[%s] unknown typed hook %r ignored (not a hook of OpenClaw 2026.9.6)",
+                        plugin_id, hook)
+            return
         with self._lock:
             self._count += 1
             reg = _Registration(hook, handler, int(priority), plugin_id, timeout_s, self._count)

@@ -1,5 +1,6 @@
-"""Plugin manifests: `openclaw.plugin.json` (id, version, configSchema, requires) and the entry
-file named by `package.json` `main`. Every error names the file and key and says what to write.
+"""Plugin manifests: `openclaw.plugin.json` (id, version, configSchema, requires) and the Python
+entry file named by `package.json` `fleet.entry`. Every error names the file and key and says
+what to write.
 """
 
 from __future__ import annotations
@@ -35,14 +36,18 @@ def read_json(path: Path, what: str) -> Dict[str, Any]:
     return data
 
 
-def validate_manifest(directory: Path) -> Dict[str, Any]:
-    """The manifest if it has a usable id, version and configSchema; else PluginLoadError."""
+def validate_manifest(directory: Path, match_dir_name: bool = True) -> Dict[str, Any]:
+    """The manifest if it has a usable id, version and configSchema; else PluginLoadError.
+
+    `match_dir_name`: the id must be the directory's name (true under `<state>/extensions`; a
+    release's own plugin dir, which the OpenClaw worker loads, is named after the package).
+    """
     path = directory / "openclaw.plugin.json"
     manifest = read_json(path, "plugin manifest")
     pid = manifest.get("id")
     if not isinstance(pid, str) or not _ID.match(pid):
         raise PluginLoadError(f"{path}: key 'id' must be a lower-case plugin id, got {pid!r}")
-    if pid != directory.name:
+    if match_dir_name and pid != directory.name:
         raise PluginLoadError(
             f"{path}: id {pid!r} does not match its directory name {directory.name!r}; "
             f"install it as extensions/{pid}"
@@ -65,24 +70,36 @@ def validate_manifest(directory: Path) -> Dict[str, Any]:
     return manifest
 
 
+def entry_name(pkg: Dict[str, Any], pkg_path: Path) -> str:
+    """The Python entry's file name: package.json `fleet.entry`, else `plugin.py`.
+
+    One plugin directory serves two hosts: `main` and `openclaw.extensions` name the JavaScript
+    entry OpenClaw loads, `fleet.entry` the Python module this gateway (and the worker behind the
+    JavaScript entry) imports.
+    """
+    block = pkg.get("fleet", {})
+    if not isinstance(block, dict):
+        raise PluginLoadError(f"{pkg_path}: key 'fleet' must be an object like "
+                              '{"entry": "plugin.py"}')
+    name = block.get("entry", "plugin.py")
+    if not isinstance(name, str) or not name.endswith(".py"):
+        raise PluginLoadError(f"{pkg_path}: key 'fleet.entry' must name a .py file, got {name!r}")
+    return name
+
+
 def entry_file(directory: Path, plugin_id: str) -> Path:
-    """The entry named by package.json `main` (default plugin.py), kept inside the plugin dir."""
+    """The Python entry named by package.json `fleet.entry` (default plugin.py), kept inside the
+    plugin dir."""
     main = "plugin.py"
     pkg_path = directory / "package.json"
     if pkg_path.exists():
         pkg = read_json(pkg_path, "package.json")
-        oc = pkg.get("openclaw") if isinstance(pkg.get("openclaw"), dict) else {}
-        if oc.get("id") not in (None, plugin_id):
-            raise PluginLoadError(
-                f"{pkg_path}: openclaw.id {oc.get('id')!r} differs from the manifest id "
-                f"{plugin_id!r}"
-            )
-        main = pkg.get("main") or main
-        if not isinstance(main, str):
-            raise PluginLoadError(f"{pkg_path}: key 'main' must be a file name")
+        main = entry_name(pkg, pkg_path)
     path = (directory / main).resolve()
     if not str(path).startswith(str(directory.resolve()) + os.sep):
-        raise PluginLoadError(f"{pkg_path}: 'main' {main!r} points outside the plugin directory")
+        raise PluginLoadError(f"{pkg_path}: 'fleet.entry' {main!r} points outside the plugin "
+                              "directory")
     if not path.is_file():
-        raise PluginLoadError(f"{path}: entry file named by package.json 'main' does not exist")
+        raise PluginLoadError(f"{path}: entry file named by package.json 'fleet.entry' does not "
+                              "exist")
     return path

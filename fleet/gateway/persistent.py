@@ -87,6 +87,14 @@ class PersistentManager:
             requesterSessionKey=parent["sessionKey"], task=cfg["key"], label=cfg["key"],
             persistentKey=cfg["key"], lifetime=cfg["lifetime"], invocations=0,
         )
+        spawn_run = str(uuid.uuid4())  # a persistent child is OpenClaw's mode "session" spawn
+        self.agents.hooks.run_void(
+            "subagent_spawned",
+            {"runId": spawn_run, "childSessionKey": child_key, "agentId": target,
+             "label": cfg["key"], "mode": "session", "threadRequested": False},
+            {"runId": spawn_run, "childSessionKey": child_key,
+             "requesterSessionKey": parent["sessionKey"]},
+        )
         return rec, False
 
     def invoke(self, args: Dict[str, Any]) -> Dict[str, Any]:

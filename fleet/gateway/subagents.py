@@ -11,17 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import validate_agent_id
 from fleet.gateway.messages import message_text, now_ms
 from fleet.gateway.sessions import SessionError, normalize_key, public
-
-try:
-    from fleet.continuity.tokens import estimate_tokens as _estimate
-except ImportError:  # pragma: no cover - until the continuity core lands
-    _estimate = None
 
 OUTCOMES = ("ok", "error", "timeout", "killed", "reset", "deleted")
 REASONS = (
@@ -39,12 +35,6 @@ _REASON_FOR = {
     "reset": "session-reset",
     "deleted": "session-delete",
 }
-
-
-def estimate_tokens(text: str) -> int:
-    if _estimate is not None:
-        return int(_estimate(text))
-    return (len(text) + 3) // 4
 
 
 class Subagents:
@@ -82,13 +72,11 @@ class Subagents:
                 task=task,
                 label=args.get("label"),
             )
-            ctx = self._ctx(rec)
-            errors = self.hooks.run_void(
-                "subagent_spawned",
-                {"childSessionKey": key, "agentId": target, "label": args.get("label"),
-                 "runId": run_id, "mode": "run"},
-                ctx,
-            )
+            event: Dict[str, Any] = {"runId": run_id, "childSessionKey": key, "agentId": target}
+            if isinstance(args.get("label"), str) and args["label"]:
+                event["label"] = args["label"]
+            event.update({"mode": "run", "threadRequested": False})
+            errors = self.hooks.run_void("subagent_spawned", event, self._ctx(rec))
             out = public(rec)
             out["childSessionKey"] = key
             out["hookErrors"] = errors
@@ -103,6 +91,7 @@ class Subagents:
             return out
 
     def _ctx(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+        """The subagent hooks' ctx: no workspaceDir, no agentId (as in OpenClaw)."""
         return {
             "runId": rec.get("runId"),
             "childSessionKey": rec["sessionKey"],
@@ -110,7 +99,10 @@ class Subagents:
         }
 
     def end(self, args: Dict[str, Any]) -> Dict[str, Any]:
-        """Fire subagent_ended once, then announce (or hold the announce while waiting)."""
+        """Announce (or hold the announce while waiting), then fire subagent_ended once.
+
+        OpenClaw's order: the announce reaches the parent before `subagent_ended` fires.
+        """
         key = normalize_key(args.get("childSessionKey") or args.get("sessionKey"))
         outcome = args.get("outcome", "ok")
         if outcome not in OUTCOMES:
@@ -140,14 +132,15 @@ class Subagents:
                 "targetSessionKey": key,
                 "targetKind": "subagent",
                 "reason": reason,
-                "outcome": outcome,
-                "endedAt": ended["endedAt"],
+                "sendFarewell": True,
                 "runId": rec.get("runId"),
+                "endedAt": ended["endedAt"],
+                "outcome": outcome,
             }
             if "error" in ended:
                 event["error"] = ended["error"]
-            errors = self.hooks.run_void("subagent_ended", event, self._ctx(rec))
             result = self._announce(rec)
+            errors = self.hooks.run_void("subagent_ended", event, self._ctx(rec))
             return {
                 "childSessionKey": key,
                 "alreadyEnded": False,

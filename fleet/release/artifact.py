@@ -37,7 +37,7 @@ from fleet.release.verify import verify
 
 HOST_FILES = ("fleet/__init__.py",)
 HOST_PACKAGES = ("fleet/continuity", "fleet/plugins", "fleet/gateway", "fleet/installer")
-DATA_SUFFIXES = (".py", ".json", ".md", ".conf", ".sh", ".service", ".plist", ".txt")
+DATA_SUFFIXES = (".py", ".json", ".md", ".conf", ".sh", ".service", ".plist", ".txt", ".js", ".mjs")
 SKIP_DIRS = ("__pycache__", "tests", "test")
 MANIFEST_NAME = "fleet_manifest.json"
 SHEBANG = b"#!/usr/bin/env python3\n"

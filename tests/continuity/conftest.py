@@ -30,3 +30,16 @@ def api(state_dir: Path, openclaw_config: Dict[str, Any]) -> FakeApi:
     fake = FakeApi(state_dir, openclaw_config)
     plugin.register(fake)
     return fake
+
+
+@pytest.fixture
+def make_api(state_dir: Path, openclaw_config: Dict[str, Any]):
+    """Another plugin instance on the same state dir (a restarted gateway or worker)."""
+    from fleet.plugins.memory_continuity import plugin
+
+    def make() -> FakeApi:
+        fake = FakeApi(state_dir, openclaw_config)
+        plugin.register(fake)
+        return fake
+
+    return make

@@ -142,23 +142,51 @@ def test_session_end_writes_template_only_when_missing(api, state_dir):
     assert "keep me" in path.read_text()
 
 
-def test_before_compaction_snapshot_and_protected_tail(api, state_dir):
+def compaction_ctx(state_dir):
+    """OpenClaw 2026.9.6's compaction ctx (no trigger, no runId)."""
+    return {"sessionId": "s1", "agentId": "main", "sessionKey": "agent:main:main",
+            "workspaceDir": str(main_ws(state_dir)), "messageProvider": "webchat"}
+
+
+def snapshot_file(state_dir):
+    return main_ws(state_dir) / "memory" / "COMPACTION_SNAPSHOT.md"
+
+
+def test_before_compaction_writes_the_snapshot_from_openclaws_counts_only_event(api, state_dir):
+    write_state(own(state_dir), objective="Plan")
+    assert api.fire("before_compaction", {"messageCount": 13, "tokenCount": 502},
+                    compaction_ctx(state_dir)) is None  # an observation hook: nothing returned
+    snap = build_snapshot(StateDocument.parse(own(state_dir).read_text()))
+    lines = snapshot_file(state_dir).read_text().split("\n")
+    assert lines[0] == "# Compaction Snapshot"
+    assert lines[1].startswith("> Written: ") and lines[1].endswith(
+        " (messageCount=13, tokenCount=502)")
+    assert "\n".join(lines[3:]) == snap + "\n"
+
+
+def test_before_compaction_adds_the_protected_tail_when_the_event_has_messages(api, state_dir):
     write_state(own(state_dir), objective="Plan")
     msgs = [{"role": "user", "content": "first question here"},
             {"role": "assistant", "content": "first answer that is long"},
             {"role": "user", "content": "ok"}, {"role": "assistant", "content": "k"},
             {"role": "user", "content": "second question here"},
             {"role": "assistant", "content": [{"type": "text", "text": "second answer, long"}]}]
-    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
+    api.fire("before_compaction", {"messageCount": 6, "messages": msgs}, compaction_ctx(state_dir))
     snap = build_snapshot(StateDocument.parse(own(state_dir).read_text()))
-    assert out["prependSystemContext"] == snap + "\n\n" + "\n".join([
+    body = snapshot_file(state_dir).read_text().split("\n", 3)[3]
+    assert body == snap + "\n\n" + "\n".join([
         "=== RECENT EXCHANGE (protected) ===",
         "User: first question here", "Assistant: first answer that is long", "---",
         "User: second question here", "Assistant: second answer, long", "---",
-        "=== END RECENT EXCHANGE ==="])
+        "=== END RECENT EXCHANGE ==="]) + "\n"
     api.plugin_config = {"tailProtectCount": 0}
-    out = api.hooks["before_compaction"][0][1]({"messages": msgs}, main_ctx(state_dir))
-    assert out["prependSystemContext"] == snap
+    api.fire("before_compaction", {"messageCount": 6, "messages": msgs}, compaction_ctx(state_dir))
+    assert snapshot_file(state_dir).read_text().split("\n", 3)[3] == snap + "\n"
+
+
+def test_before_compaction_without_state_writes_nothing(api, state_dir):
+    api.fire("before_compaction", {"messageCount": 2, "tokenCount": 9}, compaction_ctx(state_dir))
+    assert not snapshot_file(state_dir).exists()
 
 
 def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
@@ -167,7 +195,7 @@ def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
                 "agent:a/b:main"]:
         ctx = {"sessionKey": key}
         for hook in ("agent_end", "before_reset", "session_end", "before_compaction",
-                     "before_agent_start"):
+                     "before_prompt_build"):
             assert api.fire(hook, {"messages": ANCHOR_RUN}, ctx) is None
     assert files_under(tmp_path) == before
     assert api.logger.text("error") == ""

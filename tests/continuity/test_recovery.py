@@ -216,7 +216,8 @@ def test_hostile_keys_touch_nothing(api, state_dir, parent, tmp_path):
                              ("agent:main:subagent:..", "agent:main:main"),
                              ("agent:main:subagent:a/b", "agent:main:main"),
                              ("agent:ma\x00in:subagent:c1", "agent:main:main")]:
-        api.fire("subagent_ended", {"targetSessionKey": child, "outcome": "ok"},
+        api.fire("subagent_ended", {"targetSessionKey": child, "targetKind": "subagent",
+                                    "outcome": "ok"},
                  {"childSessionKey": child, "requesterSessionKey": requester})
     assert files_under(tmp_path) == before
     assert api.logger.text("warn").count("refusing") == 5
@@ -225,6 +226,35 @@ def test_hostile_keys_touch_nothing(api, state_dir, parent, tmp_path):
 
 def test_keys_are_normalised_not_refused(api, state_dir, parent):
     write_state(child_file(state_dir, "c1"), objective="t", unsurfaced="normalised")
-    api.fire("subagent_ended", {"targetSessionKey": "AGENT:Main::SubAgent:C1", "outcome": "ok"},
+    api.fire("subagent_ended", {"targetSessionKey": "AGENT:Main::SubAgent:C1",
+                                "targetKind": "subagent", "outcome": "ok"},
              {"requesterSessionKey": " Agent:MAIN::main "})
     assert "Result: normalised" in unsurfaced(state_dir)
+
+
+def test_only_subagent_targets_are_recovered(api, state_dir, parent):
+    """`sessions.reset` fires subagent_ended for the main session with targetKind "acp"."""
+    write_state(child_file(state_dir, "c1"), objective="t", unsurfaced="must not merge")
+    before = parent.read_text()
+    end(api, "c1", targetKind="acp")
+    api.fire("subagent_ended", {"targetSessionKey": "agent:main:main", "targetKind": "acp",
+                                "reason": "session-reset", "sendFarewell": True,
+                                "outcome": "reset"}, {"childSessionKey": "agent:main:main"})
+    assert parent.read_text() == before
+    end(api, "c1")
+    assert "Result: must not merge" in unsurfaced(state_dir)
+
+
+def test_parent_from_the_spawn_record_when_the_ctx_has_no_requester(api, state_dir):
+    """A child of a non-main session: its key does not name the parent, the record does."""
+    ops = state_dir / "workspace-coder" / "memory" / "CURRENT_STATE.md"
+    write_state(ops, objective="Coder parent", unsurfaced="None")
+    key = "agent:main:subagent:c5"
+    api.fire("subagent_spawned", {"runId": "r5", "childSessionKey": key, "agentId": "main",
+                                  "mode": "run", "threadRequested": False},
+             {"runId": "r5", "childSessionKey": key, "requesterSessionKey": "agent:coder:main"})
+    write_state(child_file(state_dir, "c5"), objective="t", unsurfaced="to coder")
+    api.fire("subagent_ended", {"targetSessionKey": key, "targetKind": "subagent",
+                                "reason": "subagent-complete", "outcome": "ok"},
+             {"runId": "r5", "childSessionKey": key})
+    assert "Result: to coder" in StateDocument.parse(ops.read_text()).get("Unsurfaced Results")

@@ -24,7 +24,8 @@ def _recover(state_dir: str, cids: list) -> None:
     plugin.register(api)
     for cid in cids:
         key = f"agent:main:subagent:{cid}"
-        api.fire("subagent_ended", {"targetSessionKey": key, "outcome": "ok", "runId": cid},
+        api.fire("subagent_ended", {"targetSessionKey": key, "targetKind": "subagent",
+                                    "outcome": "ok", "runId": cid},
                  {"childSessionKey": key, "requesterSessionKey": "agent:main:main"})
     errors = api.logger.text("error") + api.logger.text("warn")
     if errors:

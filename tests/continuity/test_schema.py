@@ -13,7 +13,7 @@ MANIFEST = (Path(__file__).resolve().parents[2] / "fleet" / "plugins" / "memory_
 SCHEMA = json.loads(MANIFEST.read_text())["configSchema"]
 
 
-def test_manifest_has_all_13_keys_with_defaults_and_hints():
+def test_manifest_has_the_13_anchor_keys_and_the_bridge_keys_with_defaults_and_hints():
     manifest = json.loads(MANIFEST.read_text())
     assert manifest["id"] == "memory-continuity" and manifest["version"] == "5.0.0"
     defaults = validate({}, SCHEMA)
@@ -22,6 +22,7 @@ def test_manifest_has_all_13_keys_with_defaults_and_hints():
         "ignorePatterns": [], "sessionLogging": True, "tailProtectCount": 3,
         "summaryEnabled": True, "relevanceInjection": True, "maxRelevanceItems": 3,
         "archiveDecayDays": 30, "subagentSeed": True, "subagentRecovery": True,
+        "python": "", "bridgeTimeoutMs": 0,  # read by the OpenClaw entry (bridge.mjs)
     }
     assert set(manifest["uiHints"]) == set(defaults)
 

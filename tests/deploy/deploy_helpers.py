@@ -48,7 +48,7 @@ def make_tree(dst: Path, bump: str | None = None, broken: bool = False,
         with open(plugin / "__init__.py", "a") as fh:
             fh.write(f"# rebuild {rebuild}\n")
     if broken:
-        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
+        main = json.loads((plugin / "package.json").read_text())["fleet"]["entry"]
         (plugin / main).write_text('raise RuntimeError("broken release: import fails")\n')
     return dst
 

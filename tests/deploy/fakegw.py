@@ -25,7 +25,7 @@ def load_plugins(state: Path) -> dict:
         manifest = json.loads((link / "openclaw.plugin.json").read_text())
         pkg = json.loads((link / "package.json").read_text())
         real = Path(os.path.realpath(link))  # <release>/fleet/plugins/<pkg>
-        stem = Path(pkg.get("main", "__init__.py")).stem
+        stem = Path(pkg.get("fleet", {}).get("entry", "__init__.py")).stem
         module = f"fleet.plugins.{real.name}" + ("" if stem == "__init__" else f".{stem}")
         info = {"version": manifest["version"], "loaded": True, "error": None}
         sys.path.insert(0, str(real.parent.parent.parent))

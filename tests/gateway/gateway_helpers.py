@@ -24,7 +24,7 @@ def write_plugin(
     requires: Optional[List[str]] = None,
     main: Optional[str] = None,
 ) -> Path:
-    """A plugin dir `root/<id>` with manifest, package.json and entry file."""
+    """A plugin dir `root/<id>` with manifest, package.json and Python entry file."""
     d = root / plugin_id
     d.mkdir(parents=True, exist_ok=True)
     manifest: Dict[str, Any] = {
@@ -35,9 +35,9 @@ def write_plugin(
     if requires:
         manifest["requires"] = requires
     (d / "openclaw.plugin.json").write_text(json.dumps(manifest))
-    pkg: Dict[str, Any] = {"version": version, "openclaw": {"id": plugin_id}}
+    pkg: Dict[str, Any] = {"version": version}
     if main:
-        pkg["main"] = main
+        pkg["fleet"] = {"entry": main}
     (d / "package.json").write_text(json.dumps(pkg))
     (d / (main or "plugin.py")).write_text(textwrap.dedent(code))
     return d
@@ -66,10 +66,10 @@ def register(api):
                 keep["roles"] = [m.get("role") for m in event["messages"]]
             with open(log, "a") as fh:
                 fh.write(json.dumps({"hook": name, "event": keep, "ctx": ctx}) + "\\n")
-            if name == "before_agent_start":
+            if name == "before_prompt_build":
                 return {"prependSystemContext": "CTX for " + ctx["sessionKey"]}
         return handler
-    for name in ("before_agent_start", "agent_end", "before_compaction", "before_reset",
+    for name in ("before_prompt_build", "agent_end", "before_compaction", "before_reset",
                  "session_end", "subagent_spawned", "subagent_ended"):
         api.on(name, rec(name), priority=10)
     api.register_command("rec", lambda ctx: {"text": "args=" + ctx["args"]})

@@ -20,12 +20,16 @@ def test_turn_fires_hooks_with_openclaw_shapes_and_returns_injected_context(reco
     assert turn["appended"] == 4
     log = hook_log(gw.layout.state_dir)
     start, end = log[0], log[1]
-    assert start["hook"] == "before_agent_start"
+    assert start["hook"] == "before_prompt_build"
     assert start["event"] == {"prompt": "build the thing", "messageCount": 0, "roles": []}
-    assert start["ctx"] == {"agentId": "main", "sessionKey": "agent:main:main",
+    run_id = start["ctx"]["runId"]
+    assert start["ctx"] == {"runId": run_id, "agentId": "main", "sessionKey": "agent:main:main",
                             "sessionId": s["sessionId"], "workspaceDir": s["workspaceDir"],
-                            "trigger": "user", "messageProvider": "fleet"}
+                            "trigger": "user"}
     assert end["hook"] == "agent_end"
+    assert end["ctx"] == start["ctx"]
+    assert sorted(end["event"]) == ["durationMs", "messageCount", "roles", "runId", "success"]
+    assert end["event"]["runId"] == run_id
     assert end["event"]["roles"] == ["user", "assistant", "toolResult", "assistant"]
     assert end["event"]["success"] is True and isinstance(end["event"]["durationMs"], int)
     lines = (gw.layout.state_dir / "agents/main/sessions" / f"{s['sessionId']}.jsonl"
@@ -42,8 +46,14 @@ def test_session_start_resumes_an_open_session_and_close_fires_session_end(recor
     ok(gw, "session.close", sessionKey=a["sessionKey"], reason="new")
     hooks = [h["hook"] for h in hook_log(gw.layout.state_dir)]
     assert hooks[-2:] == ["before_reset", "session_end"]
-    end = hook_log(gw.layout.state_dir)[-1]
-    assert end["ctx"]["workspaceDir"] == a["workspaceDir"]
+    reset, end = hook_log(gw.layout.state_dir)[-2:]
+    assert reset["ctx"] == {"agentId": "main", "sessionKey": a["sessionKey"],
+                            "sessionId": a["sessionId"], "workspaceDir": a["workspaceDir"]}
+    assert sorted(reset["event"]) == ["messageCount", "reason", "roles", "sessionFile"]
+    assert end["ctx"] == {"sessionId": a["sessionId"], "sessionKey": a["sessionKey"],
+                          "agentId": "main"}  # a session ctx: no workspaceDir
+    assert sorted(end["event"]) == ["durationMs", "messageCount", "reason", "sessionId",
+                                    "sessionKey"]
     assert end["event"]["reason"] == "new"
     resp = gw.handle({"op": "session.turn", "sessionKey": a["sessionKey"], "prompt": "x"})
     assert not resp["ok"] and "closed" in resp["error"]
@@ -56,7 +66,11 @@ def test_compaction_step_fires_before_compaction_and_writes_a_marker(recorder_ga
     key = ok(gw, "session.start")["sessionKey"]
     ok(gw, "session.turn", sessionKey=key, prompt="p",
        steps=["a", {"compaction": {"tokensBefore": 1000}}, "b"])
-    assert "before_compaction" in [h["hook"] for h in hook_log(gw.layout.state_dir)]
+    compaction = [h for h in hook_log(gw.layout.state_dir) if h["hook"] == "before_compaction"]
+    assert len(compaction) == 1
+    assert compaction[0]["event"]["messageCount"] == 2  # the prompt and "a"
+    assert sorted(compaction[0]["event"]) == ["messageCount", "tokenCount"]
+    assert sorted(compaction[0]["ctx"]) == ["agentId", "sessionId", "sessionKey", "workspaceDir"]
     msgs = ok(gw, "transcript", sessionKey=key)["messages"]
     marker = msgs[2]
     assert marker["role"] == "system" and marker["content"] == [
@@ -68,16 +82,26 @@ def spawn(gw, parent, **extra):
     return ok(gw, "subagent.spawn", parentSessionKey=parent, task="deep search", **extra)
 
 
-def test_spawned_child_has_openclaw_key_and_requester_in_its_agent_ctx(recorder_gateway):
+def test_spawned_child_has_openclaw_key_and_its_requester_only_in_subagent_hooks(
+        recorder_gateway):
     gw = recorder_gateway
     parent = ok(gw, "session.start")["sessionKey"]
     child = spawn(gw, parent, agentId="research", steps=["found it"])
     key = child["childSessionKey"]
     assert re.fullmatch(r"agent:research:subagent:[0-9a-f-]{36}", key)
     assert child["workspaceDir"] == str(gw.layout.state_dir / "workspace-research")
-    start = [h for h in hook_log(gw.layout.state_dir) if h["hook"] == "before_agent_start"][-1]
+    log = hook_log(gw.layout.state_dir)
+    spawned = [h for h in log if h["hook"] == "subagent_spawned"]
+    assert len(spawned) == 1
+    assert spawned[0]["event"] == {"runId": child["runId"], "childSessionKey": key,
+                                   "agentId": "research", "mode": "run",
+                                   "threadRequested": False}
+    assert spawned[0]["ctx"] == {"runId": child["runId"], "childSessionKey": key,
+                                 "requesterSessionKey": parent}
+    start = [h for h in log if h["hook"] == "before_prompt_build"][-1]
+    assert log.index(spawned[0]) < log.index(start)  # OpenClaw's order
     assert start["ctx"]["sessionKey"] == key
-    assert start["ctx"]["requesterSessionKey"] == parent
+    assert "requesterSessionKey" not in start["ctx"]
     assert start["event"]["prompt"] == "deep search"
     assert child["turn"]["injectedContext"] == f"CTX for {key}"
 
@@ -94,9 +118,9 @@ def test_subagent_ended_fires_once_and_the_parent_receives_the_announce(recorder
     assert ended[0]["ctx"] == {"runId": child["runId"], "childSessionKey": key,
                                "requesterSessionKey": parent}
     ev = ended[0]["event"]
-    assert {k: ev[k] for k in ("targetSessionKey", "targetKind", "reason", "outcome", "runId")} \
-        == {"targetSessionKey": key, "targetKind": "subagent", "reason": "subagent-complete",
-            "outcome": "ok", "runId": child["runId"]}
+    assert ev == {"targetSessionKey": key, "targetKind": "subagent",
+                  "reason": "subagent-complete", "sendFarewell": True, "runId": child["runId"],
+                  "endedAt": ev["endedAt"], "outcome": "ok"}
     assert isinstance(ev["endedAt"], int)
     assert second["alreadyEnded"] is True and second["ended"]["outcome"] == "ok"
     text = first["announce"]["text"]

@@ -17,10 +17,10 @@ def test_higher_priority_runs_first_and_prompt_texts_merge_in_that_order():
             return {"prependSystemContext": text}
         return handler
 
-    bus.register("before_agent_start", make("low", "LOW"), priority=1, plugin_id="low")
-    bus.register("before_agent_start", make("high", "HIGH"), priority=90, plugin_id="high")
-    bus.register("before_agent_start", make("mid", "MID"), priority=10, plugin_id="mid")
-    merged, errors = bus.run_modifying("before_agent_start", {"prompt": "p"}, {})
+    bus.register("before_prompt_build", make("low", "LOW"), priority=1, plugin_id="low")
+    bus.register("before_prompt_build", make("high", "HIGH"), priority=90, plugin_id="high")
+    bus.register("before_prompt_build", make("mid", "MID"), priority=10, plugin_id="mid")
+    merged, errors = bus.run_modifying("before_prompt_build", {"prompt": "p"}, {})
     assert calls == ["high", "mid", "low"]
     assert merged["prependSystemContext"] == "HIGH\n\nMID\n\nLOW"
     assert errors == []
@@ -41,10 +41,10 @@ def test_modifying_hook_skips_none_and_failing_handlers():
     def boom(event, ctx):
         raise RuntimeError("broken plugin")
 
-    bus.register("before_agent_start", lambda e, c: None, priority=50, plugin_id="quiet")
-    bus.register("before_agent_start", boom, priority=40, plugin_id="broken")
-    bus.register("before_agent_start", lambda e, c: {"prependSystemContext": "ok"}, 30, "good")
-    merged, errors = bus.run_modifying("before_agent_start", {}, {})
+    bus.register("before_prompt_build", lambda e, c: None, priority=50, plugin_id="quiet")
+    bus.register("before_prompt_build", boom, priority=40, plugin_id="broken")
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "ok"}, 30, "good")
+    merged, errors = bus.run_modifying("before_prompt_build", {}, {})
     assert merged == {"prependSystemContext": "ok"}
     assert len(errors) == 1 and "broken" in errors[0] and "broken plugin" in errors[0]
 
@@ -86,9 +86,9 @@ def test_handler_cannot_mutate_the_callers_event_dict():
 def test_prompt_fields_are_stripped_for_plugins_without_prompt_injection():
     bus = HookBus()
     bus.prompt_policy = lambda plugin_id: plugin_id != "muted"
-    bus.register("before_agent_start",
+    bus.register("before_prompt_build",
                  lambda e, c: {"prependSystemContext": "SECRET", "model": "m1"}, 9, "muted")
-    bus.register("before_agent_start", lambda e, c: {"prependSystemContext": "OK"}, 1, "open")
-    merged, _ = bus.run_modifying("before_agent_start", {}, {})
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "OK"}, 1, "open")
+    merged, _ = bus.run_modifying("before_prompt_build", {}, {})
     assert merged == {"prependSystemContext": "OK", "model": "m1"}
-    assert bus.summary() == {"before_agent_start": ["muted", "open"]}
+    assert bus.summary() == {"before_prompt_build": ["muted", "open"]}

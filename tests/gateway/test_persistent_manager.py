@@ -34,10 +34,11 @@ def test_one_instance_per_session_and_key_reused_across_calls(recorder_gateway):
     msgs = ok(gw, "transcript", sessionKey=child)["messages"]
     texts = [m["content"][0]["text"] for m in msgs]
     assert texts == ["q1", "a1", "q2", "a2"]
-    # the instance is a child of its parent, so hooks see the requester
-    starts = [h for h in hook_log(gw.layout.state_dir)
-              if h["hook"] == "before_agent_start" and h["ctx"]["sessionKey"] == child]
-    assert starts and all(h["ctx"]["requesterSessionKey"] == p1 for h in starts)
+    # the instance is a child of its parent: spawned once (mode "session"), with its requester
+    spawned = [h for h in hook_log(gw.layout.state_dir)
+               if h["hook"] == "subagent_spawned" and h["event"]["childSessionKey"] == child]
+    assert [(h["event"]["mode"], h["ctx"]["requesterSessionKey"]) for h in spawned] == [
+        ("session", p1)]
 
 
 def test_instances_are_disposed_when_the_parent_session_closes(recorder_gateway):

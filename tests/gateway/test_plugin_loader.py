@@ -68,7 +68,7 @@ def test_import_error_and_register_error_leave_nothing_registered(tmp_path, stat
     install(state, write_plugin(tmp_path / "p", "boom", "raise RuntimeError('kaboom at import')"))
     half = """
 def register(api):
-    api.on("before_agent_start", lambda e, c: {"prependSystemContext": "HALF"})
+    api.on("before_prompt_build", lambda e, c: {"prependSystemContext": "HALF"})
     api.register_command("half", lambda ctx: {"text": "x"})
     raise ValueError("register failed halfway")
 """
@@ -78,7 +78,7 @@ def register(api):
     assert "RuntimeError: kaboom at import" in h["plugins"]["boom"]["error"]
     assert "ValueError: register failed halfway" in h["plugins"]["half"]["error"]
     assert h["ready"] is False
-    assert gw.hooks.handlers("before_agent_start") == []
+    assert gw.hooks.handlers("before_prompt_build") == []
     assert h["commands"] == []
 
 
@@ -101,7 +101,7 @@ def test_disabled_plugin_is_not_loaded_and_does_not_fail_readiness(tmp_path, sta
     assert h["plugins"]["off"]["loaded"] is False and h["plugins"]["off"]["enabled"] is False
 
 
-def test_entry_from_package_main_with_relative_imports(tmp_path, state):
+def test_python_entry_from_package_fleet_entry_with_relative_imports(tmp_path, state):
     d = write_plugin(tmp_path / "p", "rel", "from .helper import TEXT\n"
                      "def register(api):\n"
                      "    api.register_command('rel', lambda ctx: {'text': TEXT})\n",

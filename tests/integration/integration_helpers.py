@@ -61,7 +61,7 @@ def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Pa
             data["version"] = version
             (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
     if broken:
-        main = json.loads((plugin / "package.json").read_text()).get("main", "plugin.py")
+        main = json.loads((plugin / "package.json").read_text())["fleet"]["entry"]
         (plugin / main).write_text('raise RuntimeError("bad release: plugin import fails")\n')
     return dst
 

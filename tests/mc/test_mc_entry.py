@@ -1,4 +1,4 @@
-"""The plugin directory as the gateway sees it: manifest, package.json main, standalone import."""
+"""The plugin directory as both gateways see it: manifest, package.json, standalone import."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ PLUGIN_DIR = Path(mc_pkg.__file__).resolve().parent
 def test_manifest_and_package_agree():
     manifest = json.loads((PLUGIN_DIR / "openclaw.plugin.json").read_text())
     package = json.loads((PLUGIN_DIR / "package.json").read_text())
-    assert manifest["id"] == package["openclaw"]["id"] == "mc"
+    assert manifest["id"] == "mc"
     assert manifest["version"] == package["version"] == "2.1.0"
     assert manifest["requires"] == ["memory-continuity"]
-    assert (PLUGIN_DIR / package["main"]).is_file()
+    assert (PLUGIN_DIR / package["fleet"]["entry"]).is_file()  # the Python entry
+    assert package["type"] == "module" and package["main"] == "index.js"  # OpenClaw's entry
+    assert package["openclaw"]["extensions"] == ["./index.js"]
+    assert (PLUGIN_DIR / "index.js").is_file()
 
 
 def test_entry_imports_as_standalone_module_and_answers(tmp_path):
     package = json.loads((PLUGIN_DIR / "package.json").read_text())
-    entry = PLUGIN_DIR / package["main"]
+    entry = PLUGIN_DIR / package["fleet"]["entry"]
     spec = importlib.util.spec_from_file_location("mc_entry_under_test", entry)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,5 +1,5 @@
 """The session's own checkpoint: `agent_end` (extract + archive + journal), `before_reset`
-(archive), `session_end` (template when missing) and `before_compaction` (snapshot + tail).
+(archive), `session_end` (template when missing) and `before_compaction` (snapshot file).
 
 A subagent session only ever touches its own per-child directory
 (`memory/subagents/<child>/`), so a same-agent child can never overwrite, archive or journal
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
@@ -130,19 +130,52 @@ def session_end(
     store.update(own, lambda current: template(stamp) if current is None else None)
 
 
+SNAPSHOT_NAME = "COMPACTION_SNAPSHOT.md"
+
+
+def compaction_snapshot_file(own: Path) -> Path:
+    """`COMPACTION_SNAPSHOT.md` beside the session's own state file."""
+    return own.parent / SNAPSHOT_NAME
+
+
+def _count(value: Any) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return int(value)
+
+
 def before_compaction(
     api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]
-) -> Optional[Dict[str, str]]:
+) -> None:
+    """Write the compaction snapshot: the state snapshot, plus the protected tail when the event
+    carries messages.
+
+    In OpenClaw 2026.9.6 `before_compaction` is an observation hook (a returned value is
+    ignored) and its main path sends only `{messageCount, tokenCount}`; so the snapshot is a
+    file the next run (and a person) can read, not an injection. The state itself reaches the
+    model after compaction anyway: `before_prompt_build` injects it into the system context on
+    every run.
+    """
     config = settings.plugin_config(api)
     own, _ws = _own(locator, ctx, "before_compaction", api.logger)
     if own is None:
-        return None
+        return
     text = store.read_text(own)
     snapshot = build_snapshot(StateDocument.parse(text)) if text is not None else None
     if snapshot is None:
-        return None
+        return
     messages = event.get("messages")
     tail = None
     if isinstance(messages, list):
         tail = extraction.protected_tail(messages, int(config["tailProtectCount"]))
-    return {"prependSystemContext": snapshot + ("\n\n" + tail if tail else "")}
+    counts = ", ".join(
+        f"{name}={value}" for name in ("messageCount", "tokenCount")
+        for value in [_count(event.get(name))] if value is not None
+    )
+    header = f"# Compaction Snapshot\n> Written: {to_iso(clock.now())}"
+    header += f" ({counts})" if counts else ""
+    body = header + "\n\n" + snapshot + ("\n\n" + tail if tail else "") + "\n"
+    path = compaction_snapshot_file(own)
+    with store.locked(path):
+        store.atomic_write(path, body)
+    api.logger.info(f"before_compaction: snapshot written to {path}")

@@ -9,19 +9,21 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from . import checkpoint, recovery, settings, startup
+from . import checkpoint, lineage, recovery, settings, startup
 from .locate import Locator
 
 PLUGIN_ID = settings.PLUGIN_ID
 
-# (hook, priority, body) as the anchor registers them (anchor 2); higher priority runs first.
+# (hook, priority, body): OpenClaw 2026.9.6's hook names (docs/architecture.md lists their
+# fields); higher priority runs first. index.js registers the same list under OpenClaw.
 HOOKS = (
-    ("before_agent_start", 10, startup.inject),
+    ("before_prompt_build", 10, startup.inject),
     ("before_compaction", 10, checkpoint.before_compaction),
     ("before_reset", 10, checkpoint.before_reset),
+    ("subagent_spawned", 50, lineage.remember),
+    ("subagent_ended", 50, recovery.recover),
     ("agent_end", 90, checkpoint.agent_end),
     ("session_end", 90, checkpoint.session_end),
-    ("subagent_ended", 50, recovery.recover),
 )
 
 
@@ -39,7 +41,7 @@ def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
 
 
 def register(api: Any) -> None:
-    """Register the six lifecycle hooks; the last log line is what deploy checks look for."""
+    """Register the lifecycle hooks; the last log line is what deploy checks look for."""
     settings.config_schema()  # a broken manifest fails loudly at load, not on the first hook
     locator = Locator(api)
     for hook, priority, body in HOOKS:

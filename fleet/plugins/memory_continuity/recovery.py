@@ -1,9 +1,12 @@
 """`subagent_ended`: a finished child's unsurfaced results become a note in its parent's state.
 
-Fixed from the anchor (3.5): the parent is the *requester* session (stock OpenClaw gives no
-workspaceDir here), the child's state is its own per-child file, only `ok` (completed) and
-`timeout` (partial) are merged, each child is merged exactly once, and the whole
-read-modify-write holds the parent file's lock and replaces it atomically.
+Only `targetKind == "subagent"` ends are children (OpenClaw also fires this hook with
+`targetKind: "acp"` when a main session is reset). The ctx has no `workspaceDir` and no
+`agentId`: the child is `event.targetSessionKey`, the parent is `ctx.requesterSessionKey` (else
+the record `subagent_spawned` left, else the key's parent chain), and both workspaces come from
+the OpenClaw config. Fixed from the anchor (3.5): the child's state is its own per-child file,
+only `ok` (completed) and `timeout` (partial) are merged, each child is merged exactly once, and
+the whole read-modify-write holds the parent file's lock and replaces it atomically.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 
-from . import clock, notes, settings
+from . import clock, lineage, notes, settings
 from .locate import Locator
 
 MERGED_OUTCOMES = {"ok": False, "timeout": True}  # outcome -> partial?
@@ -53,9 +56,10 @@ def _save_ledger(path: Path, items: List[str]) -> None:
 
 
 def _parent_key(
-    child: paths.SessionKey, ctx: Mapping[str, Any], event: Mapping[str, Any], log: Any
+    child: paths.SessionKey, ctx: Mapping[str, Any], locator: Locator, log: Any
 ) -> Optional[paths.SessionKey]:
-    raw = ctx.get("requesterSessionKey") or event.get("requesterSessionKey")
+    raw = ctx.get("requesterSessionKey") or lineage.requester_of(
+        locator.state_dir, child.normalized)
     if raw:
         return paths.check_session_key(raw)
     derived = child.parent_key
@@ -71,8 +75,11 @@ def recover(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[s
     config = settings.plugin_config(api)
     if not config["subagentRecovery"]:
         return
-    raw_child = event.get("targetSessionKey") or event.get("childSessionKey")
-    raw_child = raw_child or ctx.get("childSessionKey")
+    kind = event.get("targetKind")
+    if kind != "subagent":
+        log.info(f"subagent_ended: targetKind={kind!r} is not a subagent; nothing to recover")
+        return
+    raw_child = event.get("targetSessionKey") or ctx.get("childSessionKey")
     if not raw_child:
         log.info("subagent_ended: no child session key, skipping")
         return
@@ -89,7 +96,7 @@ def recover(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[s
         )
         return
     try:
-        parent = _parent_key(child, ctx, event, log)
+        parent = _parent_key(child, ctx, locator, log)
     except ValueError as exc:
         log.warn(f"subagent_ended: refusing requester session key: {exc}")
         return

@@ -1,9 +1,10 @@
-"""`before_agent_start`: inject the session's own snapshot, related history and a parent seed.
+"""`before_prompt_build`: inject the session's own snapshot, related history and a parent seed.
 
-Fixed from the anchor (3.5): a subagent reads its own per-child file; its parent is the requester
-session (`ctx.requesterSessionKey`, else the key's parent chain), not the agent named in its own
-key; the seed is given even when the child's own state is empty; and a child never gets its own
-file back as "parent".
+OpenClaw 2026.9.6 has no `before_agent_start`; `before_prompt_build` returning
+`prependSystemContext` is its system-context hook. Fixed from the anchor (3.5): a subagent reads
+its own per-child file; its parent is the requester session (recorded at `subagent_spawned`, see
+`lineage`; else the key's parent chain), not the agent named in its own key; the seed is given
+even when the child's own state is empty; and a child never gets its own file back as "parent".
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fleet.continuity.document import StateDocument
 from fleet.continuity.history import related_history
 from fleet.continuity.snapshot import build_snapshot
 
-from . import settings
+from . import lineage, settings
 from .locate import Locator
 
 IMPORTANT_LINE = (
@@ -46,7 +47,7 @@ def parent_seed(
     own_file: Path,
 ) -> Optional[str]:
     """The `=== PARENT AGENT CONTEXT ===` block for a subagent session, or None."""
-    raw = ctx.get("requesterSessionKey")
+    raw = lineage.requester_of(locator.state_dir, key.normalized)
     parent_raw = raw if raw else key.parent_key
     if not parent_raw:
         return None
@@ -73,7 +74,7 @@ def inject(
     try:
         workspace, key = locator.session(ctx)
     except ValueError as exc:
-        log.warn(f"before_agent_start: refusing session: {exc}")
+        log.warn(f"before_prompt_build: refusing session: {exc}")
         return None
     if workspace is None:
         return None

@@ -1,0 +1,290 @@
+"""The Python worker behind a plugin's OpenClaw entry (`index.js` -> `fleet/plugins/bridge.mjs`).
+
+OpenClaw is a Node.js gateway; the continuity logic is Python, written once. The JavaScript
+entry starts this worker (one per plugin, long-lived) and forwards each hook and command as one
+JSON line on stdin; each answer is one JSON line on stdout. The worker loads the plugin exactly as
+`fleet.gateway` does (manifest, config schema with defaults, `import_entry`, `register(api)`,
+the same hook bus and command registry), so both gateways run the same code.
+
+Protocol (one JSON object per line, UTF-8):
+
+    worker -> bridge  {"ready": true, "pid", "python", "plugin", "version", "hooks", "commands"}
+                      or {"fatal": "why"} and exit (the plugin cannot load here)
+    bridge -> worker  {"id": n, "op": "hook", "hook": name, "event": {}, "ctx": {},
+                       "pluginConfig": {}, "config": {"agents": ..., "plugins": {"entries": ..}}}
+                      {"id": n, "op": "command", "command": "mc", "ctx": {"args", "sessionKey"?},
+                       "pluginConfig": {}, "config": {...}}
+                      {"id": n, "op": "ping"}
+    worker -> bridge  {"id": n, "ok": true, "result": ..., "errors": [..]}
+                      {"id": n, "ok": false, "error": "why"}
+                      {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
+
+Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
+line longer than `MAX_LINE` is discarded, a handler that raises or hangs is the hook bus's
+problem (caught, time-limited). It exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from fleet.continuity import paths
+from fleet.continuity.schema import validate as validate_config
+from fleet.gateway.api import PluginApi
+from fleet.gateway.commands import CommandError, CommandRegistry
+from fleet.gateway.hooks import MODIFYING_HOOKS, HookBus
+from fleet.gateway.loader import describe, find_register, import_entry
+from fleet.gateway.manifest import PluginLoadError, entry_file, validate_manifest
+
+MAX_LINE = 8 * 1024 * 1024 + 4096  # the bridge never sends more than 8 MiB per request
+MAX_REPLY = 4 * 1024 * 1024  # the bridge drops longer lines; answer an error instead
+MAX_LOG = 4000
+THREADS = 8
+HOOK_TIMEOUT_S = 9.0  # below the bridge's shortest default deadline (10 s)
+
+
+class Output:
+    """stdout, one whole JSON line at a time from any thread."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def send(self, obj: Dict[str, Any]) -> None:
+        try:
+            data = json.dumps(obj, ensure_ascii=False, default=str)
+        except (TypeError, ValueError) as exc:
+            data = json.dumps({"id": obj.get("id"), "ok": False,
+                               "error": f"answer is not JSON: {exc}"})
+        raw = data.encode("utf-8", "replace")
+        if len(raw) > MAX_REPLY:
+            raw = json.dumps({"id": obj.get("id"), "ok": False,
+                              "error": f"answer larger than {MAX_REPLY} bytes"}).encode()
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._stream.write(raw + b"\n")
+                self._stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                self.closed = True  # the bridge is gone; stdin's EOF ends the loop
+
+
+class ForwardLogs(logging.Handler):
+    """The plugin's `api.logger` lines, sent to the bridge (which logs them through OpenClaw's)."""
+
+    LEVELS = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn"}
+
+    def __init__(self, out: Output, prefix: str) -> None:
+        super().__init__(logging.INFO)
+        self.out = out
+        self.prefix = prefix
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+        except Exception:  # a malformed log call must not break a hook
+            msg = str(record.msg)
+        if msg.startswith(self.prefix):
+            msg = msg[len(self.prefix):]  # OpenClaw's logger names the plugin itself
+        level = self.LEVELS.get(record.levelno, "error")
+        self.out.send({"log": level, "msg": msg[:MAX_LOG]})
+
+
+class Host:
+    """One plugin loaded as `fleet.gateway` loads it, and the calls the bridge forwards."""
+
+    def __init__(self, plugin_dir: Path, plugin_id: str, state_dir: Path) -> None:
+        self.dir = plugin_dir
+        self.id = plugin_id
+        self.state_dir = state_dir
+        self.hooks = HookBus(HOOK_TIMEOUT_S)
+        self.commands = CommandRegistry(HOOK_TIMEOUT_S * 2)
+        self.manifest: Dict[str, Any] = {}
+        self._config: Optional[Dict[str, Any]] = None
+        self._plugin_config: Dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Raises PluginLoadError (or the entry's own error) when the plugin cannot run here."""
+        self.manifest = validate_manifest(self.dir, match_dir_name=False)
+        if self.manifest["id"] != self.id:
+            raise PluginLoadError(f"{self.dir / 'openclaw.plugin.json'}: id "
+                                  f"{self.manifest['id']!r} is not {self.id!r}")
+        self._plugin_config = self.validated({})
+        entry = entry_file(self.dir, self.id)
+        try:
+            module = import_entry(self.id, self.dir, entry)
+            register = find_register(module)
+            api = PluginApi(self.id, self.manifest["version"], self.state_dir, self.config,
+                            self.plugin_config, self.hooks, self.commands, root_dir=self.dir)
+            register(api)
+        except PluginLoadError:
+            raise
+        except Exception as exc:
+            raise PluginLoadError(describe(exc, entry)) from exc
+
+    def validated(self, raw: Any) -> Dict[str, Any]:
+        where = f"plugins.entries.{self.id}.config"
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: must be an object")
+        try:
+            return validate_config(raw, self.manifest["configSchema"])
+        except ValueError as exc:
+            text = str(exc)
+            raise ValueError(text if text.startswith("plugins.") else f"{where}: {text}") from exc
+
+    def config(self) -> Dict[str, Any]:
+        """OpenClaw's config as the bridge passed it, else read from the config file."""
+        with self._lock:
+            if self._config is not None:
+                return self._config
+        return paths.load_config(paths.resolve_config_path(state_dir=self.state_dir))
+
+    def plugin_config(self) -> Dict[str, Any]:
+        with self._lock:
+            return dict(self._plugin_config)
+
+    def take_context(self, req: Dict[str, Any]) -> None:
+        cfg = req.get("config")
+        plugin_cfg = self.validated(req.get("pluginConfig"))
+        with self._lock:
+            if isinstance(cfg, dict):
+                self._config = cfg
+            self._plugin_config = plugin_cfg
+
+    def handle(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        op = req.get("op")
+        if op not in ("hook", "command"):
+            return {"ok": False, "error": f"unknown op {op!r} (hook, command, ping)"}
+        self.take_context(req)
+        if op == "hook":
+            return self.hook(req)
+        return self.command(req)
+
+    def hook(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        name = req.get("hook")
+        event = req.get("event")
+        ctx = req.get("ctx")
+        if not isinstance(name, str):
+            return {"ok": False, "error": "hook needs a 'hook' name"}
+        event = event if isinstance(event, dict) else {}
+        ctx = ctx if isinstance(ctx, dict) else {}
+        if name in MODIFYING_HOOKS:
+            merged, errors = self.hooks.run_modifying(name, event, ctx)
+            return {"ok": True, "result": merged or None, "errors": errors}
+        errors = self.hooks.run_void(name, event, ctx)
+        return {"ok": True, "result": None, "errors": errors}
+
+    def command(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        name = req.get("command")
+        ctx = req.get("ctx") if isinstance(req.get("ctx"), dict) else {}
+        args = ctx.get("args") if isinstance(ctx.get("args"), str) else ""
+        base: Dict[str, Any] = {"stateDir": str(self.state_dir), "config": self.config()}
+        key = ctx.get("sessionKey")
+        if isinstance(key, str) and key.strip():
+            base["sessionKey"] = key.strip().lower()
+        try:
+            out = self.commands.dispatch(f"/{name} {args}".rstrip(), base)
+        except CommandError as exc:
+            return {"ok": True, "result": {"text": f"MC error: {exc}"}}
+        return {"ok": True, "result": {"text": out["text"]}}
+
+
+def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
+    rid = req.get("id")
+    try:
+        reply = host.handle(req)
+    except BaseException as exc:  # nothing a request carries may end the worker
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            reply = {"ok": False, "error": f"{type(exc).__name__} in handler"}
+        else:
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    reply["id"] = rid
+    out.send(reply)
+
+
+def read_line(stream: Any) -> Optional[bytes]:
+    """One line (without newline), b"" for a skipped over-long line, None at EOF."""
+    line = stream.readline(MAX_LINE)
+    if not line:
+        return None
+    if line.endswith(b"\n"):
+        return line[:-1]
+    while True:  # longer than MAX_LINE: discard through the next newline
+        rest = stream.readline(MAX_LINE)
+        if not rest or rest.endswith(b"\n"):
+            return b""
+
+
+def serve(host: Host, out: Output, stdin: Any) -> None:
+    pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="worker")
+    try:
+        while True:
+            raw = read_line(stdin)
+            if raw is None:
+                break
+            if raw == b"":
+                out.send({"log": "error", "msg": f"[bridge] request longer than {MAX_LINE} "
+                                                  "bytes discarded"})
+                continue
+            try:
+                req = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError as exc:
+                out.send({"log": "error", "msg": f"[bridge] request is not JSON: {exc}"})
+                continue
+            if not isinstance(req, dict):
+                out.send({"log": "error", "msg": "[bridge] request is not a JSON object"})
+                continue
+            if req.get("op") == "ping":
+                out.send({"id": req.get("id"), "ok": True, "result": {"pid": os.getpid()}})
+                continue
+            pool.submit(answer, host, out, req)
+    finally:
+        pool.shutdown(wait=True)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="fleet.gateway.worker")
+    parser.add_argument("--plugin-dir", required=True)
+    parser.add_argument("--plugin-id", required=True)
+    parser.add_argument("--state-dir", default=None)
+    opts = parser.parse_args(argv)
+    out = Output(sys.stdout.buffer)
+    root = logging.getLogger()
+    root.handlers[:] = [ForwardLogs(out, f"[{opts.plugin_id}] ")]
+    root.setLevel(logging.INFO)
+    state_dir = Path(opts.state_dir) if opts.state_dir else paths.resolve_state_dir()
+    host = Host(Path(opts.plugin_dir), opts.plugin_id, state_dir)
+    try:
+        host.load()
+    except BaseException as exc:
+        why = str(exc) if isinstance(exc, PluginLoadError) else f"{type(exc).__name__}: {exc}"
+        out.send({"fatal": f"plugin {opts.plugin_id} cannot load from {host.dir}: {why}"})
+        return 2
+    out.send({
+        "ready": True,
+        "pid": os.getpid(),
+        "python": ".".join(str(v) for v in sys.version_info[:3]),
+        "plugin": host.id,
+        "version": host.manifest.get("version"),
+        "hooks": host.hooks.summary(),
+        "commands": [c["name"] for c in host.commands.names()],
+    })
+    serve(host, out, sys.stdin.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

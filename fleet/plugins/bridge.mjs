@@ -1,0 +1,374 @@
+// The OpenClaw side of a fleet plugin: a thin bridge to one long-lived Python worker.
+//
+// OpenClaw (Node) loads each plugin's index.js, which calls definePlugin() below. The continuity
+// logic stays in Python, written once: on the first hook (never in register(), which OpenClaw
+// also runs inside CLI processes) the bridge starts `python3 -m`-style worker
+// (fleet/gateway/worker.py) from the release this file belongs to, and forwards every hook and
+// command as one JSON line on the worker's stdin; the answer is one JSON line on its stdout.
+//
+// Every call has a deadline and fails open: no injection, an error through api.logger, the agent
+// never blocked. A dead worker is restarted (at once the first time, then with backoff); a hung
+// one is killed after a missed ping. A missing or too old python3 is a logged diagnostic, never
+// a throw into the gateway. Lines are bounded both ways. Node built-ins only.
+
+import { spawn } from "node:child_process";
+import { realpathSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const MAX_REQUEST_BYTES = 8 * 1024 * 1024; // one JSON line to the worker
+export const MAX_REPLY_BYTES = 4 * 1024 * 1024; // one JSON line from the worker
+const PING_TIMEOUT_MS = 2000;
+const STDERR_TAIL = 4000;
+const LOG_MSG_MAX = 4000;
+const MIN_PYTHON = [3, 9];
+// Default per-call deadlines, below OpenClaw's own per-handler budgets (15 s prompt, 30 s observe).
+const DEFAULT_TIMEOUTS_MS = { before_prompt_build: 10000, command: 20000, other: 25000 };
+const REGISTRY = Symbol.for("fleet.openclaw.bridge.workers");
+
+// Python side of the handshake: written for any python (even 2.x) so that a too old interpreter
+// answers with a readable diagnostic instead of a SyntaxError from the worker's own modules.
+const BOOT = [
+  "import sys, json",
+  `if sys.version_info[:2] < (${MIN_PYTHON[0]}, ${MIN_PYTHON[1]}):`,
+  "    sys.stdout.write(json.dumps({'fatal': 'python ' + sys.version.split()[0] + ' at ' + "
+    + `sys.executable + ' is too old: the fleet worker needs Python >= ${MIN_PYTHON.join(".")}'}) + '\\n')`,
+  "    sys.stdout.flush()",
+  "    sys.exit(3)",
+  "sys.path.insert(0, sys.argv[1])",
+  "from fleet.gateway.worker import main",
+  "sys.exit(main(sys.argv[2:]))",
+].join("\n");
+
+const HERE = dirname(realpathSync(fileURLToPath(import.meta.url))); // <release>/fleet/plugins
+export const RELEASE_ROOT = resolve(HERE, "..", ".."); // the directory holding the fleet package
+
+function registry() {
+  if (!globalThis[REGISTRY]) globalThis[REGISTRY] = new Map();
+  return globalThis[REGISTRY];
+}
+
+function clip(text, max) {
+  const s = String(text);
+  return s.length > max ? `${s.slice(0, max)}...[+${s.length - max} chars]` : s;
+}
+
+// JSON.stringify that never throws: functions, bigints and cycles become markers.
+function safeJson(value) {
+  const seen = new WeakSet();
+  return JSON.stringify(value, (_key, v) => {
+    if (typeof v === "function") return undefined;
+    if (typeof v === "bigint") return String(v);
+    if (v && typeof v === "object") {
+      if (seen.has(v)) return "[cycle]";
+      seen.add(v);
+    }
+    return v;
+  });
+}
+
+function envTimeout() {
+  const n = Number(process.env.FLEET_BRIDGE_TIMEOUT_MS);
+  return Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+/** One worker process: spawn, handshake, JSON-line calls, death. */
+class Worker {
+  constructor({ python, pluginId, pluginDir, logger, onExit }) {
+    this.pluginId = pluginId;
+    this.logger = logger;
+    this.pending = new Map();
+    this.seq = 0;
+    this.buf = "";
+    this.stderr = "";
+    this.dead = false;
+    this.info = null;
+    this.onExit = onExit;
+    let settle;
+    this.ready = new Promise((res, rej) => { settle = { res, rej }; });
+    this.ready.catch(() => {}); // observed by callers; never an unhandled rejection
+    this.settle = settle;
+    const args = ["-s", "-E", "-c", BOOT, RELEASE_ROOT, "--plugin-dir", pluginDir, "--plugin-id", pluginId];
+    this.python = python;
+    try {
+      this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, windowsHide: true });
+    } catch (err) {
+      this.fail(`cannot start ${python}: ${err.message}`);
+      return;
+    }
+    const child = this.child;
+    child.on("error", (err) => {
+      const why = err.code === "ENOENT"
+        ? `${python} not found (${err.message}); install Python >= ${MIN_PYTHON.join(".")} or set `
+          + `plugins.entries.${pluginId}.config.python (or FLEET_PYTHON) to its path`
+        : `cannot start ${python}: ${err.message}`;
+      this.fail(why);
+    });
+    child.on("exit", (code, signal) => {
+      const tail = this.stderr.trim() ? `; stderr: ${clip(this.stderr.trim(), 1000)}` : "";
+      this.fail(`worker (pid ${child.pid}) exited (${signal || `code ${code}`})${tail}`);
+    });
+    child.stdin.on("error", () => {}); // EPIPE when it died: reported by "exit"
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk) => this.onData(chunk));
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk) => {
+      this.stderr = (this.stderr + chunk).slice(-STDERR_TAIL);
+    });
+    // A CLI process that ran one hook must still be free to exit: the pipes and the child do not
+    // hold Node's event loop; a pending call's own timer does, until it is answered or expires.
+    child.unref();
+    for (const s of [child.stdin, child.stdout, child.stderr]) s?.unref?.();
+  }
+
+  fail(why) {
+    if (this.dead) return;
+    this.dead = true;
+    this.why = why;
+    this.settle.rej(new Error(why));
+    for (const [, p] of this.pending) { clearTimeout(p.timer); p.resolve({ ok: false, error: why }); }
+    this.pending.clear();
+    try { this.child?.kill("SIGKILL"); } catch { /* already gone */ }
+    this.onExit?.(this, why);
+  }
+
+  onData(chunk) {
+    this.buf += chunk;
+    let nl;
+    while ((nl = this.buf.indexOf("\n")) >= 0) {
+      const line = this.buf.slice(0, nl);
+      this.buf = this.buf.slice(nl + 1);
+      if (line.trim()) this.onLine(line);
+      if (this.dead) return;
+    }
+    if (this.buf.length > MAX_REPLY_BYTES) {
+      this.fail(`worker sent a line longer than ${MAX_REPLY_BYTES} bytes; restarting it`);
+    }
+  }
+
+  onLine(line) {
+    let msg;
+    try { msg = JSON.parse(line); } catch {
+      this.logger.warn(`[bridge] worker wrote a non-JSON line: ${clip(line, 300)}`);
+      return;
+    }
+    if (!msg || typeof msg !== "object") return;
+    if (msg.fatal) { this.fail(String(msg.fatal)); return; }
+    if (msg.ready) { this.info = msg; this.settle.res(msg); return; }
+    if (msg.log) {
+      const level = ["info", "warn", "error", "debug"].includes(msg.log) ? msg.log : "info";
+      (this.logger[level] || this.logger.info).call(this.logger, clip(msg.msg ?? "", LOG_MSG_MAX));
+      return;
+    }
+    const p = this.pending.get(msg.id);
+    if (!p) return; // answered after its deadline: already failed open
+    this.pending.delete(msg.id);
+    clearTimeout(p.timer);
+    p.resolve(msg);
+  }
+
+  /** Send one request; resolves {ok, result|error} (never rejects) by `deadline` (ms epoch). */
+  request(body, deadline) {
+    return new Promise((resolveCall) => {
+      if (this.dead) { resolveCall({ ok: false, error: this.why }); return; }
+      const id = ++this.seq;
+      const line = safeJson({ ...body, id });
+      if (Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
+        resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent` });
+        return;
+      }
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        resolveCall({ ok: false, error: "timeout", timedOut: true });
+      }, Math.max(1, deadline - Date.now()));
+      this.pending.set(id, { resolve: resolveCall, timer });
+      this.child.stdin.write(line + "\n");
+    });
+  }
+
+  stop() {
+    if (this.dead) return;
+    this.fail("stopped");
+  }
+}
+
+/** Per plugin: which worker, when to restart it, and the calls' fail-open policy. */
+class Bridge {
+  constructor({ pluginId, pluginDir, api }) {
+    this.pluginId = pluginId;
+    this.pluginDir = pluginDir;
+    this.api = api;
+    this.logger = api.logger ?? console;
+    this.worker = null;
+    this.failures = 0;
+    this.notBefore = 0;
+    this.lastDiag = "";
+  }
+
+  config() {
+    const cfg = this.api.pluginConfig;
+    return cfg && typeof cfg === "object" ? cfg : {};
+  }
+
+  python() {
+    const p = this.config().python || process.env.FLEET_PYTHON || "python3";
+    return String(p);
+  }
+
+  timeoutMs(kind) {
+    const cfg = Number(this.config().bridgeTimeoutMs);
+    if (Number.isFinite(cfg) && cfg > 0) return cfg;
+    return envTimeout() ?? DEFAULT_TIMEOUTS_MS[kind] ?? DEFAULT_TIMEOUTS_MS.other;
+  }
+
+  diag(message) {
+    // Same failure over and over (python missing, backoff): say it once per distinct reason.
+    if (message === this.lastDiag) return;
+    this.lastDiag = message;
+    this.logger.error(`[bridge] ${message}`);
+  }
+
+  key() {
+    return `${this.pluginId}\0${this.pluginDir}\0${this.python()}`;
+  }
+
+  /** The live worker, or a new one (replacing another bridge's for this plugin id). */
+  acquire() {
+    const reg = registry();
+    const current = reg.get(this.pluginId);
+    if (current && !current.worker.dead) {
+      if (current.key === this.key()) return current.worker;
+      current.worker.stop(); // an older release (or python) of this plugin: one worker per id
+    }
+    if (Date.now() < this.notBefore) return null;
+    const worker = new Worker({
+      python: this.python(),
+      pluginId: this.pluginId,
+      pluginDir: this.pluginDir,
+      logger: this.logger,
+      onExit: (w, why) => {
+        if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
+        if (why === "stopped") return;
+        this.failures += 1;
+        const delay = this.failures <= 1 ? 0 : Math.min(500 * 2 ** (this.failures - 2), 30000);
+        this.notBefore = Date.now() + delay;
+        this.diag(`continuity worker unavailable: ${why}`
+          + (delay ? ` (next start in ${Math.round(delay / 100) / 10}s)` : ""));
+      },
+    });
+    reg.set(this.pluginId, { key: this.key(), worker });
+    return worker;
+  }
+
+  /** One call with a deadline: {ok: true, result} or {ok: false, error}; never throws. */
+  async call(body, kind) {
+    const deadline = Date.now() + this.timeoutMs(kind);
+    const worker = this.acquire();
+    if (!worker) return { ok: false, error: "worker restart backoff" };
+    let timer;
+    const expired = new Promise((res) => {
+      timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),
+        Math.max(1, deadline - Date.now()));
+    });
+    try {
+      const ready = await Promise.race([
+        worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
+        expired,
+      ]);
+      if (!ready.ok) return ready;
+      const answer = await worker.request(body, deadline);
+      if (answer.ok) {
+        this.failures = 0;
+        this.lastDiag = "";
+      } else if (answer.timedOut) {
+        this.checkAlive(worker);
+      }
+      return answer;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** After a timed-out call: a worker that cannot even answer a ping is hung; kill it. */
+  checkAlive(worker) {
+    if (worker.dead || worker.pinging) return;
+    worker.pinging = true;
+    worker.request({ op: "ping" }, Date.now() + PING_TIMEOUT_MS).then((answer) => {
+      worker.pinging = false;
+      if (!answer.ok && !worker.dead) {
+        worker.fail(`worker (pid ${worker.child?.pid}) did not answer a ping within `
+          + `${PING_TIMEOUT_MS} ms: killed`);
+      }
+    });
+  }
+
+  context() {
+    // What the worker needs beyond event/ctx: this plugin's config and the agents/plugins
+    // sections of OpenClaw's config (workspaces, other plugins' entries), parsed by OpenClaw.
+    const full = this.api.config && typeof this.api.config === "object" ? this.api.config : null;
+    const out = { pluginConfig: this.config() };
+    if (full) out.config = { agents: full.agents, plugins: { entries: full.plugins?.entries } };
+    return out;
+  }
+
+  async hook(name, event, ctx) {
+    const answer = await this.call({ op: "hook", hook: name, event, ctx, ...this.context() },
+      name === "before_prompt_build" ? name : "other");
+    if (!answer.ok) {
+      this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
+        + `${this.timeoutMs(name)} ms` : answer.error}; continuing without it`);
+      return undefined;
+    }
+    for (const err of answer.errors ?? []) this.logger.error(`[bridge] ${name}: ${err}`);
+    const result = answer.result;
+    return result && typeof result === "object" && Object.keys(result).length ? result : undefined;
+  }
+
+  async command(name, ctx) {
+    const c = ctx && typeof ctx === "object" ? ctx : {};
+    const answer = await this.call({
+      op: "command",
+      command: name,
+      ctx: { args: typeof c.args === "string" ? c.args : "", sessionKey: c.sessionKey },
+      ...this.context(),
+    }, "command");
+    if (!answer.ok) {
+      const why = answer.timedOut ? `no answer within ${this.timeoutMs("command")} ms` : answer.error;
+      this.logger.error(`[bridge] /${name}: ${why}`);
+      return { text: `MC error: the continuity worker is unavailable (${clip(why, 500)})` };
+    }
+    const text = answer.result?.text;
+    return { text: typeof text === "string" ? text : "MC error: the worker returned no text" };
+  }
+}
+
+/**
+ * The OpenClaw plugin object for one fleet plugin directory.
+ *
+ * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
+ * registers handlers: it starts nothing, opens nothing (OpenClaw runs it in CLI processes too).
+ */
+export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
+  const pluginDir = dirname(realpathSync(fileURLToPath(entryUrl)));
+  return {
+    id,
+    name,
+    description,
+    register(api) {
+      const bridge = new Bridge({ pluginId: id, pluginDir, api });
+      for (const [hook, priority] of hooks) {
+        api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
+      }
+      for (const cmd of commands) {
+        api.registerCommand({
+          name: cmd.name,
+          description: cmd.description,
+          acceptsArgs: true,
+          requireAuth: false,
+          handler: (ctx) => bridge.command(cmd.name, ctx),
+        });
+      }
+    },
+  };
+}
+
