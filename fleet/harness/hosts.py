@@ -39,10 +39,12 @@ class HostSpec:
     state_tmpfs_mb: int | None = None
     suite: str = "bookworm"
     init: str = "tini"
+    openclaw: bool = False  # Node + OpenClaw + the scripted model (fleet.harness.openclawlayer)
 
     @property
     def flavor(self) -> str:
-        return self.suite if self.init == "tini" else f"{self.suite}+{self.init}"
+        name = self.suite if self.init == "tini" else f"{self.suite}+{self.init}"
+        return f"{name}+openclaw" if self.openclaw else name
 
     @property
     def manager(self) -> str:
@@ -61,6 +63,18 @@ def default_specs(count: int) -> list[HostSpec]:
         raise ValueError("a harness needs at least one host")
     specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator", suite="bullseye")]
     specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 1)]
+    return specs[:count]
+
+
+def fleet_specs(count: int) -> list[HostSpec]:
+    """The shape of a real fleet for `harness.up`: cloud (bookworm, opc), pi (bullseye,
+    administrator), then `claw`, a host with systemd as PID 1 and OpenClaw installed, whose
+    gateway is a systemd user service of opc; then edge-1, edge-2 ... as in default_specs."""
+    if count < 1:
+        raise ValueError("a harness needs at least one host")
+    specs = default_specs(2)
+    specs.append(HostSpec("claw", "opc", init="systemd", openclaw=True))
+    specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 2)]
     return specs[:count]
 
 
@@ -152,7 +166,7 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
             ports={"22/tcp": ("127.0.0.1", port)},
             environment={"FLEET_AUTHORIZED_KEY": public_key, "container": "docker"},
             tmpfs=tmpfs,
-            mem_limit="512m",
+            mem_limit="1536m" if spec.openclaw else "512m",  # a gateway holds ~900 MB
             pids_limit=512,
             **{"stop_signal": "SIGTERM", **extra},
         )

@@ -81,7 +81,8 @@ LABEL fleet.harness.image="1"
 STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]
 """
-SYSTEMD_PACKAGES = ("systemd", "systemd-sysv", "dbus", "libpam-systemd")
+# libatomic1: the Node binary of the OpenClaw layer (which goes over this image) links it.
+SYSTEMD_PACKAGES = ("systemd", "systemd-sysv", "dbus", "libpam-systemd", "libatomic1")
 INITS = ("tini", "systemd")
 
 

@@ -90,6 +90,7 @@ class Harness:
                     "state_tmpfs_mb": h.spec.state_tmpfs_mb,
                     "suite": h.spec.suite,
                     "init": h.spec.init,
+                    "openclaw": h.spec.openclaw,
                     "host_key": h.host_key,
                 }
                 for h in self.hosts.values()
@@ -119,6 +120,11 @@ class Harness:
             if spec.flavor not in self.images:
                 build = image.ensure_image(self.client, suite=spec.suite, init=spec.init,
                                            log=log)
+                if spec.openclaw:
+                    from fleet.harness import openclawlayer  # noqa: PLC0415
+
+                    build.tag = openclawlayer.ensure_layer(self.client, build.tag,
+                                                           image.default_cache_dir(), log=log)
                 self.images[spec.flavor] = build.tag
                 builds.append(build)
         return builds
@@ -212,7 +218,7 @@ class Harness:
         for row in state["hosts"]:
             spec = hosts.HostSpec(row["name"], row["user"], row.get("state_tmpfs_mb"),
                                   row.get("suite", image.DEFAULT_SUITE),
-                                  row.get("init", "tini"))
+                                  row.get("init", "tini"), row.get("openclaw", False))
             try:
                 container = client.containers.get(row["container"])
             except docker.errors.NotFound:
@@ -222,11 +228,12 @@ class Harness:
 
 
 def start_harness(client, directory: Path, count: int = 3, keep: bool = False,
-                  log=print) -> tuple[Harness, dict]:
-    """Start a whole run of `count` hosts; return it with timings (seconds) for reports."""
+                  log=print, specs: list[hosts.HostSpec] | None = None) -> tuple[Harness, dict]:
+    """Start a whole run of `count` hosts (default_specs), or of `specs`; return it with
+    timings (seconds) for reports."""
     t0 = time.monotonic()
     run = Harness(client, directory, keep=keep)
-    specs = hosts.default_specs(count)
+    specs = specs or hosts.default_specs(count)
     builds = run.prepare(log=log, specs=specs)
     t1 = time.monotonic()
     try:

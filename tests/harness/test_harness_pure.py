@@ -21,6 +21,11 @@ def test_default_hosts_follow_the_seed_fleet():
     assert [s.flavor for s in specs[:2]] == ["bookworm", "bullseye"]
     systemd = hosts.HostSpec("svc", "opc", init="systemd")
     assert (systemd.flavor, systemd.manager) == ("bookworm+systemd", "systemd")
+    fleet = hosts.fleet_specs(4)
+    assert [(s.name, s.user, s.flavor) for s in fleet] == [
+        ("cloud", "opc", "bookworm"), ("pi", "administrator", "bullseye"),
+        ("claw", "opc", "bookworm+systemd+openclaw"), ("edge-1", "opc", "bookworm")]
+    assert [s.name for s in hosts.fleet_specs(2)] == ["cloud", "pi"]
     assert image.SUITES["bullseye"] == "3.9", "the Pi's Debian is the host side's oldest Python"
     assert [s.name for s in hosts.default_specs(1)] == ["cloud"]
     assert specs[1].state_dir == "/home/administrator/.openclaw"

@@ -102,6 +102,21 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
+def openclaw_toolchain():
+    """The project's Node + OpenClaw install (for OpenClaw hosts' image layer). Missing: skipped,
+    unless FLEET_REQUIRE_OPENCLAW is set, which installs it (`invoke openclaw.install`'s code)."""
+    from fleet.openclaw import toolchain  # noqa: PLC0415
+
+    found = toolchain.find()
+    if found is not None:
+        return found
+    if not os.environ.get("FLEET_REQUIRE_OPENCLAW"):
+        pytest.skip("the OpenClaw toolchain is not installed (invoke openclaw.install); "
+                    "set FLEET_REQUIRE_OPENCLAW=1 to install it and make this an error")
+    return toolchain.install(log=print)
+
+
+@pytest.fixture(scope="session")
 def artifacts(tmp_path_factory):
     """artifacts(version=None, broken=False) -> built .pyz (cached): reproducible releases."""
     from fleet.release.artifact import build_artifact  # noqa: PLC0415
