@@ -2,6 +2,8 @@
 
 Tests marked `docker` need a usable Docker engine. Without one they are skipped, unless
 FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine never passes as a skip.
+Tests that run a plugin's OpenClaw entry need Node >= 24 (the `node` fixture): without one they
+are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail.
 """
 
 from __future__ import annotations
@@ -48,3 +50,16 @@ def _docker_required(request):
     problem = getattr(request.config, "_fleet_docker_problem", None)
     if problem:
         pytest.fail(f"FLEET_REQUIRE_DOCKER is set but Docker is unusable: {problem}")
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """Path of a Node >= 24 (the pinned toolchain, else PATH), or skip/fail as the policy says."""
+    from fleet.release.entries import find_node  # noqa: PLC0415
+
+    found = find_node()
+    if found.path is not None:
+        return found.path
+    if os.environ.get("FLEET_REQUIRE_OPENCLAW"):
+        pytest.fail(f"FLEET_REQUIRE_OPENCLAW is set but there is no usable Node: {found.note}")
+    pytest.skip(f"{found.note} (set FLEET_REQUIRE_OPENCLAW=1 to make this an error)")

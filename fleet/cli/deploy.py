@@ -22,12 +22,23 @@ HOSTS_HELP = "hosts, groups or 'all', comma-separated (default: sandbox)"
 INV_HELP = "inventory file (default: ./inventory.yaml, else the embedded sandbox)"
 
 
-def _select(hosts: str, inventory: str):
-    """(inventory, selected hosts); bad files or names exit 2 with the loader's message."""
+def _select(hosts: str, inventory: str, prepare: bool = False):
+    """(inventory, selected hosts); bad files or names exit 2 with the loader's message.
+
+    Sandbox OpenClaw hosts get their toolchain paths (and, with `prepare`, their dirs, first
+    config and scripted model) here, so the rest of fleet sees ordinary openclaw hosts.
+    """
+    from fleet.openclaw import sandbox  # noqa: PLC0415
+
     try:
         inv = load(inventory) if inventory else default_inventory()
-        return inv, inv.select(hosts or "sandbox")
+        selected = sandbox.resolve(inv.select(hosts or "sandbox"))
+        if prepare:
+            sandbox.prepare(selected)
+        return inv, selected
     except InventoryError as exc:
+        raise Exit(f"error: {exc}", code=2) from None
+    except sandbox.SandboxError as exc:
         raise Exit(f"error: {exc}", code=2) from None
 
 
@@ -78,7 +89,7 @@ def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> No
 def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
-    inv, selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory, prepare=not dry_run)
     if retry_failed:
         failed = journal.last_failed(inv.path)
         if failed is None:
@@ -122,7 +133,7 @@ def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
             "json": "machine-readable result on stdout"})
 def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
-    inv, selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory, prepare=True)
     with report.LiveReport([h.name for h in selected], "rollback") as live:
         results = api.rollback(selected, live.update, _options(parallel), to or None)
     _record(inv, "rollback", results)
@@ -134,7 +145,7 @@ def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
             "json": "machine-readable result on stdout"})
 def restart(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
-    inv, selected = _select(hosts, inventory)
+    inv, selected = _select(hosts, inventory, prepare=True)
     with report.LiveReport([h.name for h in selected], "restart") as live:
         results = api.restart(selected, live.update, _options(parallel, batch, max_fail))
     _record(inv, "restart", results)

@@ -29,5 +29,18 @@ def install(c, json_=False):
           f"({result['seconds']}s)")
 
 
+@task(help={"hosts": "sandbox OpenClaw hosts or groups (default: sandbox-openclaw)",
+            "inventory": "inventory file (default: ./inventory.yaml)"})
+def down(c, hosts="sandbox-openclaw", inventory=""):
+    """Stop the sandbox OpenClaw hosts' gateways and scripted models (their state stays)."""
+    from fleet.cli.deploy import _select  # noqa: PLC0415
+    from fleet.openclaw import sandbox  # noqa: PLC0415
+
+    _, selected = _select(hosts, inventory)
+    for line in sandbox.down(selected):
+        print(line)
+
+
 ns = Collection("openclaw")
 ns.add_task(install)
+ns.add_task(down)

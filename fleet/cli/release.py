@@ -18,7 +18,8 @@ def _root() -> Path:
 
 @task(help={"json": "print the result as JSON instead of a table"})
 def verify(c, json=False):
-    """Check that every version-bearing file of every component agrees (exit 1 naming problems)."""
+    """Check that every version-bearing file of every component agrees and that each plugin's
+    OpenClaw entry imports under Node >= 24 when one is available (exit 1 naming problems)."""
     from rich.console import Console  # noqa: PLC0415
 
     from fleet.release.component import load_project  # noqa: PLC0415
@@ -26,7 +27,7 @@ def verify(c, json=False):
     from fleet.release.verify import verify as run_verify  # noqa: PLC0415
 
     try:
-        report = run_verify(load_project(_root()))
+        report = run_verify(load_project(_root()), js=True)
     except ReleaseError as exc:
         raise Exit(f"verify: {exc}", code=1) from exc
     if json:
@@ -34,6 +35,8 @@ def verify(c, json=False):
     else:
         console = Console()
         console.print(render(report))
+        for note in report.notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
         for problem in report.problems:
             console.print(f"[red]problem:[/red] {problem}", markup=True, highlight=False)
     if not report.ok:

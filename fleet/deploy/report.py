@@ -137,10 +137,16 @@ def status_table(results: list[HostResult]) -> Table:
         last = (f"{audit.get('time', '')} {audit.get('action', '')} {audit.get('result', '')} "
                 f"by {audit.get('who', '?')}") if audit else "-"
         uptime = gw.get("uptime_s")
+        pid = str(gw.get("pid", "-"))
+        if gw.get("openclaw"):  # an OpenClaw host: its version, and what its gateway loaded
+            pid = f"openclaw {gw['openclaw']} pid {gw.get('gateway_pid') or '?'}"
+            comps += "\nloaded: " + ", ".join(
+                f"{k} {v.get('version')} {v.get('status')}"
+                for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict))
         table.add_row(
             res.host, Text(release + (" (drift)" if drift else ""),
                            style="bold red" if drift else "green"),
-            comps, str(gw.get("pid", "-")), f"{uptime:.0f}s" if uptime is not None else "-",
+            comps, pid, f"{uptime:.0f}s" if uptime is not None else "-",
             Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
                  style="green" if data.get("ready") else "bold red"),
             lock_text, last)

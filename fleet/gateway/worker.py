@@ -15,7 +15,9 @@ Protocol (one JSON object per line, UTF-8):
                       {"id": n, "op": "command", "command": "mc", "ctx": {"args", "sessionKey"?},
                        "pluginConfig": {}, "config": {...}}
                       {"id": n, "op": "ping"}
-    worker -> bridge  {"id": n, "ok": true, "result": ..., "errors": [..]}
+    worker -> bridge  {"ack": n}   as soon as request n is read (before it runs: a request
+                      the worker died without acknowledging may be sent to a new worker)
+                      {"id": n, "ok": true, "result": ..., "errors": [..]}
                       {"id": n, "ok": false, "error": "why"}
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
 
@@ -250,6 +252,8 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
             if req.get("op") == "ping":
                 out.send({"id": req.get("id"), "ok": True, "result": {"pid": os.getpid()}})
                 continue
+            if req.get("id") is not None:
+                out.send({"ack": req.get("id")})
             pool.submit(answer, host, out, req)
     finally:
         pool.shutdown(wait=True)

@@ -12,7 +12,10 @@ Managers (`--manager`, options via `--manager-opt k=v`):
 - `systemd`  : `systemctl --user restart <unit>` (opt `unit`, default `fleet-gateway.service`).
 - `launchd`  : `launchctl kickstart -k gui/<uid>/<label>` (opt `label`,
                default `ai.openclaw.gateway`).
-- `openclaw` : `openclaw gateway restart` (opt `bin`, default `openclaw`).
+- `openclaw` : a real OpenClaw gateway: plugins loaded from the release through openclaw.json,
+               activated by `plugins.reload`, `openclaw gateway restart` or a supervised
+               `openclaw gateway run`; ready when its `plugins.list` shows them
+               (fleet/installer/openclawgw.py, its options there).
 - `command`  : opt `restart` (shell command, required), optional `stop`.
 Every manager accepts opt `probe` (a shell command printing health JSON) instead of the socket.
 Commands get FLEET_STATE_DIR, FLEET_RELEASE and PYTHONPATH in their environment.
@@ -97,6 +100,7 @@ class Manager:
     """Restart/stop the gateway of one state dir; `probe()` returns its health or None."""
 
     name = "base"
+    links_extensions = True  # <state>/extensions/<id> -> the active release's plugin dirs
 
     def __init__(self, state_dir: Path, opts: Dict[str, str]):
         self.state_dir = state_dir
@@ -206,16 +210,6 @@ class LaunchdManager(Manager):
         return ["launchctl", "kickstart", "-k", f"gui/{os.getuid()}/{label}"]
 
 
-class OpenclawManager(Manager):
-    name = "openclaw"
-
-    def restart_cmd(self, release, expect, timeout):
-        return [self.opts.get("bin", "openclaw"), "gateway", "restart"]
-
-    def stop_cmd(self, release, timeout):
-        return [self.opts.get("bin", "openclaw"), "gateway", "stop"]
-
-
 class CommandManager(Manager):
     name = "command"
 
@@ -230,6 +224,8 @@ class CommandManager(Manager):
 
 
 def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
+    from fleet.installer.openclawgw import OpenclawManager  # it builds on Manager
+
     classes = {"fleet": FleetManager, "systemd": SystemdManager, "launchd": LaunchdManager,
                "openclaw": OpenclawManager, "command": CommandManager}
     if name not in classes:

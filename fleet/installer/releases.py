@@ -195,8 +195,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def switch(state_dir: Path, release: Path, previous: Optional[Path]) -> List[str]:
-    """Point `previous` then `current` at releases, then make sure every plugin link exists.
+def switch(state_dir: Path, release: Path, previous: Optional[Path],
+           link_plugins: bool = True) -> List[str]:
+    """Point `previous` then `current` at releases, then make sure every plugin link exists
+    (unless the host's gateway finds its plugins otherwise: `link_plugins=False`).
 
     Returns notes (e.g. a manual plugin directory moved aside).
     """
@@ -212,7 +214,7 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path]) -> List[str
         _atomic_link(base / "previous", os.path.relpath(str(previous), str(base)))
     _atomic_link(base / "current", os.path.relpath(str(release), str(base)))
     _fsync_dir(base)
-    return notes + link_extensions(state_dir, release)
+    return notes + (link_extensions(state_dir, release) if link_plugins else [])
 
 
 def link_extensions(state_dir: Path, release: Path) -> List[str]:
@@ -235,6 +237,17 @@ def link_extensions(state_dir: Path, release: Path) -> List[str]:
         _atomic_link(link, want)
     _fsync_dir(ext)
     return notes
+
+
+def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
+    """Remove the `<state>/extensions/<id>` links fleet made (a host that moved to a gateway
+    loading plugins from elsewhere, where a second copy would be a duplicate). Anything not
+    pointing through `fleet/current` is the user's and stays."""
+    prefix = os.path.join("..", "fleet", "current", "")
+    for plugin_id in plugin_ids:
+        link = state_dir / "extensions" / plugin_id
+        if os.path.islink(str(link)) and os.readlink(str(link)).startswith(prefix):
+            os.unlink(str(link))
 
 
 def unlink_current(state_dir: Path) -> None:

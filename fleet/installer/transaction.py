@@ -153,7 +153,7 @@ class Transaction:
                 self.result.update(result="rolled_back", to=None)
                 self.notes.append("first install failed: host left with no release")
                 return
-            releases.switch(self.state_dir, target, previous)
+            releases.switch(self.state_dir, target, previous, self.manager.links_extensions)
             meta = releases.read_meta(target) or {}
             self.manager.restart(target, expected_versions(meta, {}), self.timeout)
             health = wait_ready(self.manager, target, expected_versions(meta, {}),
@@ -177,7 +177,8 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
         problem = readiness_problem(health, expect, old_pid, release.name)
         if problem is None:
             return health
-        if health is not None and problem.startswith("plugin ") and health.get("pid") != old_pid:
+        if health is not None and problem.startswith("plugin ") and (
+                old_pid is None or health.get("pid") != old_pid):
             raise ManagerError(problem + manager.log_tail())
         gone = manager.failure()
         if gone:
@@ -237,7 +238,8 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         back_prev = None
     try:
         with tx.step("switch"):
-            tx.notes.extend(releases.switch(state_dir, release, current))
+            tx.notes.extend(releases.switch(state_dir, release, current,
+                                             tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
         res.update(ok=True, result="installed", to=summary(meta), gateway=health)
         tx.record()
@@ -279,7 +281,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
         meta = releases.read_meta(target) or {}
         try:
             with tx.step("switch"):
-                releases.switch(state_dir, target, current)
+                releases.switch(state_dir, target, current, manager.links_extensions)
             health = tx.restart_and_wait(target, expected_versions(meta, {}))
             res.update(ok=True, result="rolled_back", to=summary(meta), gateway=health)
         except Exception as exc:

@@ -126,7 +126,11 @@ class Worker {
     this.dead = true;
     this.why = why;
     this.settle.rej(new Error(why));
-    for (const [, p] of this.pending) { clearTimeout(p.timer); p.resolve({ ok: false, error: why }); }
+    for (const [, p] of this.pending) {
+      clearTimeout(p.timer);
+      // Not acknowledged: the worker never read it, so another worker may safely run it.
+      p.resolve({ ok: false, error: why, unread: !p.acked });
+    }
     this.pending.clear();
     try { this.child?.kill("SIGKILL"); } catch { /* already gone */ }
     this.onExit?.(this, why);
@@ -155,6 +159,11 @@ class Worker {
     if (!msg || typeof msg !== "object") return;
     if (msg.fatal) { this.fail(String(msg.fatal)); return; }
     if (msg.ready) { this.info = msg; this.settle.res(msg); return; }
+    if (msg.ack !== undefined) {
+      const p = this.pending.get(msg.ack);
+      if (p) p.acked = true;
+      return;
+    }
     if (msg.log) {
       const level = ["info", "warn", "error", "debug"].includes(msg.log) ? msg.log : "info";
       (this.logger[level] || this.logger.info).call(this.logger, clip(msg.msg ?? "", LOG_MSG_MAX));
@@ -181,7 +190,7 @@ class Worker {
         this.pending.delete(id);
         resolveCall({ ok: false, error: "timeout", timedOut: true });
       }, Math.max(1, deadline - Date.now()));
-      this.pending.set(id, { resolve: resolveCall, timer });
+      this.pending.set(id, { resolve: resolveCall, timer, acked: false });
       this.child.stdin.write(line + "\n");
     });
   }
@@ -203,6 +212,7 @@ class Bridge {
     this.failures = 0;
     this.notBefore = 0;
     this.lastDiag = "";
+    this.failedKey = null;
   }
 
   config() {
@@ -240,6 +250,11 @@ class Bridge {
       if (current.key === this.key()) return current.worker;
       current.worker.stop(); // an older release (or python) of this plugin: one worker per id
     }
+    if (this.failedKey !== this.key()) {
+      // Another python or release than the one that kept failing: try it at once.
+      this.failures = 0;
+      this.notBefore = 0;
+    }
     if (Date.now() < this.notBefore) return null;
     const worker = new Worker({
       python: this.python(),
@@ -249,6 +264,7 @@ class Bridge {
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
         if (why === "stopped") return;
+        this.failedKey = this.key();
         this.failures += 1;
         const delay = this.failures <= 1 ? 0 : Math.min(500 * 2 ** (this.failures - 2), 30000);
         this.notBefore = Date.now() + delay;
@@ -263,8 +279,21 @@ class Bridge {
   /** One call with a deadline: {ok: true, result} or {ok: false, error}; never throws. */
   async call(body, kind) {
     const deadline = Date.now() + this.timeoutMs(kind);
+    let answer = await this.attempt(body, deadline);
+    if (!answer.ok && answer.unread && Date.now() < deadline) {
+      // The worker died before it read the request (killed between two hooks): a fresh one
+      // runs it, still within the same deadline.
+      answer = await this.attempt(body, deadline);
+    }
+    return answer;
+  }
+
+  async attempt(body, deadline) {
     const worker = this.acquire();
-    if (!worker) return { ok: false, error: "worker restart backoff" };
+    if (!worker) {
+      const wait = Math.max(0, this.notBefore - Date.now());
+      return { ok: false, error: `worker unavailable, next start in ${Math.ceil(wait / 100) / 10}s` };
+    }
     let timer;
     const expired = new Promise((res) => {
       timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),

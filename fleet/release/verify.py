@@ -36,6 +36,7 @@ class Report:
     rows: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     versions: dict = field(default_factory=dict)  # component -> agreed version, or None
+    notes: list = field(default_factory=list)  # what was checked how, or skipped and why
 
     @property
     def ok(self) -> bool:
@@ -47,6 +48,7 @@ class Report:
             "versions": self.versions,
             "files": [vars(r) for r in self.rows],
             "problems": self.problems,
+            "notes": self.notes,
         }
 
     def raise_for_problems(self, context: str) -> None:
@@ -64,8 +66,12 @@ def valid_version(value: str) -> Optional[Version]:
         return None
 
 
-def verify(project: Project, overrides: Optional[dict] = None) -> Report:
-    """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules."""
+def verify(project: Project, overrides: Optional[dict] = None, js: bool = False) -> Report:
+    """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules.
+
+    `js`: also import each plugin's OpenClaw entry under Node >= 24 (`fleet.release.entries`);
+    without such a Node the import is skipped and a note says so.
+    """
     report = Report()
     for comp in project.components.values():
         seen: dict[str, list[str]] = {}
@@ -101,6 +107,18 @@ def verify(project: Project, overrides: Optional[dict] = None) -> Report:
     versions = dict(report.versions)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
+    if js:
+        from fleet.release import entries  # noqa: PLC0415
+
+        node = entries.find_node()
+        found, _ = entries.entries(project)
+        report.problems.extend(entries.import_problems(project, node))
+        if node.path is None:
+            report.notes.append(f"OpenClaw entries not imported: {node.note}")
+        else:
+            report.notes.append(f"OpenClaw entries imported with {node.note}: "
+                                + ", ".join(str(p.relative_to(Path(project.root).resolve()))
+                                            for _, p in found))
     return report
 
 

@@ -234,7 +234,6 @@ def test_corrupt_stored_artifact_is_refused_and_removed(artifacts, host_states,
 @pytest.mark.parametrize("manager, tool, opts, expected", [
     ("systemd", "systemctl", ["unit=gw.service"], "--user restart gw.service"),
     ("launchd", "launchctl", ["label=ai.test.gw"], f"kickstart -k gui/{os.getuid()}/ai.test.gw"),
-    ("openclaw", "openclaw", [], "gateway restart"),
 ])
 def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp_path, manager,
                                                      tool, opts, expected):

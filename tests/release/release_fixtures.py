@@ -17,6 +17,9 @@ RELEASE_FILES = (
     "fleet/plugins/memory_continuity/package.json",
     "fleet/plugins/mc/openclaw.plugin.json",
     "fleet/plugins/mc/package.json",
+    "fleet/plugins/memory_continuity/index.js",
+    "fleet/plugins/mc/index.js",
+    "fleet/plugins/bridge.mjs",
     "CHANGELOG.md",
 )
 

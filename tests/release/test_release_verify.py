@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import tomllib
 from release_fixtures import MAIN, Repo
@@ -17,9 +19,11 @@ MC_MANIFEST = "fleet/plugins/mc/openclaw.plugin.json"
 MCONT_MANIFEST = "fleet/plugins/memory_continuity/openclaw.plugin.json"
 
 
-def run_verify(repo: Repo, *args: str) -> subprocess.CompletedProcess:
+def run_verify(repo: Repo, *args: str, env=None) -> subprocess.CompletedProcess:
+    # PYTHONSAFEPATH: the repo copy's partial `fleet/` in the cwd must not shadow the package
+    env = dict(os.environ if env is None else env, PYTHONSAFEPATH="1")
     return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "verify", *args],
-                          cwd=repo.path, capture_output=True, text=True, timeout=120)
+                          cwd=repo.path, capture_output=True, text=True, timeout=120, env=env)
 
 
 def set_json(repo: Repo, rel: str, key: str, value) -> None:
@@ -114,3 +118,67 @@ def test_bad_config_names_the_table_and_fix(repo):
     proc = run_verify(repo)
     assert proc.returncode == 1
     assert "[tool.fleet.components.fleet]" in proc.stderr and "<file>:<key>" in proc.stderr
+
+
+MC_ENTRY = "fleet/plugins/mc/index.js"
+
+
+def test_verify_imports_each_openclaw_entry_under_node(repo, node):
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(node).parent),
+                                                 os.environ.get("PATH", "")]))
+    proc = run_verify(repo, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.replace("\n", " ")
+    assert "OpenClaw entries imported with node" in out
+    assert MC_ENTRY in out and "fleet/plugins/memory_continuity/index.js" in out
+
+
+def test_verify_fails_naming_an_entry_with_a_syntax_error(repo, node):
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(node).parent),
+                                                 os.environ.get("PATH", "")]))
+    repo.write(MC_ENTRY, repo.read(MC_ENTRY).replace("commands: [", "commands: [[", 1))
+    proc = run_verify(repo, "--json", env=env)
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{MC_ENTRY}: does not load under Node ")
+    assert "SyntaxError" in problems[0] and f"(at {MC_ENTRY}:" in problems[0]
+
+
+def test_a_syntax_error_in_the_shared_bridge_is_named_for_both_entries(repo, node):
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(node).parent),
+                                                 os.environ.get("PATH", "")]))
+    bridge = "fleet/plugins/bridge.mjs"
+    repo.write(bridge, repo.read(bridge) + "\nexport const broken = ;\n")
+    proc = run_verify(repo, "--json", env=env)
+    assert proc.returncode == 1
+    problems = json.loads(proc.stdout)["problems"]
+    assert sorted(p.split(":")[0] for p in problems) == [
+        MC_ENTRY, "fleet/plugins/memory_continuity/index.js"]
+    assert all(f"(at {bridge}:" in p for p in problems), problems
+
+
+def test_verify_without_node_24_skips_the_import_with_a_note(repo, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "node"
+    fake.write_text("#!/bin/sh\necho v20.11.1\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"]),
+               FLEET_OPENCLAW_HOME=str(tmp_path / "no-toolchain"))
+    repo.write(MC_ENTRY, "this is not javascript (\n")  # not imported: no usable node
+    proc = run_verify(repo, "--json", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = json.loads(proc.stdout)["notes"]
+    assert notes == [f"OpenClaw entries not imported: {fake} is Node 20.11.1, older than 24 "
+                     "(run `invoke openclaw.install`)"]
+
+
+def test_a_missing_entry_is_a_problem_with_or_without_node(repo, tmp_path):
+    (repo.path / MC_ENTRY).unlink()
+    env = dict(os.environ, PATH=os.pathsep.join(["/usr/bin", "/bin"]),
+               FLEET_OPENCLAW_HOME=str(tmp_path / "no-toolchain"))
+    proc = run_verify(repo, "--json", env=env)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["problems"] == [
+        f"mc: {MC_ENTRY}: entry named by openclaw.extensions is missing"]

@@ -1,0 +1,160 @@
+"""The fleet plugins' part of a host's `openclaw.json`, edited without disturbing the rest.
+
+OpenClaw loads a plugin from a directory named in `plugins.load.paths`; its entry
+`plugins.entries.<id>` enables it and grants `hooks.allowConversationAccess` (without it OpenClaw
+blocks the hooks that read the conversation: `before_prompt_build`, `agent_end`). So a release is
+deployed to OpenClaw by pointing `plugins.load.paths` at the plugin dirs of that release (a new
+path per release is also what makes a running gateway notice the change) and keeping each entry
+enabled. Everything else in the file (other plugins, models, the user's settings of our plugins
+under `config`) is kept as it is; paths of older fleet releases are replaced, never added to.
+
+The file is rewritten temp + fsync + rename, with the original's mode. A file fleet cannot read
+as plain JSON (OpenClaw also accepts JSON5 comments) or whose `plugins` keys have the wrong
+shape is refused before anything is written, naming the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+
+class ConfigError(RuntimeError):
+    """openclaw.json cannot be used as it is; nothing was written."""
+
+
+def load(path: Path) -> Dict[str, Any]:
+    """The config as a dict ({} when the file does not exist yet)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path}: not plain JSON ({exc}). fleet edits openclaw.json only as plain JSON, the "
+            "way OpenClaw itself writes it; remove comments and trailing commas (or let "
+            "`openclaw config set` rewrite the file), check it with `openclaw config validate`, "
+            "then deploy again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object, not "
+                          f"{type(data).__name__}; fix the file and deploy again")
+    _check_shapes(path, data)
+    return data
+
+
+def _check_shapes(path: Path, data: Dict[str, Any]) -> None:
+    plugins = data.get("plugins")
+    if plugins is None:
+        return
+    where = f"{path}: key 'plugins'"
+    if not isinstance(plugins, dict):
+        raise ConfigError(f"{where} must be an object; fix it and deploy again")
+    for key, kind in (("load", dict), ("entries", dict), ("allow", list)):
+        value = plugins.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(f"{where}.{key} must be {'an object' if kind is dict else 'a list'}"
+                              "; fix it and deploy again")
+    paths = (plugins.get("load") or {}).get("paths")
+    if paths is not None and not (isinstance(paths, list)
+                                  and all(isinstance(p, str) for p in paths)):
+        raise ConfigError(f"{where}.load.paths must be a list of strings; fix it and deploy again")
+    for plugin_id, entry in (plugins.get("entries") or {}).items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}.entries.{plugin_id} must be an object; fix it and deploy "
+                              "again")
+        for key in ("hooks", "config"):
+            if entry.get(key) is not None and not isinstance(entry[key], dict):
+                raise ConfigError(f"{where}.entries.{plugin_id}.{key} must be an object; fix it "
+                                  "and deploy again")
+
+
+def with_plugins(data: Dict[str, Any], plugin_dirs: Dict[str, str], releases_root: str,
+                 config: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """A copy of `data` that loads `plugin_dirs` ({id: dir}) and enables each of them.
+
+    Load paths under `releases_root` (older fleet releases) are dropped; other paths stay in
+    their order. `config` ({id: {...}}) sets keys of an entry's `config`; keys it does not name
+    keep the user's values. A `plugins.allow` list, when the user has one, gains the ids.
+    """
+    out = copy.deepcopy(data)
+    plugins = out.setdefault("plugins", {})
+    load = plugins.setdefault("load", {})
+    root = releases_root.rstrip(os.sep) + os.sep
+    wanted = list(plugin_dirs.values())
+    kept = [p for p in load.get("paths") or [] if not p.startswith(root) and p not in wanted]
+    load["paths"] = kept + wanted
+    entries = plugins.setdefault("entries", {})
+    for plugin_id in plugin_dirs:
+        entry = entries.setdefault(plugin_id, {})
+        entry["enabled"] = True
+        hooks = entry.setdefault("hooks", {})
+        hooks["allowConversationAccess"] = True
+        settings = (config or {}).get(plugin_id)
+        if settings:
+            entry.setdefault("config", {}).update(settings)
+    allow = plugins.get("allow")
+    if isinstance(allow, list):
+        allow.extend(i for i in plugin_dirs if i not in allow)
+    return out
+
+
+def render(data: Dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_candidate(path: Path, data: Dict[str, Any]) -> Path:
+    """`data` in a temp file beside `path` (same filesystem, original's mode), fsynced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.fleet-", suffix=".json", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(render(data))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o600)  # OpenClaw keeps its config private
+    except BaseException:
+        discard(Path(tmp))
+        raise
+    return Path(tmp)
+
+
+def commit(candidate: Path, path: Path) -> None:
+    """Put a validated candidate in place atomically."""
+    os.replace(str(candidate), str(path))
+    try:
+        fd = os.open(str(path.parent), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def discard(candidate: Path) -> None:
+    try:
+        candidate.unlink()
+    except OSError:
+        pass
+
+
+def fleet_paths(data: Dict[str, Any], releases_root: str) -> List[str]:
+    """The load paths that belong to fleet releases (what a deploy last wrote)."""
+    root = releases_root.rstrip(os.sep) + os.sep
+    paths = ((data.get("plugins") or {}).get("load") or {}).get("paths") or []
+    return [p for p in paths if isinstance(p, str) and p.startswith(root)]

@@ -1,0 +1,446 @@
+"""The `openclaw` gateway manager: deploy fleet's plugins into a real OpenClaw gateway.
+
+What an activation does (`restart()`; the transaction calls it after switching `current`):
+1. `openclaw.json` loads the release's plugin dirs and enables them (fleet/installer/
+   openclawconfig.py); the candidate is checked by OpenClaw itself (`openclaw config validate`)
+   before it replaces the file, so a config OpenClaw would refuse is never put in place.
+2. Activation, fastest first: a running gateway that already knows these plugins reloads them
+   (`plugins.reload` RPC); its answer names a plugin that throws at load at once. Otherwise the
+   gateway restarts: `openclaw gateway restart` where OpenClaw runs as the user's service
+   (mode `service`), or, on hosts without a service (sandbox, harness), fleet's own supervised
+   `openclaw gateway run` (mode `supervised`: pidfile, SIGTERM, SIGKILL after a deadline).
+Readiness (`probe()`) is the running gateway's own inventory, `plugins.list` through
+`openclaw gateway call`: each fleet plugin `active` at its version; a plugin load error or a
+diagnostic naming one of them is reported as a plugin failure, which fails the deploy at once.
+
+Options (inventory `gateway.options`, all strings): `mode` service|supervised (default
+service), `openclaw` (the CLI: an executable, or the `openclaw.mjs` entry when `node` is given),
+`node`, `port` (else openclaw.json's gateway.port, else 18789), `home` (HOME for OpenClaw),
+`config` (default <state>/openclaw.json), `bind` (supervised; default loopback), `stop_grace`
+(seconds before SIGKILL; default 60), `cli_timeout` (seconds per CLI call; default 120),
+`env.NAME` (extra environment for every OpenClaw process). OpenClaw's state dir is the host's
+state dir (OPENCLAW_STATE_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from fleet.installer import openclawconfig, releases
+from fleet.installer.manager import Manager, ManagerError
+
+DEFAULT_PORT = 18789
+ACTIVE = "active"
+
+
+class OpenclawManager(Manager):
+    """Plugins of one OpenClaw state dir: config, activation, readiness (see module doc)."""
+
+    name = "openclaw"
+    links_extensions = False  # OpenClaw loads from plugins.load.paths, see openclawconfig
+
+    def __init__(self, state_dir: Path, opts: Dict[str, str]):
+        super().__init__(state_dir, opts)
+        self.mode = opts.get("mode", "service")
+        if self.mode not in ("service", "supervised"):
+            raise ManagerError(f"openclaw manager: option mode={self.mode!r}; use service or "
+                               "supervised")
+        self.config_path = Path(os.path.expanduser(opts.get("config") or
+                                                   str(state_dir / "openclaw.json")))
+        self.cli_timeout = float(opts.get("cli_timeout", "120"))
+        self.stop_grace = float(opts.get("stop_grace", "60"))
+        self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
+        self._version: Optional[str] = None
+        self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
+
+    # -- the OpenClaw CLI --------------------------------------------------------------
+    def argv(self, *args: str) -> List[str]:
+        cli = os.path.expanduser(self.opts.get("openclaw", "openclaw"))
+        node = self.opts.get("node")
+        return ([os.path.expanduser(node), cli] if node else [cli]) + list(args)
+
+    def oc_env(self) -> Dict[str, str]:
+        env = {"OPENCLAW_STATE_DIR": str(self.state_dir),
+               "OPENCLAW_CONFIG_PATH": str(self.config_path),
+               "OPENCLAW_GATEWAY_PORT": str(self.port()), "NO_COLOR": "1"}
+        if self.opts.get("home"):
+            env["HOME"] = os.path.expanduser(self.opts["home"])
+        node = self.opts.get("node")
+        if node:  # OpenClaw starts helpers with `node`: the same one
+            env["PATH"] = os.path.dirname(os.path.expanduser(node)) + os.pathsep + \
+                os.environ.get("PATH", "")
+        for key, value in self.opts.items():
+            if key.startswith("env.") and len(key) > 4:
+                env[key[4:]] = value
+        return env
+
+    def cli(self, *args: str, timeout: Optional[float] = None,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+        full = dict(os.environ)
+        full.update(self.oc_env())
+        full.update(env or {})
+        limit = timeout or self.cli_timeout
+        try:
+            return subprocess.run(self.argv(*args), env=full, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=limit,
+                                  cwd=str(self.state_dir), start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise ManagerError(f"`openclaw {' '.join(args[:3])}` did not answer within "
+                               f"{limit:.0f}s") from None
+        except OSError as exc:
+            raise ManagerError(f"cannot run the OpenClaw CLI {self.argv()[0]}: {exc}; set the "
+                               "inventory's gateway.options openclaw (and node)") from None
+
+    def call(self, method: str, params: Optional[dict] = None,
+             timeout: Optional[float] = None) -> dict:
+        """One gateway RPC; returns its result, or raises RpcError with the gateway's error."""
+        limit = timeout or self.cli_timeout
+        args = ["gateway", "call", method, "--json", "--timeout", str(int(limit * 1000))]
+        if params is not None:
+            args += ["--params", json.dumps(params)]
+        proc = self.cli(*args, timeout=limit + 30)
+        try:
+            answer = json.loads(proc.stdout)
+        except ValueError:
+            answer = None
+        if proc.returncode == 0 and isinstance(answer, dict) and answer.get("ok") is not False:
+            return answer
+        error = (answer or {}).get("error") if isinstance(answer, dict) else None
+        message = (error or {}).get("message") if isinstance(error, dict) else None
+        raise RpcError(method, message or _tail(proc.stdout + proc.stderr), error or {})
+
+    def version(self) -> Optional[str]:
+        """OpenClaw's version: its package.json beside an `openclaw.mjs` entry, else --version."""
+        cli = Path(os.path.expanduser(self.opts.get("openclaw", "openclaw")))
+        if self._version is None and cli.suffix == ".mjs":
+            try:
+                self._version = str(json.loads((cli.parent / "package.json").read_text(
+                    encoding="utf-8"))["version"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        if self._version is None:
+            try:
+                proc = self.cli("--version", timeout=60)
+            except ManagerError:
+                return None
+            words = proc.stdout.split()
+            self._version = words[1] if len(words) > 1 and proc.returncode == 0 else None
+        return self._version
+
+    # -- where the gateway listens -------------------------------------------------------
+    def port(self) -> int:
+        if self.opts.get("port"):
+            return int(self.opts["port"])
+        try:
+            configured = (openclawconfig.load(self.config_path).get("gateway") or {}).get("port")
+        except openclawconfig.ConfigError:
+            configured = None
+        return int(configured) if isinstance(configured, int) else DEFAULT_PORT
+
+    def http_ready(self, timeout: float = 2.0) -> bool:
+        """The gateway's own unauthenticated readiness probe (`/readyz`) on loopback."""
+        url = f"http://127.0.0.1:{self.port()}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    # -- configuration -------------------------------------------------------------------
+    def plugin_dirs(self, release: Path) -> Dict[str, str]:
+        meta = releases.read_meta(release) or {}
+        return {pid: str(release / "fleet" / "plugins" / pkg)
+                for pid, pkg in sorted((meta.get("plugins") or {}).items())}
+
+    def configure(self, release: Path) -> bool:
+        """Point openclaw.json at `release`'s plugins; True when the file changed."""
+        try:
+            current = openclawconfig.load(self.config_path)
+        except openclawconfig.ConfigError as exc:
+            raise ManagerError(str(exc)) from None
+        wanted = openclawconfig.with_plugins(current, self.plugin_dirs(release),
+                                             str(releases.releases_dir(self.state_dir)))
+        if wanted == current:
+            return False
+        candidate = openclawconfig.write_candidate(self.config_path, wanted)
+        try:
+            problem = self.invalid(candidate)
+            if problem:
+                before = self.invalid(self.config_path) if self.config_path.exists() else None
+                if before:
+                    raise ManagerError(f"{self.config_path} is invalid already, before fleet's "
+                                       f"change: {before}; fix it (`openclaw config validate`, "
+                                       "`openclaw doctor --fix`) and deploy again")
+                raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
+                                   f"entries: {problem}; nothing was written")
+            openclawconfig.commit(candidate, self.config_path)
+        finally:
+            openclawconfig.discard(candidate)
+        return True
+
+    def invalid(self, path: Path) -> Optional[str]:
+        """OpenClaw's own verdict on a config file: None when valid, else its issues."""
+        proc = self.cli("config", "validate", "--json", env={"OPENCLAW_CONFIG_PATH": str(path)})
+        try:
+            verdict = json.loads(proc.stdout)
+        except ValueError:
+            verdict = None
+        if proc.returncode == 0 and (not isinstance(verdict, dict)
+                                     or verdict.get("valid") is not False):
+            return None
+        issues = verdict.get("issues") if isinstance(verdict, dict) else None
+        if isinstance(issues, list) and issues:
+            return "; ".join(f"{i.get('path', '?')}: {i.get('message', i)}"
+                             if isinstance(i, dict) else str(i) for i in issues[:5])
+        return _tail(proc.stdout + proc.stderr) or f"exit {proc.returncode}"
+
+    # -- activation ----------------------------------------------------------------------
+    def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
+        releases.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
+        known = self.known_plugins() if self.http_ready() else None
+        self.configure(release)
+        ids = list(self.plugin_dirs(release))
+        if known is not None and all(i in known for i in ids):
+            try:
+                self.call("plugins.reload", {"plugins": [{"pluginId": i} for i in ids]},
+                          timeout=max(timeout, 30.0))
+                self.activation = "reload"
+                return
+            except RpcError as exc:
+                if "plugin load failed" in exc.message or "failed during" in exc.message:
+                    raise ManagerError(f"plugin failed to load: {exc.message}") from None
+                # anything else (e.g. a reload this gateway cannot do): restart it instead
+        self.activation = "restart"
+        if self.process is not None:
+            self.process.stop(self.stop_grace)
+            self.process.start()
+            return
+        self._run(self.argv("gateway", "restart"), None, timeout, "gateway restart")
+
+    def known_plugins(self) -> Optional[Dict[str, dict]]:
+        try:
+            listing = self.call("plugins.list", timeout=60)
+        except (RpcError, ManagerError):
+            return None
+        return {str(p.get("id")): p for p in listing.get("plugins") or [] if isinstance(p, dict)}
+
+    def env(self, release: Optional[Path]) -> Dict[str, str]:
+        env = super().env(release)
+        env.update(self.oc_env())
+        return env
+
+    def stop(self, release: Optional[Path], timeout: float) -> None:
+        if self.process is not None:
+            self.process.stop(self.stop_grace)
+            return
+        self._run(self.argv("gateway", "stop"), None, timeout, "gateway stop")
+
+    def failure(self) -> Optional[str]:
+        return self.process.exited() if self.process is not None else None
+
+    def log_tail(self) -> str:
+        return self.process.log_tail() if self.process is not None else ""
+
+    # -- readiness -----------------------------------------------------------------------
+    def probe(self, release: Optional[Path] = None) -> Optional[dict]:
+        """Health in the installer's shape, from the running gateway's `plugins.list`."""
+        if not self.http_ready():
+            return None
+        try:
+            listing = self.call("plugins.list", timeout=60)
+        except (RpcError, ManagerError):
+            return None
+        ours = list(self.plugin_dirs(release)) if release is not None else []
+        return health_from_listing(listing, ours, self.version(),
+                                   self.process.pid() if self.process else None)
+
+
+def health_from_listing(listing: dict, ours: List[str], openclaw_version: Optional[str],
+                        pid: Optional[int]) -> dict:
+    """{openclaw, versions, plugins, ...} for the plugins `ours` from a `plugins.list` answer.
+
+    `versions` holds only plugins that are active, so a plugin still loading is "missing"
+    (readiness keeps waiting) while one with a load error or a diagnostic naming it is an error
+    (readiness fails at once). The gateway pid is `gateway_pid`: a reload keeps the same pid,
+    so it must not read as "the old gateway is still answering".
+    """
+    found = {str(p.get("id")): p for p in listing.get("plugins") or [] if isinstance(p, dict)}
+    diagnostics = [d for d in listing.get("diagnostics") or [] if isinstance(d, dict)]
+    plugins: Dict[str, Any] = {}
+    versions: Dict[str, str] = {}
+    for plugin_id in ours:
+        entry = found.get(plugin_id)
+        if entry is None:
+            plugins[plugin_id] = {"loaded": None, "status": "not discovered"}
+            continue
+        runtime = entry.get("runtime") if isinstance(entry.get("runtime"), dict) else {}
+        state = runtime.get("state") or entry.get("state")
+        info: Dict[str, Any] = {"version": entry.get("version"), "status": state,
+                                "enabled": entry.get("enabled"), "origin": entry.get("origin")}
+        named = [str(d.get("message")) for d in diagnostics
+                 if d.get("pluginId") == plugin_id or plugin_id in str(d.get("message", ""))]
+        if runtime.get("error") or named:
+            info.update(loaded=False, error=str(runtime.get("error") or "; ".join(named)))
+        elif entry.get("enabled") is False:
+            info.update(loaded=False, error="disabled in openclaw.json")
+        elif state == ACTIVE:
+            info["loaded"] = True
+            versions[plugin_id] = str(entry.get("version"))
+        else:
+            info["loaded"] = None
+        plugins[plugin_id] = info
+    return {"ready": True, "openclaw": openclaw_version, "gateway_pid": pid,
+            "generation": listing.get("generation"), "versions": versions, "plugins": plugins}
+
+
+class RpcError(RuntimeError):
+    def __init__(self, method: str, message: str, error: dict):
+        super().__init__(f"{method}: {message}")
+        self.method, self.message, self.error = method, message, error
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class SupervisedGateway:
+    """`openclaw gateway run` started and stopped by fleet, for hosts without a service.
+
+    The pidfile (`<state>/fleet/openclaw-gateway.pid`) holds the pid and, where /proc exists, the
+    process's start time, so a pid reused after a crash is never taken for our gateway. The
+    gateway runs in its own session (its helpers are in its process group): stop is SIGTERM to
+    the gateway, then SIGKILL to the group after the grace period.
+    """
+
+    def __init__(self, state_dir: Path, manager: OpenclawManager):
+        self.manager = manager
+        self.pidfile = releases.fleet_dir(state_dir) / "openclaw-gateway.pid"
+        self.log = state_dir / "logs" / "fleet-openclaw-gateway.log"
+        self.proc: Optional[subprocess.Popen] = None
+        self.log_from = 0
+
+    def pid(self) -> Optional[int]:
+        try:
+            record = json.loads(self.pidfile.read_text(encoding="utf-8"))
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not _alive(pid):
+            return None
+        started = record.get("started")
+        if started is not None and _start_time(pid) not in (None, started):
+            return None  # the pid now belongs to another process
+        return pid
+
+    def start(self) -> int:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_from = self.log.stat().st_size
+        except OSError:
+            self.log_from = 0
+        args = self.manager.argv("gateway", "run", "--port", str(self.manager.port()),
+                                 "--bind", self.manager.opts.get("bind", "loopback"),
+                                 "--allow-unconfigured")
+        env = dict(os.environ)
+        env.update(self.manager.oc_env())
+        env.setdefault("OPENCLAW_NO_RESPAWN", "1")  # restarts stay in this pid
+        try:
+            with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
+                self.proc = subprocess.Popen(args, stdin=devnull, stdout=logf, stderr=logf,
+                                             close_fds=True, start_new_session=True,
+                                             cwd=str(self.manager.state_dir), env=env)
+        except OSError as exc:
+            raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
+        record = {"pid": self.proc.pid, "started": _start_time(self.proc.pid), "argv": args}
+        tmp = self.pidfile.with_name(self.pidfile.name + ".tmp")
+        self.pidfile.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(str(tmp), str(self.pidfile))
+        return self.proc.pid
+
+    def stop(self, grace_s: float) -> Optional[str]:
+        pid = self.pid()
+        if pid is None:
+            return None
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return "gone"
+        how = "terminated" if _wait_gone(pid, grace_s, self.proc) else "killed"
+        try:  # the group: helpers of a killed gateway, stragglers of a terminated one
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if how == "killed" and not _wait_gone(pid, 10.0, self.proc):
+            raise ManagerError(f"OpenClaw gateway pid {pid} survived SIGKILL")
+        try:
+            self.pidfile.unlink()
+        except OSError:
+            pass
+        return how
+
+    def exited(self) -> Optional[str]:
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return (f"`openclaw gateway run` exited with code {self.proc.returncode} before it was "
+                f"ready{self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            with open(str(self.log), "rb") as fh:
+                fh.seek(self.log_from)
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        tail = "\n".join(text.strip().splitlines()[-lines:])
+        return f"\n--- {self.log} (tail) ---\n{tail}" if tail else ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """The process's start time in clock ticks since boot (Linux), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if proc is not None and proc.pid == pid:
+            if proc.poll() is not None:
+                return True
+        elif not _alive(pid) or _zombie(pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+

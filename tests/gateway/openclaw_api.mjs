@@ -1,0 +1,95 @@
+// Plays OpenClaw 2026.9.6's side of a plugin for the bridge tests: imports a plugin entry,
+// calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
+// pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
+//
+// stdin: JSON {entry, pluginConfig?, config?, steps: [...]}. Steps:
+//   {"hook": name, "event": {}, "ctx": {}}        -> {"result"}  (as OpenClaw awaits a handler)
+//     "padMessages": n adds a user message of n bytes to event.messages (oversized events)
+//   {"command": name, "args": "..."}               -> {"result"}  (the handler's {text})
+//   {"signal": "SIGKILL"|"SIGSTOP"|"SIGCONT"}      -> {"pids"}    (sent to the live workers)
+//   {"workers": true}                              -> {"pids"}    (this process's worker children)
+//   {"sleep": ms}
+//   {"pluginConfig": {...}}                        (replaces api.pluginConfig)
+// stdout: {"registered": {...}} once, then one {"step": i, ...} line per step, then {"logs"}.
+
+import { readdirSync, readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const spec = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+const logs = [];
+const hooks = new Map();
+const commands = new Map();
+const print = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+function workers() {
+  const out = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8");
+      if (ppid === process.pid && cmd.includes("fleet.gateway.worker")) out.push(Number(name));
+    } catch { /* gone meanwhile */ }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+const mod = await import(pathToFileURL(spec.entry).href);
+const plugin = mod.default;
+const api = {
+  id: plugin.id,
+  name: plugin.name,
+  version: "2026.9.6",
+  source: spec.entry,
+  rootDir: spec.entry.replace(/\/[^/]+$/, ""),
+  registrationMode: "full",
+  config: spec.config ?? {},
+  pluginConfig: spec.pluginConfig ?? {},
+  logger: Object.fromEntries(["info", "warn", "error", "debug"].map(
+    (level) => [level, (msg) => logs.push([level, String(msg)])])),
+  on(name, handler, opts) { hooks.set(name, { handler, priority: opts?.priority ?? 0 }); },
+  registerCommand(cmd) { commands.set(cmd.name, cmd); },
+};
+plugin.register(api);
+await new Promise((r) => setTimeout(r, 200)); // anything register() started would show by now
+print({ registered: {
+  id: plugin.id,
+  hooks: Object.fromEntries([...hooks].map(([n, h]) => [n, h.priority])),
+  commands: [...commands.keys()],
+  workers: workers(),
+} });
+
+for (const [i, step] of (spec.steps ?? []).entries()) {
+  const t0 = Date.now();
+  const out = { step: i };
+  if (step.hook) {
+    const h = hooks.get(step.hook);
+    if (step.padMessages) {
+      step.event.messages = [...(step.event.messages ?? []),
+        { role: "user", content: "x".repeat(step.padMessages) }];
+    }
+    out.result = h ? (await h.handler(step.event ?? {}, step.ctx ?? {})) ?? null : "NO-HANDLER";
+  } else if (step.command) {
+    const c = commands.get(step.command);
+    out.result = await c.handler({ args: step.args ?? "", commandBody: `/${step.command}`,
+      senderId: "cli", channel: "webchat", isAuthorizedSender: true, ...(step.ctx ?? {}) });
+  } else if (step.signal) {
+    out.pids = workers();
+    for (const pid of out.pids) process.kill(pid, step.signal);
+    if (step.signal === "SIGKILL") {
+      while (workers().some((p) => out.pids.includes(p))) await new Promise((r) => setTimeout(r, 20));
+    }
+  } else if (step.workers) {
+    out.pids = workers();
+  } else if (step.sleep) {
+    await new Promise((r) => setTimeout(r, step.sleep));
+  } else if (step.pluginConfig) {
+    api.pluginConfig = step.pluginConfig;
+  }
+  out.ms = Date.now() - t0;
+  print(out);
+}
+print({ logs, workers: workers() });

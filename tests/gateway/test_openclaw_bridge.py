@@ -1,0 +1,220 @@
+"""The plugins' OpenClaw entries driven as OpenClaw drives them (a Node harness plays its api):
+hooks and /mc reach the Python plugins through one worker, and every fault fails open.
+
+Needs Node >= 24 (the `node` fixture: skipped without one unless FLEET_REQUIRE_OPENCLAW=1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from fleet.continuity.document import StateDocument
+from fleet.plugins.memory_continuity.startup import IMPORTANT_LINE, SEED_BEGIN
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = Path(__file__).with_name("openclaw_api.mjs")
+MC_ENTRY = REPO / "fleet" / "plugins" / "memory_continuity" / "index.js"
+CMD_ENTRY = REPO / "fleet" / "plugins" / "mc" / "index.js"
+CONFIG = {"agents": {"list": [{"id": "main", "default": True}]}}
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="the harness finds worker processes through /proc")
+
+
+def state_text(objective: str, unsurfaced: str = "None") -> str:
+    return ("# Current State\n> Last updated: 2026-12-01T10:00:00.000Z\n\n"
+            f"## Objective\n{objective}\n\n## Current Step\nstep\n\n## Key Decisions\nNone\n\n"
+            f"## Next Action\nnext\n\n## Blockers\nNone\n\n## Unsurfaced Results\n{unsurfaced}\n")
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    d = tmp_path / "state"
+    (d / "workspace" / "memory").mkdir(parents=True)
+    (d / "openclaw.json").write_text(json.dumps(CONFIG))
+    return d
+
+
+def run(node: str, state: Path, entry: Path, steps: List[Dict[str, Any]],
+        plugin_config: Dict[str, Any] = None, timeout: float = 120) -> Dict[str, Any]:
+    spec = {"entry": str(entry), "config": CONFIG, "steps": steps,
+            "pluginConfig": {"python": sys.executable} if plugin_config is None else plugin_config}
+    env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
+    env.pop("FLEET_PYTHON", None)
+    env.pop("FLEET_BRIDGE_TIMEOUT_MS", None)
+    proc = subprocess.run([node, str(HARNESS)], input=json.dumps(spec), capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
+    out = {"registered": lines[0]["registered"], "steps": lines[1:-1], **lines[-1]}
+    out["errors"] = [m for level, m in out["logs"] if level == "error"]
+    return out
+
+
+def agent_ctx(state: Path, key: str = "agent:main:main", run_id: str = "r1") -> Dict[str, Any]:
+    return {"runId": run_id, "agentId": key.split(":")[1], "sessionKey": key, "sessionId": "s1",
+            "workspaceDir": str(state / "workspace"), "trigger": "user",
+            "modelProviderId": "scripted", "modelId": "m"}
+
+
+def prompt_build(state: Path, key: str = "agent:main:main") -> Dict[str, Any]:
+    return {"hook": "before_prompt_build", "event": {"prompt": "go on", "messages": []},
+            "ctx": agent_ctx(state, key)}
+
+
+def gone(pids: List[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{p}").exists() for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
+    out = run(node, state, MC_ENTRY, [])
+    reg = out["registered"]
+    assert reg["id"] == "memory-continuity" and reg["workers"] == [] and out["workers"] == []
+    assert reg["hooks"] == {"before_prompt_build": 10, "before_compaction": 10,
+                            "before_reset": 10, "subagent_spawned": 50, "subagent_ended": 50,
+                            "agent_end": 90, "session_end": 90}
+    assert out["logs"] == []
+    cmd = run(node, state, CMD_ENTRY, [])["registered"]
+    assert (cmd["id"], cmd["commands"], cmd["hooks"], cmd["workers"]) == ("mc", ["mc"], {}, [])
+
+
+def test_entry_hooks_are_the_python_plugins_hooks():
+    """index.js declares the same hooks and priorities that plugin.py registers."""
+    from fleet.plugins.memory_continuity.plugin import HOOKS
+
+    declared = re.findall(r'\["([a-z_]+)", (\d+)\]', MC_ENTRY.read_text())
+    assert sorted((h, int(p)) for h, p in declared) == sorted((h, p) for h, p, _ in HOOKS)
+
+
+def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(node, state):
+    own = state / "workspace" / "memory" / "CURRENT_STATE.md"
+    own.write_text(state_text("Ship the OpenClaw bridge"))
+    child = "agent:main:subagent:c1"
+    spawn = {"hook": "subagent_spawned",
+             "event": {"runId": "r2", "childSessionKey": child, "agentId": "main",
+                       "mode": "run", "threadRequested": False},
+             "ctx": {"runId": "r2", "childSessionKey": child,
+                     "requesterSessionKey": "agent:main:main"}}
+    out = run(node, state, MC_ENTRY, [prompt_build(state), spawn, prompt_build(state, child),
+                                      {"workers": True}])
+    main, _, seeded, workers = out["steps"]
+    text = main["result"]["prependSystemContext"]
+    assert "Objective: Ship the OpenClaw bridge" in text and text.endswith(IMPORTANT_LINE)
+    assert SEED_BEGIN in seeded["result"]["prependSystemContext"]
+    assert "Ship the OpenClaw bridge" in seeded["result"]["prependSystemContext"]
+    assert len(workers["pids"]) == 1  # one long-lived worker served all three calls
+    assert out["errors"] == []
+    assert gone(workers["pids"])  # it exits with the process that started it
+
+
+def test_agent_end_and_subagent_ended_write_the_state_files(node, state):
+    child = "agent:main:subagent:c9"
+    child_file = state / "workspace" / "memory" / "subagents" / "c9" / "CURRENT_STATE.md"
+    child_file.parent.mkdir(parents=True)
+    child_file.write_text(state_text("child task", unsurfaced="found 3 issues"))
+    msgs = [{"role": "user", "content": "please build the release pipeline"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Building it now."}]}]
+    steps = [
+        {"hook": "agent_end", "event": {"runId": "r1", "messages": msgs, "success": True,
+                                        "durationMs": 5}, "ctx": agent_ctx(state)},
+        {"hook": "subagent_ended",
+         "event": {"targetSessionKey": child, "targetKind": "subagent",
+                   "reason": "subagent-complete", "sendFarewell": True, "runId": "r9",
+                   "endedAt": 1, "outcome": "ok"},
+         "ctx": {"runId": "r9", "childSessionKey": child,
+                 "requesterSessionKey": "agent:main:main"}},
+    ]
+    out = run(node, state, MC_ENTRY, steps)
+    assert [s["result"] for s in out["steps"]] == [None, None]
+    doc = StateDocument.parse((state / "workspace" / "memory" / "CURRENT_STATE.md").read_text())
+    assert "please build the release pipeline" in doc.get("Objective")
+    assert "Result: found 3 issues" in doc.get("Unsurfaced Results")
+    assert out["errors"] == []
+
+
+def test_mc_command_answers_through_the_bridge(node, state):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Bridge it"))
+    out = run(node, state, CMD_ENTRY, [{"command": "mc", "args": "state"},
+                                       {"command": "mc", "args": "nonsense"}])
+    state_reply, unknown = (s["result"]["text"] for s in out["steps"])
+    assert state_reply.startswith("```\n") and "Bridge it" in state_reply
+    assert "Unknown subcommand: nonsense" in unknown
+
+
+def test_worker_killed_mid_session_the_next_hook_works(node, state):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Survive"))
+    out = run(node, state, MC_ENTRY, [prompt_build(state), {"signal": "SIGKILL"},
+                                      prompt_build(state), {"workers": True}])
+    first, killed, second, after = out["steps"]
+    assert "Objective: Survive" in first["result"]["prependSystemContext"]
+    assert len(killed["pids"]) == 1
+    assert "Objective: Survive" in second["result"]["prependSystemContext"]
+    assert len(after["pids"]) == 1 and after["pids"] != killed["pids"]  # restarted
+    assert any("exited (SIGKILL)" in e for e in out["errors"]), out["errors"]
+
+
+def test_worker_hung_the_hook_returns_at_its_deadline_and_fails_open(node, state):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Not stuck"))
+    cfg = {"python": sys.executable, "bridgeTimeoutMs": 1500}
+    out = run(node, state, MC_ENTRY, [prompt_build(state), {"signal": "SIGSTOP"},
+                                      prompt_build(state), {"sleep": 3000},
+                                      prompt_build(state), {"workers": True}], cfg)
+    first, stopped, hung, _, recovered, after = out["steps"]
+    assert "Objective: Not stuck" in first["result"]["prependSystemContext"]
+    assert hung["result"] is None  # no injection: the turn goes on without it
+    assert any("no answer within 1500 ms" in e for e in out["errors"]), out["errors"]
+    assert any("did not answer a ping" in e for e in out["errors"]), out["errors"]
+    assert gone(stopped["pids"])  # the hung worker was killed
+    assert "Objective: Not stuck" in recovered["result"]["prependSystemContext"]
+    assert after["pids"] and after["pids"] != stopped["pids"]
+
+
+def test_missing_python_is_a_diagnostic_and_the_host_keeps_serving(node, state, tmp_path):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Later"))
+    missing = str(tmp_path / "no" / "python3")
+    out = run(node, state, MC_ENTRY, [prompt_build(state), prompt_build(state),
+                                      {"pluginConfig": {"python": sys.executable}},
+                                      prompt_build(state)], {"python": missing})
+    first, second, _, fixed = out["steps"]
+    assert first["result"] is None and second["result"] is None
+    assert any(f"{missing} not found" in e and "Python >= 3.9" in e
+               and "plugins.entries.memory-continuity.config.python" in e
+               for e in out["errors"]), out["errors"]
+    assert "Objective: Later" in fixed["result"]["prependSystemContext"]
+    cmd = run(node, state, CMD_ENTRY, [{"command": "mc", "args": "state"}], {"python": missing})
+    assert cmd["steps"][0]["result"]["text"].startswith(
+        "MC error: the continuity worker is unavailable")
+
+
+def test_a_python_that_cannot_run_the_worker_is_named_with_its_output(node, state, tmp_path):
+    fake = tmp_path / "python-old"
+    fake.write_text("#!/bin/sh\necho 'SyntaxError: invalid syntax (python 2.7)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    out = run(node, state, MC_ENTRY, [prompt_build(state)], {"python": str(fake)})
+    assert out["steps"][0]["result"] is None
+    assert any("exited (code 1)" in e and "python 2.7" in e for e in out["errors"]), out["errors"]
+
+
+def test_an_oversized_event_is_not_sent_and_fails_open(node, state):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Big"))
+    huge = {"hook": "agent_end", "event": {"runId": "r", "success": True, "messages": []},
+            "ctx": agent_ctx(state), "padMessages": 9 * 1024 * 1024}
+    out = run(node, state, MC_ENTRY, [huge, prompt_build(state)])
+    big, after = out["steps"]
+    assert big["result"] is None
+    assert any("larger than" in e for e in out["errors"]), out["errors"]
+    assert "Objective: Big" in after["result"]["prependSystemContext"]
