@@ -45,7 +45,7 @@ def test_pi_runs_the_deployed_gateway_on_debian_bullseye_python_3_9(deployed):
     pi = deployed.hosts["pi"]
     assert pi.exec_ok("cat /etc/debian_version").startswith("11.")
     pid = health(deployed, "pi")["pid"]
-    exe = pi.exec_ok(f"readlink /proc/{pid}/exe").strip()
+    exe = pi.exec_ok(f"readlink /proc/{pid}/exe", user=pi.user).strip()
     version = pi.exec_ok(f"{exe} -c 'import sys; print(sys.version_info[:2])'").strip()
     assert version == "(3, 9)", (exe, version)
 
