@@ -49,6 +49,8 @@ class HostSpec:
     @property
     def manager(self) -> str:
         """The gateway manager a deploy to this host uses."""
+        if self.openclaw:
+            return "openclaw"
         return "systemd" if self.init == "systemd" else "fleet"
 
     @property
@@ -152,6 +154,8 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
                  "/tmp": "rw,nosuid,nodev,size=64m"}
         extra = {"volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"}},
                  "stop_signal": "SIGRTMIN+3"}
+    if spec.openclaw:  # names resolve nowhere: OpenClaw can reach nothing beyond the container
+        extra["dns"] = ["127.0.0.1"]
     if spec.state_tmpfs_mb:
         uid = USERS[spec.user]
         tmpfs[spec.state_dir] = f"rw,size={spec.state_tmpfs_mb}m,uid={uid},gid={uid},mode=0755"

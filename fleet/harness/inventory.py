@@ -38,8 +38,10 @@ def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict
                 "port": int(h["port"]),
                 "user": h["user"],
                 "state_dir": h["state_dir"],
-                **({"gateway": {"manager": h["manager"]}}
+                **({"gateway": {"manager": h["manager"],
+                                **({"options": h["options"]} if h.get("options") else {})}}
                    if h.get("manager", "fleet") != "fleet" else {}),
+                **({"timeouts": h["timeouts"]} if h.get("timeouts") else {}),
             }
             for h in hosts
         },

@@ -11,8 +11,11 @@ each container on its own loopback, as a systemd user service of that user on sy
 from __future__ import annotations
 
 import hashlib
+import json
+import shlex
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from fleet.harness.image import ImageError, _image_exists
@@ -21,6 +24,15 @@ from fleet.openclaw import toolchain as oc_toolchain
 OPENCLAW_REPO = "fleet-harness-openclaw"
 PREFIX = "/opt/openclaw"
 MODEL_PORT = 18790  # the scripted model's port on each container's own loopback
+GATEWAY_PORT = 18789  # OpenClaw's default
+UNIT = "openclaw-gateway.service"  # what `openclaw gateway install` creates for the user
+READY_TIMEOUT_S = 420.0  # a first start takes 30-120 s on a busy 2-core machine
+# Deploys to an OpenClaw host wait longer for readiness than the harness default (30 s).
+TIMEOUTS = {"ready": 300, "command": 600}
+# Any HTTP(S) a process there still tries goes to a closed loopback port (Node honours the proxy
+# variables with NODE_USE_ENV_PROXY); the container's DNS is 127.0.0.1 too (hosts.create_host).
+NO_EGRESS = {"NODE_USE_ENV_PROXY": "1", "HTTP_PROXY": "http://127.0.0.1:9",
+             "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost"}
 MODEL_SOURCE = Path(oc_toolchain.__file__).with_name("model.py")
 
 WRAPPER = f"""#!/bin/sh
@@ -117,3 +129,79 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
     info.size = len(data)
     info.mode = 0o644
     tar.addfile(info, io.BytesIO(data))
+
+
+def gateway_options() -> dict[str, str]:
+    """The inventory's `gateway.options` for an OpenClaw host of the harness: OpenClaw runs as
+    the user's service, from this image's pinned Node, kept off the network (no mDNS, update
+    checks or catalogs: fleet.openclaw.sandbox.QUIET_ENV)."""
+    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
+
+    opts = {"mode": "service", "node": f"{PREFIX}/bin/node",
+            "openclaw": f"{PREFIX}/node_modules/openclaw/openclaw.mjs"}
+    opts.update({f"env.{key}": value for key, value in {**QUIET_ENV, **NO_EGRESS}.items()})
+    return opts
+
+
+def base_config(state_dir: str) -> dict:
+    """The first openclaw.json of a harness OpenClaw host: the sandbox's (loopback, no auth, the
+    scripted model as the agents' provider, no heartbeat or update checks)."""
+    from fleet.deploy.inventory import Host  # noqa: PLC0415
+    from fleet.openclaw.sandbox import base_config as sandbox_config  # noqa: PLC0415
+
+    host = Host(name="harness", state_dir=state_dir, manager="openclaw",
+                manager_options={"port": str(GATEWAY_PORT), "model_port": str(MODEL_PORT)})
+    return sandbox_config(host)
+
+
+def setup_script(state_dir: str) -> str:
+    """Shell for the login user: config, the model's service, OpenClaw's own service install.
+    The quiet environment goes into the user manager's environment (inherited by the service)
+    before the install: OpenClaw refuses to install over service files it did not write."""
+    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
+
+    config = json.dumps(base_config(state_dir), indent=2) + "\n"
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**QUIET_ENV, **NO_EGRESS}.items())
+    state = shlex.quote(state_dir)
+    return (
+        f"set -e; mkdir -p {state}/workspace {state}/logs; "
+        f"if [ ! -e {state}/openclaw.json ]; then umask 077; "
+        f"printf %s {shlex.quote(config)} > {state}/openclaw.json; fi; "
+        f"systemctl --user set-environment {env} OPENCLAW_STATE_DIR={state}; "
+        "systemctl --user enable --now fleet-model.service; "
+        f"{env} OPENCLAW_STATE_DIR={state} openclaw gateway install"
+    )
+
+
+def main_pid(harness, name: str) -> int:
+    out = harness.ssh(name, f"systemctl --user show -p MainPID --value {UNIT}", timeout=30)
+    return int(out.stdout.strip() or 0) if out.ok else 0
+
+
+def wait_ready(harness, name: str, old_pid: int = 0, timeout: float = READY_TIMEOUT_S) -> int:
+    """Wait until OpenClaw's service runs a main pid other than `old_pid` that logged
+    `[gateway] ready`; return that pid."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = main_pid(harness, name)
+        if pid not in (0, old_pid):
+            log = harness.ssh(name, f"journalctl --user -u {UNIT} _PID={pid} --no-pager -o cat",
+                              timeout=30)
+            if "[gateway] ready" in log.stdout:
+                return pid
+        if time.monotonic() > deadline:
+            tail = harness.ssh(name, f"journalctl --user -u {UNIT} -n 30 --no-pager", timeout=30)
+            raise ImageError(f"{name}: OpenClaw's gateway was not ready within {timeout:.0f}s "
+                             f"(main pid {pid}, previous {old_pid}):\n{tail.stdout}")
+        time.sleep(2)
+
+
+def prepare_host(harness, name: str) -> int:
+    """Install OpenClaw's service on a started OpenClaw host and wait until its gateway is ready
+    (what an operator did once on the real host before fleet deploys to it); its pid."""
+    host = harness.hosts[name]
+    result = harness.ssh(name, setup_script(host.state_dir), timeout=300)
+    if not result.ok:
+        raise ImageError(f"{name}: setting up OpenClaw failed ({result.code}):\n"
+                         f"{(result.stdout + result.stderr)[-3000:]}")
+    return wait_ready(harness, name)

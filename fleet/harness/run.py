@@ -73,6 +73,12 @@ class Harness:
              "state_dir": h.state_dir, "manager": h.spec.manager}
             for h in self.hosts.values()
         ]
+        for row, h in zip(rows, self.hosts.values()):
+            if h.spec.openclaw:
+                from fleet.harness import openclawlayer  # noqa: PLC0415
+
+                row["options"] = openclawlayer.gateway_options()
+                row["timeouts"] = dict(openclawlayer.TIMEOUTS)
         data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
         inventory.write_atomic(self.inventory_path, inventory.render_inventory(data))
         state = {
@@ -166,6 +172,12 @@ class Harness:
         with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
             list(pool.map(lambda h: hosts.check_login(h, self.key.path, self.known_hosts_path),
                           started))
+        claws = [h.name for h in started if h.spec.openclaw]
+        if claws:  # OpenClaw's own service, installed once as on a real host
+            from fleet.harness import openclawlayer  # noqa: PLC0415
+
+            with ThreadPoolExecutor(max_workers=len(claws)) as pool:
+                list(pool.map(lambda n: openclawlayer.prepare_host(self, n), claws))
         return started
 
     def restart_host(self, host: hosts.Host, timeout: float = hosts.READY_TIMEOUT_S) -> None:
