@@ -2,9 +2,10 @@
 //
 // OpenClaw (Node) loads each plugin's index.js, which calls definePlugin() below. The continuity
 // logic stays in Python, written once: on the first hook (never in register(), which OpenClaw
-// also runs inside CLI processes) the bridge starts `python3 -m`-style worker
-// (fleet/gateway/worker.py) from the release this file belongs to, and forwards every hook and
-// command as one JSON line on the worker's stdin; the answer is one JSON line on its stdout.
+// also runs inside CLI processes) the bridge starts one python3 worker
+// (fleet/gateway/worker.py) from the release the plugin directory belongs to (see locate()), and
+// forwards every hook and command as one JSON line on the worker's stdin; the answer is one JSON
+// line on its stdout.
 //
 // Every call has a deadline and fails open: no injection, an error through api.logger, the agent
 // never blocked. A dead worker is restarted (at once the first time, then with backoff); a hung
@@ -12,13 +13,14 @@
 // a throw into the gateway. Lines are bounded both ways. Node built-ins only.
 
 import { spawn } from "node:child_process";
-import { realpathSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { existsSync, realpathSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const MAX_REQUEST_BYTES = 8 * 1024 * 1024; // one JSON line to the worker
 export const MAX_REPLY_BYTES = 4 * 1024 * 1024; // one JSON line from the worker
 const PING_TIMEOUT_MS = 2000;
+const START_TIMEOUT_MS = 30000; // spawn to the worker's ready line
 const STDERR_TAIL = 4000;
 const LOG_MSG_MAX = 4000;
 const MIN_PYTHON = [3, 9];
@@ -35,13 +37,17 @@ const BOOT = [
     + `sys.executable + ' is too old: the fleet worker needs Python >= ${MIN_PYTHON.join(".")}'}) + '\\n')`,
   "    sys.stdout.flush()",
   "    sys.exit(3)",
+  "import os",
+  "if not os.path.isfile(os.path.join(sys.argv[1], 'fleet', 'gateway', 'worker.py')):",
+  "    sys.stdout.write(json.dumps({'fatal': 'no fleet release at ' + sys.argv[1] + "
+    + "' (fleet/gateway/worker.py is missing beside the plugin)'}) + '\\n')",
+  "    sys.stdout.flush()",
+  "    sys.exit(3)",
   "sys.path.insert(0, sys.argv[1])",
   "from fleet.gateway.worker import main",
   "sys.exit(main(sys.argv[2:]))",
 ].join("\n");
 
-const HERE = dirname(realpathSync(fileURLToPath(import.meta.url))); // <release>/fleet/plugins
-export const RELEASE_ROOT = resolve(HERE, "..", ".."); // the directory holding the fleet package
 
 function registry() {
   if (!globalThis[REGISTRY]) globalThis[REGISTRY] = new Map();
@@ -67,6 +73,34 @@ function safeJson(value) {
   });
 }
 
+// The host's logger, made unable to throw into a stream handler or a hook.
+function safeLogger(logger) {
+  const base = logger && typeof logger === "object" ? logger : console;
+  const out = {};
+  for (const level of ["info", "warn", "error", "debug"]) {
+    out[level] = (msg) => {
+      try {
+        (typeof base[level] === "function" ? base[level] : base.info).call(base, msg);
+      } catch { /* a broken logger must not break the bridge */ }
+    };
+  }
+  return out;
+}
+
+// The newest messages of an event that fit in `budget` bytes (OpenClaw hands whole transcripts).
+function trimMessages(event, budget) {
+  const msgs = event.messages;
+  let used = 0;
+  let keep = 0;
+  for (let i = msgs.length - 1; i >= 0; i -= 1) {
+    const size = Buffer.byteLength(safeJson(msgs[i]) ?? "null", "utf8") + 1;
+    if (used + size > budget) break;
+    used += size;
+    keep += 1;
+  }
+  return { ...event, messages: keep ? msgs.slice(msgs.length - keep) : [] };
+}
+
 function envTimeout() {
   const n = Number(process.env.FLEET_BRIDGE_TIMEOUT_MS);
   return Number.isFinite(n) && n > 0 ? n : undefined;
@@ -74,7 +108,7 @@ function envTimeout() {
 
 /** One worker process: spawn, handshake, JSON-line calls, death. */
 class Worker {
-  constructor({ python, pluginId, pluginDir, logger, onExit }) {
+  constructor({ python, pluginId, pluginDir, releaseRoot, logger, onExit }) {
     this.pluginId = pluginId;
     this.logger = logger;
     this.pending = new Map();
@@ -88,10 +122,11 @@ class Worker {
     this.ready = new Promise((res, rej) => { settle = { res, rej }; });
     this.ready.catch(() => {}); // observed by callers; never an unhandled rejection
     this.settle = settle;
-    const args = ["-s", "-E", "-c", BOOT, RELEASE_ROOT, "--plugin-dir", pluginDir, "--plugin-id", pluginId];
+    const args = ["-s", "-E", "-c", BOOT, releaseRoot, "--plugin-dir", pluginDir,
+      "--plugin-id", pluginId];
     this.python = python;
     try {
-      this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, windowsHide: true });
+      this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env });
     } catch (err) {
       this.fail(`cannot start ${python}: ${err.message}`);
       return;
@@ -104,11 +139,12 @@ class Worker {
         : `cannot start ${python}: ${err.message}`;
       this.fail(why);
     });
-    child.on("exit", (code, signal) => {
+    // "close", not "exit": it comes after stdout is drained, so a fatal line is read first.
+    child.on("close", (code, signal) => {
       const tail = this.stderr.trim() ? `; stderr: ${clip(this.stderr.trim(), 1000)}` : "";
       this.fail(`worker (pid ${child.pid}) exited (${signal || `code ${code}`})${tail}`);
     });
-    child.stdin.on("error", () => {}); // EPIPE when it died: reported by "exit"
+    child.stdin.on("error", () => {}); // EPIPE when it died: reported by "close"
     child.stdout.setEncoding("utf8");
     child.stdout.on("data", (chunk) => this.onData(chunk));
     child.stderr.setEncoding("utf8");
@@ -119,12 +155,17 @@ class Worker {
     // hold Node's event loop; a pending call's own timer does, until it is answered or expires.
     child.unref();
     for (const s of [child.stdin, child.stdout, child.stderr]) s?.unref?.();
+    this.startTimer = setTimeout(() => this.fail(`worker (pid ${child.pid}) did not start within `
+      + `${START_TIMEOUT_MS} ms${this.stderr.trim() ? `; stderr: ${clip(this.stderr.trim(), 1000)}` : ""}`),
+    START_TIMEOUT_MS);
+    this.startTimer.unref?.();
   }
 
   fail(why) {
     if (this.dead) return;
     this.dead = true;
     this.why = why;
+    clearTimeout(this.startTimer);
     this.settle.rej(new Error(why));
     for (const [, p] of this.pending) {
       clearTimeout(p.timer);
@@ -158,7 +199,14 @@ class Worker {
     }
     if (!msg || typeof msg !== "object") return;
     if (msg.fatal) { this.fail(String(msg.fatal)); return; }
-    if (msg.ready) { this.info = msg; this.settle.res(msg); return; }
+    if (msg.ready) {
+      clearTimeout(this.startTimer);
+      this.info = msg;
+      this.logger.info(`[bridge] worker started (pid ${msg.pid}, python ${msg.python}, `
+        + `${msg.plugin} ${msg.version})`);
+      this.settle.res(msg);
+      return;
+    }
     if (msg.ack !== undefined) {
       const p = this.pending.get(msg.ack);
       if (p) p.acked = true;
@@ -166,7 +214,7 @@ class Worker {
     }
     if (msg.log) {
       const level = ["info", "warn", "error", "debug"].includes(msg.log) ? msg.log : "info";
-      (this.logger[level] || this.logger.info).call(this.logger, clip(msg.msg ?? "", LOG_MSG_MAX));
+      this.logger[level](clip(msg.msg ?? "", LOG_MSG_MAX));
       return;
     }
     const p = this.pending.get(msg.id);
@@ -181,7 +229,13 @@ class Worker {
     return new Promise((resolveCall) => {
       if (this.dead) { resolveCall({ ok: false, error: this.why }); return; }
       const id = ++this.seq;
-      const line = safeJson({ ...body, id });
+      let line;
+      try {
+        line = safeJson({ ...body, id });
+      } catch (err) {
+        resolveCall({ ok: false, error: `request cannot be serialised: ${err.message}` });
+        return;
+      }
       if (Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
         resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent` });
         return;
@@ -191,7 +245,9 @@ class Worker {
         resolveCall({ ok: false, error: "timeout", timedOut: true });
       }, Math.max(1, deadline - Date.now()));
       this.pending.set(id, { resolve: resolveCall, timer, acked: false });
-      this.child.stdin.write(line + "\n");
+      try {
+        this.child.stdin.write(line + "\n");
+      } catch { /* a closed pipe: "close" fails the call as unread */ }
     });
   }
 
@@ -203,12 +259,12 @@ class Worker {
 
 /** Per plugin: which worker, when to restart it, and the calls' fail-open policy. */
 class Bridge {
-  constructor({ pluginId, pluginDir, api }) {
+  constructor({ pluginId, pluginDir, releaseRoot, api }) {
     this.pluginId = pluginId;
     this.pluginDir = pluginDir;
+    this.releaseRoot = releaseRoot;
     this.api = api;
-    this.logger = api.logger ?? console;
-    this.worker = null;
+    this.logger = safeLogger(api.logger);
     this.failures = 0;
     this.notBefore = 0;
     this.lastDiag = "";
@@ -260,6 +316,7 @@ class Bridge {
       python: this.python(),
       pluginId: this.pluginId,
       pluginDir: this.pluginDir,
+      releaseRoot: this.releaseRoot,
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
@@ -341,7 +398,27 @@ class Bridge {
   }
 
   async hook(name, event, ctx) {
-    const answer = await this.call({ op: "hook", hook: name, event, ctx, ...this.context() },
+    try {
+      return await this.forward(name, event, ctx);
+    } catch (err) { // nothing may escape into OpenClaw's hook runner
+      this.logger.error(`[bridge] ${name}: ${err?.stack || err}; continuing without it`);
+      return undefined;
+    }
+  }
+
+  async forward(name, event, ctx) {
+    let ev = event && typeof event === "object" ? event : {};
+    const base = { op: "hook", hook: name, ctx, ...this.context() };
+    if (Array.isArray(ev.messages)) {
+      const size = Buffer.byteLength(safeJson({ ...base, event: ev }), "utf8");
+      if (size > MAX_REQUEST_BYTES) {
+        const rest = size - Buffer.byteLength(safeJson(ev.messages), "utf8");
+        ev = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
+        this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
+          + `sending the newest ${ev.messages.length} of ${event.messages.length} messages`);
+      }
+    }
+    const answer = await this.call({ ...base, event: ev },
       name === "before_prompt_build" ? name : "other");
     if (!answer.ok) {
       this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
@@ -354,6 +431,15 @@ class Bridge {
   }
 
   async command(name, ctx) {
+    try {
+      return await this.runCommand(name, ctx);
+    } catch (err) {
+      this.logger.error(`[bridge] /${name}: ${err?.stack || err}`);
+      return { text: `MC error: ${clip(err?.message || err, 500)}` };
+    }
+  }
+
+  async runCommand(name, ctx) {
     const c = ctx && typeof ctx === "object" ? ctx : {};
     const answer = await this.call({
       op: "command",
@@ -372,19 +458,46 @@ class Bridge {
 }
 
 /**
+ * Where the plugin really lives: `<release>/fleet/plugins/<pkg>`, and its release root.
+ *
+ * OpenClaw does not run the entry where it lies: it copies the plugin's module graph into a
+ * capture directory under `<state>/tmp` and imports it there, so `import.meta.url` says nothing
+ * about the release. `api.rootDir` (else `api.source`) is the directory OpenClaw found the plugin
+ * in (`<state>/extensions/<id>` or a `plugins.load.paths` entry); its realpath is the release's.
+ */
+export function locate(api, entryUrl) {
+  const candidates = [];
+  if (typeof api?.rootDir === "string" && api.rootDir) candidates.push(api.rootDir);
+  if (typeof api?.source === "string" && api.source) candidates.push(dirname(api.source));
+  candidates.push(dirname(fileURLToPath(entryUrl)));
+  for (const dir of candidates) {
+    try {
+      const real = realpathSync(dir);
+      const root = resolve(real, "..", "..", "..");
+      if (existsSync(join(root, "fleet", "gateway", "worker.py"))) {
+        return { pluginDir: real, releaseRoot: root };
+      }
+    } catch { /* not there: try the next */ }
+  }
+  const real = candidates[0];
+  return { pluginDir: real, releaseRoot: resolve(real, "..", "..", "..") }; // the worker says why
+}
+
+/**
  * The OpenClaw plugin object for one fleet plugin directory.
  *
  * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
- * registers handlers: it starts nothing, opens nothing (OpenClaw runs it in CLI processes too).
+ * registers handlers and resolves paths: it starts nothing and writes nothing (OpenClaw also
+ * runs it inside CLI processes).
  */
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
-  const pluginDir = dirname(realpathSync(fileURLToPath(entryUrl)));
   return {
     id,
     name,
     description,
     register(api) {
-      const bridge = new Bridge({ pluginId: id, pluginDir, api });
+      const { pluginDir, releaseRoot } = locate(api, entryUrl);
+      const bridge = new Bridge({ pluginId: id, pluginDir, releaseRoot, api });
       for (const [hook, priority] of hooks) {
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
       }
@@ -400,4 +513,3 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
     },
   };
 }
-

@@ -2,9 +2,11 @@
 // calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
 // pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
 //
-// stdin: JSON {entry, pluginConfig?, config?, steps: [...]}. Steps:
+// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, steps: [...]}. capture: import a copy of
+// the entry's module graph from a temp dir, as OpenClaw 2026.9.6 does ("plugin captures"), while
+// api.rootDir/api.source still name the original directory. Steps:
 //   {"hook": name, "event": {}, "ctx": {}}        -> {"result"}  (as OpenClaw awaits a handler)
-//     "padMessages": n adds a user message of n bytes to event.messages (oversized events)
+//     "padMessages": n puts a user message of n bytes first in event.messages (oversized events)
 //   {"command": name, "args": "..."}               -> {"result"}  (the handler's {text})
 //   {"signal": "SIGKILL"|"SIGSTOP"|"SIGCONT"}      -> {"pids"}    (sent to the live workers)
 //   {"workers": true}                              -> {"pids"}    (this process's worker children)
@@ -12,7 +14,9 @@
 //   {"pluginConfig": {...}}                        (replaces api.pluginConfig)
 // stdout: {"registered": {...}} once, then one {"step": i, ...} line per step, then {"logs"}.
 
-import { readdirSync, readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const chunks = [];
@@ -37,19 +41,32 @@ function workers() {
   return out.sort((a, b) => a - b);
 }
 
-const mod = await import(pathToFileURL(spec.entry).href);
+let imported = spec.entry;
+let cap = null;
+if (spec.capture) {
+  cap = mkdtempSync(join(tmpdir(), "plugin-capture-"));
+  const real = realpathSync(dirname(spec.entry));
+  const pkg = join(cap, "pkgs", basename(real));
+  cpSync(real, pkg, { recursive: true });
+  cpSync(join(real, "..", "bridge.mjs"), join(cap, "pkgs", "bridge.mjs"));
+  imported = join(pkg, basename(spec.entry));
+}
+const mod = await import(pathToFileURL(imported).href);
 const plugin = mod.default;
 const api = {
   id: plugin.id,
   name: plugin.name,
   version: "2026.9.6",
   source: spec.entry,
-  rootDir: spec.entry.replace(/\/[^/]+$/, ""),
+  rootDir: dirname(spec.entry),
   registrationMode: "full",
   config: spec.config ?? {},
   pluginConfig: spec.pluginConfig ?? {},
   logger: Object.fromEntries(["info", "warn", "error", "debug"].map(
-    (level) => [level, (msg) => logs.push([level, String(msg)])])),
+    (level) => [level, (msg) => {
+      logs.push([level, String(msg)]);
+      if (spec.throwingLogger) throw new Error("logger broke");
+    }])),
   on(name, handler, opts) { hooks.set(name, { handler, priority: opts?.priority ?? 0 }); },
   registerCommand(cmd) { commands.set(cmd.name, cmd); },
 };
@@ -67,9 +84,9 @@ for (const [i, step] of (spec.steps ?? []).entries()) {
   const out = { step: i };
   if (step.hook) {
     const h = hooks.get(step.hook);
-    if (step.padMessages) {
-      step.event.messages = [...(step.event.messages ?? []),
-        { role: "user", content: "x".repeat(step.padMessages) }];
+    if (step.padMessages) { // an old, huge message before the step's own messages
+      step.event.messages = [{ role: "user", content: "x".repeat(step.padMessages) },
+        ...(step.event.messages ?? [])];
     }
     out.result = h ? (await h.handler(step.event ?? {}, step.ctx ?? {})) ?? null : "NO-HANDLER";
   } else if (step.command) {
@@ -93,3 +110,4 @@ for (const [i, step] of (spec.steps ?? []).entries()) {
   print(out);
 }
 print({ logs, workers: workers() });
+if (cap) rmSync(cap, { recursive: true, force: true });

@@ -92,3 +92,13 @@ def test_prompt_fields_are_stripped_for_plugins_without_prompt_injection():
     merged, _ = bus.run_modifying("before_prompt_build", {}, {})
     assert merged == {"prependSystemContext": "OK", "model": "m1"}
     assert bus.summary() == {"before_prompt_build": ["muted", "open"]}
+
+
+def test_a_hook_openclaw_does_not_have_is_ignored_with_a_warning(caplog):
+    """OpenClaw 2026.9.6 ignores `before_agent_start` ("unknown typed hook"); so does the bus."""
+    bus = HookBus()
+    bus.register("before_agent_start", lambda e, c: {"prependSystemContext": "LOST"}, 10, "old")
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "KEPT"}, 10, "new")
+    assert bus.summary() == {"before_prompt_build": ["new"]}
+    assert bus.run_modifying("before_agent_start", {}, {}) == ({}, [])
+    assert "unknown typed hook 'before_agent_start' ignored" in caplog.text

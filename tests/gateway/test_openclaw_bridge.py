@@ -45,8 +45,10 @@ def state(tmp_path: Path) -> Path:
 
 
 def run(node: str, state: Path, entry: Path, steps: List[Dict[str, Any]],
-        plugin_config: Dict[str, Any] = None, timeout: float = 120) -> Dict[str, Any]:
-    spec = {"entry": str(entry), "config": CONFIG, "steps": steps,
+        plugin_config: Dict[str, Any] = None, timeout: float = 120,
+        capture: bool = False, throwing_logger: bool = False) -> Dict[str, Any]:
+    spec = {"entry": str(entry), "config": CONFIG, "steps": steps, "capture": capture,
+            "throwingLogger": throwing_logger,
             "pluginConfig": {"python": sys.executable} if plugin_config is None else plugin_config}
     env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
     env.pop("FLEET_PYTHON", None)
@@ -119,6 +121,18 @@ def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(nod
     assert len(workers["pids"]) == 1  # one long-lived worker served all three calls
     assert out["errors"] == []
     assert gone(workers["pids"])  # it exits with the process that started it
+
+
+def test_entry_imported_from_a_capture_copy_still_runs_its_release(node, state, tmp_path):
+    """OpenClaw imports a copy of the entry's module graph (under <state>/tmp), so the bridge
+    finds the release through api.rootDir, through the extensions symlink, not its own path."""
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Captured"))
+    link = state / "extensions" / "memory-continuity"
+    link.parent.mkdir()
+    link.symlink_to(MC_ENTRY.parent)
+    out = run(node, state, link / "index.js", [prompt_build(state)], capture=True)
+    assert "Objective: Captured" in out["steps"][0]["result"]["prependSystemContext"]
+    assert out["errors"] == []
 
 
 def test_agent_end_and_subagent_ended_write_the_state_files(node, state):
@@ -209,12 +223,45 @@ def test_a_python_that_cannot_run_the_worker_is_named_with_its_output(node, stat
     assert any("exited (code 1)" in e and "python 2.7" in e for e in out["errors"]), out["errors"]
 
 
-def test_an_oversized_event_is_not_sent_and_fails_open(node, state):
-    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Big"))
-    huge = {"hook": "agent_end", "event": {"runId": "r", "success": True, "messages": []},
+def test_an_oversized_event_keeps_its_newest_messages(node, state):
+    """OpenClaw hands agent_end the whole transcript; past the 8 MiB line limit the bridge sends
+    the newest messages that fit, so a long session is still checkpointed."""
+    msgs = [{"role": "user", "content": "please write the quarterly report now"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Report written."}]}]
+    huge = {"hook": "agent_end", "event": {"runId": "r", "success": True, "messages": msgs},
             "ctx": agent_ctx(state), "padMessages": 9 * 1024 * 1024}
-    out = run(node, state, MC_ENTRY, [huge, prompt_build(state)])
-    big, after = out["steps"]
-    assert big["result"] is None
-    assert any("larger than" in e for e in out["errors"]), out["errors"]
-    assert "Objective: Big" in after["result"]["prependSystemContext"]
+    out = run(node, state, MC_ENTRY, [huge])
+    assert out["steps"][0]["result"] is None
+    warns = [m for level, m in out["logs"] if level == "warn"]
+    assert any("sending the newest 2 of 3 messages" in w for w in warns), out["logs"]
+    doc = StateDocument.parse((state / "workspace" / "memory" / "CURRENT_STATE.md").read_text())
+    assert "quarterly report" in doc.get("Objective")
+    assert out["errors"] == []
+
+
+def test_a_logger_that_throws_breaks_nothing(node, state, tmp_path):
+    (state / "workspace" / "memory" / "CURRENT_STATE.md").write_text(state_text("Robust"))
+    out = run(node, state, MC_ENTRY, [prompt_build(state)], throwing_logger=True)
+    assert "Objective: Robust" in out["steps"][0]["result"]["prependSystemContext"]
+    missing = run(node, state, MC_ENTRY, [prompt_build(state)],
+                  {"python": str(tmp_path / "none")}, throwing_logger=True)
+    assert missing["steps"][0]["result"] is None
+    assert any("not found" in e for e in missing["errors"])
+
+
+def test_a_too_old_python_is_a_clear_diagnostic(node, state, tmp_path):
+    """The boot code checks the version before importing anything of fleet (this fake python
+    runs it with sys.version_info of a 3.6)."""
+    fake = tmp_path / "python3.6"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "# called as: python -s -E -c BOOT ROOT args...\n"
+        "boot=\"$4\"; shift 4\n"
+        f"exec {sys.executable} -c 'import sys; sys.version_info = (3, 6, 9, \"final\", 0); "
+        "sys.version = \"3.6.9 (fake)\"; code = sys.argv.pop(1); exec(compile(code, \"b\", "
+        "\"exec\"))' \"$boot\" \"$@\"\n")
+    fake.chmod(0o755)
+    out = run(node, state, MC_ENTRY, [prompt_build(state)], {"python": str(fake)})
+    assert out["steps"][0]["result"] is None
+    assert any("python 3.6.9 at" in e and "is too old: the fleet worker needs Python >= 3.9" in e
+               for e in out["errors"]), out["errors"]
