@@ -28,7 +28,42 @@ def docker_problem() -> str | None:
     return None
 
 
+def openclaw_problem() -> str | None:
+    """Why real OpenClaw cannot run here, or None when it can."""
+    from fleet.openclaw import toolchain  # noqa: PLC0415
+
+    if toolchain.find() is None:
+        return (f"the OpenClaw toolchain is not installed in {toolchain.install_dir()} "
+                "(run `invoke openclaw.install`)")
+    return None
+
+
+def _require_or_skip(config, items, marker: str, problem_of, env: str) -> None:
+    marked = [item for item in items if item.get_closest_marker(marker)]
+    if not marked:
+        return
+    problem = problem_of()
+    if problem is None:
+        return
+    if os.environ.get(env):
+        for item in marked:
+            item.add_marker(pytest.mark.usefixtures(f"_{marker}_required"))
+        setattr(config, f"_fleet_{marker}_problem", problem)
+        return
+    skip = pytest.mark.skip(reason=f"{problem} (set {env}=1 to make this an error)")
+    for item in marked:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def _openclaw_required(request):
+    problem = getattr(request.config, "_fleet_openclaw_problem", None)
+    if problem:
+        pytest.fail(f"FLEET_REQUIRE_OPENCLAW is set but OpenClaw is unusable: {problem}")
+
+
 def pytest_collection_modifyitems(config, items):
+    _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
     docker_items = [item for item in items if item.get_closest_marker("docker")]
     if not docker_items:
         return

@@ -11,17 +11,20 @@ from invoke import task
     help={
         "k": "only tests matching this pytest -k expression",
         "docker": "only the Docker integration tests",
-        "unit": "skip the Docker integration tests",
+        "unit": "skip the Docker and real-OpenClaw tests",
+        "openclaw": "only the tests against real OpenClaw gateways",
         "args": "extra pytest arguments",
     }
 )
-def test(c, k="", docker=False, unit=False, args=""):
+def test(c, k="", docker=False, unit=False, openclaw=False, args=""):
     """Run the test suite (the README's test command)."""
     cmd = [sys.executable, "-m", "pytest"]
     if docker:
         cmd += ["-m", "docker"]
+    elif openclaw:
+        cmd += ["-m", "openclaw"]
     elif unit:
-        cmd += ["-m", "not docker"]
+        cmd += ["-m", "'not docker and not openclaw'"]
     if k:
         cmd += ["-k", repr(k)]
     if args:

@@ -4,8 +4,9 @@ What an activation does (`restart()`; the transaction calls it after switching `
 1. `openclaw.json` loads the release's plugin dirs and enables them (fleet/installer/
    openclawconfig.py); the candidate is checked by OpenClaw itself (`openclaw config validate`)
    before it replaces the file, so a config OpenClaw would refuse is never put in place.
-2. Activation, fastest first: a running gateway that already knows these plugins reloads them
-   (`plugins.reload` RPC); its answer names a plugin that throws at load at once. Otherwise the
+2. Activation, fastest first: when the file changed (a new release) and the running gateway
+   already knows these plugins, it reloads them (`plugins.reload` RPC); its answer names a
+   plugin that throws at load at once. Otherwise the
    gateway restarts: `openclaw gateway restart` where OpenClaw runs as the user's service
    (mode `service`), or, on hosts without a service (sandbox, harness), fleet's own supervised
    `openclaw gateway run` (mode `supervised`: pidfile, SIGTERM, SIGKILL after a deadline).
@@ -206,9 +207,11 @@ class OpenclawManager(Manager):
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         releases.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
         known = self.known_plugins() if self.http_ready() else None
-        self.configure(release)
+        changed = self.configure(release)
         ids = list(self.plugin_dirs(release))
-        if known is not None and all(i in known for i in ids):
+        # A reload applies a new release's plugin dirs; the same release again (`invoke
+        # restart`, a forced deploy) gets a real restart.
+        if changed and known is not None and all(i in known for i in ids):
             try:
                 self.call("plugins.reload", {"plugins": [{"pluginId": i} for i in ids]},
                           timeout=max(timeout, 30.0))
@@ -356,7 +359,7 @@ class SupervisedGateway:
             with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
                 self.proc = subprocess.Popen(args, stdin=devnull, stdout=logf, stderr=logf,
                                              close_fds=True, start_new_session=True,
-                                             cwd=str(self.manager.state_dir), env=env)
+                                             cwd=env.get("HOME") or "/", env=env)
         except OSError as exc:
             raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
         record = {"pid": self.proc.pid, "started": _start_time(self.proc.pid), "argv": args}

@@ -1,0 +1,101 @@
+"""The openclaw manager's pieces that need no real OpenClaw: readiness from a `plugins.list`
+answer, and the supervised gateway's stop protocol (SIGTERM, then SIGKILL after the grace)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from fleet.installer.manager import make_manager, readiness_problem
+from fleet.installer.openclawgw import health_from_listing
+
+OURS = ["memory-continuity", "mc"]
+
+
+def _entry(pid, version, state="active", error=None, enabled=True):
+    runtime = {"state": state}
+    if error:
+        runtime["error"] = error
+    return {"id": pid, "version": version, "enabled": enabled, "origin": "config",
+            "runtime": runtime}
+
+
+def test_ready_when_every_plugin_is_active_at_the_version():
+    listing = {"plugins": [_entry("memory-continuity", "5.0.1"), _entry("mc", "2.1.0"),
+                           _entry("other", "1.0", state="unloaded", error="not ours")],
+               "diagnostics": [{"level": "warn", "message": "catalog fallback: offline"}]}
+    health = health_from_listing(listing, OURS, "2026.9.6", 42)
+    assert health["versions"] == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+    assert readiness_problem(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"}) is None
+    assert "memory-continuity is 5.0.1 (want 5.0.2)" in readiness_problem(
+        health, {"memory-continuity": "5.0.2"})
+
+
+def test_a_load_error_or_a_diagnostic_naming_a_plugin_is_a_plugin_failure():
+    broken = {"plugins": [_entry("memory-continuity", "5.0.2", state="unloaded",
+                                 error="Error: boom"), _entry("mc", "2.1.0")]}
+    problem = readiness_problem(health_from_listing(broken, OURS, None, None), {})
+    assert problem.startswith("plugin memory-continuity failed to load: Error: boom")
+    named = {"plugins": [_entry("memory-continuity", "5.0.1"), _entry("mc", "2.1.0")],
+             "diagnostics": [{"pluginId": "mc", "message": "manifest invalid"}]}
+    assert readiness_problem(health_from_listing(named, OURS, None, None), {}).startswith(
+        "plugin mc failed to load: manifest invalid")
+
+
+def test_a_plugin_still_loading_or_not_yet_discovered_is_waited_for():
+    listing = {"plugins": [_entry("memory-continuity", "5.0.1", state="loading")]}
+    health = health_from_listing(listing, OURS, None, None)
+    problem = readiness_problem(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"})
+    assert not problem.startswith("plugin ") and "missing" in problem
+
+
+FAKE_GATEWAY = """
+import os, signal, sys, time
+assert sys.argv[1:3] == ["gateway", "run"], sys.argv
+if os.environ["FAKE_BEHAVIOUR"] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("gateway up", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _supervised(tmp_path, behaviour):
+    script = tmp_path / "fake-openclaw.py"
+    script.write_text(FAKE_GATEWAY)
+    opts = {"mode": "supervised", "node": sys.executable, "openclaw": str(script),
+            "port": "1", "stop_grace": "1", "env.FAKE_BEHAVIOUR": behaviour}
+    return make_manager("openclaw", tmp_path / "state", opts)
+
+
+def test_supervised_gateway_is_stopped_by_sigterm(tmp_path):
+    manager = _supervised(tmp_path, "polite")
+    pid = manager.process.start()
+    record = json.loads(manager.process.pidfile.read_text())
+    assert record["pid"] == pid and manager.process.pid() == pid
+    assert manager.process.stop(5.0) == "terminated"
+    assert manager.process.pid() is None and not manager.process.pidfile.exists()
+    assert manager.process.stop(5.0) is None  # nothing left to stop
+
+
+def test_supervised_gateway_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
+    manager = _supervised(tmp_path, "stubborn")
+    pid = manager.process.start()
+    time.sleep(0.5)  # let it install its SIGTERM handler
+    t0 = time.monotonic()
+    assert manager.process.stop(1.0) == "killed"
+    assert time.monotonic() - t0 < 15
+    assert manager.process.proc.poll() is not None
+    assert not os.path.exists(f"/proc/{pid}") or manager.process.pid() is None
+
+
+def test_a_reused_pid_is_not_taken_for_the_gateway(tmp_path):
+    manager = _supervised(tmp_path, "polite")
+    manager.process.pidfile.parent.mkdir(parents=True)
+    # our own pid, but recorded with another start time: a pid reused after a crash
+    manager.process.pidfile.write_text(json.dumps({"pid": os.getpid(), "started": "1"}))
+    if os.path.exists(f"/proc/{os.getpid()}/stat"):
+        assert manager.process.pid() is None
+        assert manager.process.stop(1.0) is None

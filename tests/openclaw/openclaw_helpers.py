@@ -1,0 +1,144 @@
+"""Two sandbox OpenClaw hosts in a temp dir, deployed through fleet.deploy.api like the tasks do.
+
+Each host is a real OpenClaw gateway (the pinned toolchain) with its own state dir, HOME, port,
+config and scripted model. Tests read what the gateway reports (`plugins.list` through its CLI),
+what the scripted model received (its request log) and the files the plugins wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from fleet.deploy import api
+from fleet.deploy.inventory import load
+from fleet.installer.openclawgw import OpenclawManager
+from fleet.openclaw import sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = ("oc-a", "oc-b")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_tree(dst: Path, bump: str | None = None, throw_at_load: bool = False) -> Path:
+    """The repo's sources; memory-continuity at version `bump`, or with an entry that throws
+    when OpenClaw loads it."""
+    shutil.copytree(REPO / "fleet", dst / "fleet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, dst / name)
+    plugin = dst / "fleet" / "plugins" / "memory_continuity"
+    if bump:
+        for name in ("openclaw.plugin.json", "package.json"):
+            data = json.loads((plugin / name).read_text())
+            data["version"] = bump
+            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    if throw_at_load:
+        entry = plugin / "index.js"
+        entry.write_text('throw new Error("broken release: the entry throws at load");\n'
+                         + entry.read_text())
+    return dst
+
+
+def build(root: Path, out: Path) -> api.ArtifactRef:
+    return api.build_artifact(root, out)
+
+
+class OpenclawFleet:
+    """The two hosts, their inventory, and what a test needs to look at them."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        lines = ["hosts:"]
+        for name in HOSTS:
+            lines += [f"  {name}:", "    connection: local", f"    state_dir: {name}",
+                      "    timeouts: {ready: 900, command: 2400}",
+                      "    gateway: {manager: openclaw, options: {sandbox: 'true', "
+                      f"port: '{free_port()}', model_port: '{free_port()}'}}}}"]
+        lines += ["groups:", f"  both: {{hosts: [{', '.join(HOSTS)}]}}"]
+        (root / "inventory.yaml").write_text("\n".join(lines) + "\n")
+        self.inventory = load(root / "inventory.yaml")
+        self.hosts = {h.name: h for h in sandbox.resolve(self.inventory.select("both"))}
+        sandbox.prepare(list(self.hosts.values()))
+        self.events: list = []
+
+    def deploy(self, artifact, **kw) -> dict:
+        results = api.deploy(list(self.hosts.values()), artifact,
+                             lambda *e: self.events.append(e), **kw)
+        return {r.host: r for r in results}
+
+    def status(self) -> dict:
+        results = api.status(list(self.hosts.values()), lambda *e: None)
+        return {r.host: r for r in results}
+
+    def state(self, name: str) -> Path:
+        return Path(self.hosts[name].state_dir)
+
+    def manager(self, name: str) -> OpenclawManager:
+        return OpenclawManager(self.state(name), dict(self.hosts[name].manager_options))
+
+    def inventory_of(self, name: str) -> dict:
+        """The running gateway's own plugin inventory: {id: entry} of `plugins.list`."""
+        listing = self.manager(name).call("plugins.list", timeout=120)
+        return {p["id"]: p for p in listing["plugins"]}
+
+    def gateway_pid(self, name: str) -> int | None:
+        return self.manager(name).process.pid()
+
+    def requests(self, name: str) -> list[dict]:
+        path = sandbox.model_files(self.hosts[name])["log"]
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def agent(self, name: str, message: str, timeout: float = 600) -> None:
+        proc = self.manager(name).cli("agent", "--agent", "main", "--message", message, "--json",
+                                      "--timeout", str(int(timeout)), timeout=timeout + 60)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+    def chat(self, name: str, message: str) -> None:
+        self.manager(name).call("chat.send", {"sessionKey": "agent:main:main", "message": message,
+                                              "idempotencyKey": uuid.uuid4().hex}, timeout=300)
+
+    def history_text(self, name: str, limit: int = 10) -> str:
+        answer = self.manager(name).call("chat.history", {"sessionKey": "agent:main:main",
+                                                          "limit": limit}, timeout=120)
+        return json.dumps(answer, ensure_ascii=False)
+
+    def down(self) -> None:
+        sandbox.down(list(self.hosts.values()))
+
+
+def texts(request: dict) -> str:
+    """Every message text of one logged model request."""
+    out = []
+    for message in request["body"].get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+    return "\n".join(out)
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 300,
+             every: float = 2.0):
+    """`check()`'s first truthy value; an assertion error naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)

@@ -1,0 +1,141 @@
+"""Deploying to real OpenClaw gateways, and the continuity plugins in real agent turns.
+
+Two sandbox OpenClaw hosts (the most this machine runs at once), shared by the whole module:
+the tests run in file order, each starting from where the previous one left the hosts.
+Assertions read the gateway's own inventory (`plugins.list`), the scripted model's request log
+and the files the plugins write, never the gateway's log.
+"""
+
+from __future__ import annotations
+
+import pytest
+from openclaw_helpers import OpenclawFleet, build, make_tree, texts, wait_for
+
+pytestmark = [pytest.mark.openclaw, pytest.mark.slow, pytest.mark.timeout(3600)]
+
+OBJECTIVE = "Migrate the billing service to Postgres 16 this week"
+CHILD_RESULT = "Replication lag on db-2 is 3 seconds, safe to switch"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ocfleet")
+    ocf = OpenclawFleet(root)
+    yield ocf
+    ocf.down()
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    base = tmp_path_factory.mktemp("octrees")
+    out = base / "dist"
+    return {"v1": build(make_tree(base / "v1"), out),
+            "v2": build(make_tree(base / "v2", bump="5.0.1"), out),
+            "broken": build(make_tree(base / "v3", bump="5.0.2", throw_at_load=True), out)}
+
+
+def _loaded(fleet, name):
+    """{plugin id: version} of the fleet plugins the gateway reports active."""
+    inv = fleet.inventory_of(name)
+    return {pid: inv[pid]["version"] for pid in ("memory-continuity", "mc")
+            if pid in inv and (inv[pid].get("runtime") or {}).get("state") == "active"}
+
+
+def test_deploy_to_both_hosts_loads_the_plugins_at_the_release_versions(fleet, releases):
+    art = releases["v1"]
+    results = fleet.deploy(art)
+    assert {h: r.result for h, r in results.items()} == {"oc-a": "installed", "oc-b": "installed"}
+    want = {k: v for k, v in art.components.items() if k in ("memory-continuity", "mc")}
+    for name in results:
+        assert _loaded(fleet, name) == want
+    status = fleet.status()
+    for res in status.values():
+        gw = res.data["gateway"]
+        assert res.data["ready"] is True and gw["openclaw"] == "2026.9.6"
+        assert {k: v["version"] for k, v in gw["plugins"].items()} == want
+
+
+def test_a_redeploy_changes_nothing_and_restarts_nothing(fleet, releases):
+    pids = {name: fleet.gateway_pid(name) for name in fleet.hosts}
+    results = fleet.deploy(releases["v1"])
+    assert {r.result for r in results.values()} == {"unchanged"}
+    assert not any(r.data.get("restarted") for r in results.values())
+    assert {name: fleet.gateway_pid(name) for name in fleet.hosts} == pids
+
+
+def test_recovery_context_reaches_the_parents_model_request(fleet):
+    fleet.agent("oc-a", f"{OBJECTIVE} [[reply: Plan: dump, restore, switch DNS.]]")
+    state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
+    wait_for("the parent's CURRENT_STATE.md", lambda: state.exists() and OBJECTIVE in
+             state.read_text())
+    before = len(fleet.requests("oc-a"))
+    fleet.agent("oc-a", "What is next? [[reply: Next: restore on db-2.]]")
+    later = fleet.requests("oc-a")[before:]
+    assert later and any(OBJECTIVE in texts(r) for r in later)
+
+
+def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fleet):
+    before = len(fleet.requests("oc-a"))
+    # PARENT-MARKER is in the parent's message (so in its state), not in the child's task
+    fleet.agent("oc-a", "PARENT-MARKER-7f3: check the replication lag on db-2 "
+                        f"[[spawn: Check the replication lag on db-2 | reply: {CHILD_RESULT} | "
+                        "label: lag]] [[reply: Asked a subagent.]]")
+
+    def child_request():
+        return [r for r in fleet.requests("oc-a")[before:]
+                if "[Subagent Task]" in texts(r) and r["reply"] == CHILD_RESULT]
+
+    child = texts(wait_for("the child's model request", child_request)[0])
+    seed = child.split("=== PARENT AGENT CONTEXT ===", 1)[1].split("=== END PARENT CONTEXT", 1)[0]
+    assert "PARENT-MARKER-7f3" in seed
+    assert "PARENT-MARKER-7f3" not in child.split("[Subagent Task]", 1)[1]
+    # The parent's turn on the child's completion event ends with its own checkpoint: wait for
+    # that, then the recovered result must be in the parent's Unsurfaced Results exactly once.
+    announce = wait_for("the parent's turn on the child's completion", lambda: [
+        r for r in fleet.requests("oc-a")[before:]
+        if "A background task completed" in texts(r) and "[Subagent Task]" not in texts(r)])[0]
+    state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
+
+    def unsurfaced():
+        if state.stat().st_mtime <= announce["t"]:
+            return None
+        return state.read_text().split("## Unsurfaced Results", 1)[1]
+
+    section = wait_for("the child's result in the parent's Unsurfaced Results",
+                       lambda: CHILD_RESULT in (unsurfaced() or "") and unsurfaced())
+    assert section.count(CHILD_RESULT) == 1
+
+
+def test_mc_subagents_answers_through_chat_send(fleet):
+    fleet.chat("oc-a", "/mc subagents")
+    wait_for("the /mc subagents answer",
+             lambda: "Subagent State Overview" in fleet.history_text("oc-a"))
+
+
+def test_compact_writes_the_compaction_snapshot(fleet):
+    memory = fleet.state("oc-a") / "workspace" / "memory"
+    snapshot = memory / "COMPACTION_SNAPSHOT.md"
+    assert not snapshot.exists()
+    objective = (memory / "CURRENT_STATE.md").read_text().split("## Objective\n", 1)[1]
+    objective = objective.split("\n", 1)[0].strip()
+    fleet.chat("oc-a", "/compact")
+    text = wait_for("COMPACTION_SNAPSHOT.md", lambda: snapshot.exists() and snapshot.read_text())
+    assert "=== CONTINUITY RECOVERY ===" in text and f"Objective: {objective}" in text
+
+
+def test_an_upgrade_reaches_the_new_version_on_both_hosts(fleet, releases):
+    results = fleet.deploy(releases["v2"])
+    assert {r.result for r in results.values()} == {"installed"}, \
+        {h: r.data.get("reason") for h, r in results.items()}
+    for name in fleet.hosts:
+        assert _loaded(fleet, name)["memory-continuity"] == "5.0.1"
+
+
+def test_a_plugin_that_throws_at_load_is_rolled_back_on_both_hosts(fleet, releases):
+    results = fleet.deploy(releases["broken"])
+    for res in results.values():
+        assert res.result == "rolled_back", res.data.get("reason")
+        assert "broken release: the entry throws at load" in res.data["reason"]
+        assert res.data["to"]["components"]["memory-continuity"] == "5.0.1"
+    for name in fleet.hosts:  # the old version answers
+        assert _loaded(fleet, name) == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
