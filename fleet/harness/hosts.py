@@ -170,7 +170,8 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
             ports={"22/tcp": ("127.0.0.1", port)},
             environment={"FLEET_AUTHORIZED_KEY": public_key, "container": "docker"},
             tmpfs=tmpfs,
-            mem_limit="1536m" if spec.openclaw else "512m",  # a gateway holds ~900 MB
+            # A gateway holds ~0.9 GB; with 1.5 GB two concurrent agent turns got it OOM-killed.
+            mem_limit="3g" if spec.openclaw else "512m",
             pids_limit=512,
             **{"stop_signal": "SIGTERM", **extra},
         )

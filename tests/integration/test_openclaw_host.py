@@ -92,6 +92,19 @@ def parent_state(run) -> str:
     return run.ssh("claw", f"cat {STATE_MD} 2>/dev/null || true", timeout=60).stdout
 
 
+def unsurfaced(run) -> str:
+    """The parent's `## Unsurfaced Results` section, where recovered child results go. (The
+    parent's own turn on a child's completion is a real turn, so its Objective may quote that
+    completion message; the recovered result is counted here.)"""
+    return parent_state(run).partition("## Unsurfaced Results")[2]
+
+
+def completion_turns(run, since: int) -> int:
+    """How many of the parent's turns on a child's completion event the model has seen."""
+    return sum(1 for r in requests(run)[since:]
+               if "A background task completed" in texts(r) and "[Subagent Task]" not in texts(r))
+
+
 def test_openclaw_runs_as_the_login_user_and_gateway_restart_replaces_it(claw):
     run = claw
     version = run.ssh("claw", "openclaw --version")
@@ -133,8 +146,11 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(cl
     seed = child.split("=== PARENT AGENT CONTEXT ===", 1)[1].split("=== END PARENT CONTEXT", 1)[0]
     assert "PARENT-MARKER-c1a" in seed
     assert "PARENT-MARKER-c1a" not in child.split("[Subagent Task]", 1)[1]
-    wait_for("the child's result in the parent's state", lambda: result in parent_state(claw))
-    assert parent_state(claw).count(result) == 1
+    wait_for("the parent's turn on the child's completion",
+             lambda: completion_turns(claw, before) >= 1)
+    wait_for("the child's result in the parent's Unsurfaced Results",
+             lambda: result in unsurfaced(claw))
+    assert unsurfaced(claw).count(result) == 1
 
 
 def test_two_children_ending_together_lose_nothing(claw):
@@ -150,16 +166,19 @@ def test_two_children_ending_together_lose_nothing(claw):
         except BaseException as exc:  # reported below
             errors.append(exc)
 
+    before = len(requests(claw))
     threads = [threading.Thread(target=turn, args=(i,)) for i in (1, 2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=900)
     assert not errors, errors
+    wait_for("the parent's turns on both completions", lambda: completion_turns(claw, before) >= 2)
     for text in results:
-        wait_for(f"{text!r} in the parent's state", lambda t=text: t in parent_state(claw))
-    state = parent_state(claw)
-    assert [state.count(text) for text in results] == [1, 1]
+        wait_for(f"{text!r} in the parent's Unsurfaced Results",
+                 lambda t=text: t in unsurfaced(claw))
+    section = unsurfaced(claw)
+    assert [section.count(text) for text in results] == [1, 1], section
 
 
 def test_mc_subagents_answers(claw):
