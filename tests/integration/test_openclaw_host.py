@@ -72,9 +72,11 @@ def agent(run, message: str, timeout: int = 600) -> None:
 
 
 def requests(run) -> list[dict]:
-    """What the scripted model received (its JSON-lines log), read over SSH."""
+    """What the scripted model received (its JSON-lines log), read over SSH. The log is appended
+    to while we read: what follows the last newline is a line still being written, left out."""
     out = run.ssh("claw", f"cat {MODEL_LOG} 2>/dev/null || true", timeout=60)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    complete = out.stdout.split("\n")[:-1]
+    return [json.loads(line) for line in complete if line.strip()]
 
 
 def texts(request: dict) -> str:
