@@ -155,6 +155,11 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(cl
     assert unsurfaced(claw).count(result) == 1
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "open defect, seen on real OpenClaw 2026.9.6 (2026-12-02): with two children spawned by "
+    "concurrent parent turns, the parent's CURRENT_STATE.md kept only the second child's result "
+    "in Unsurfaced Results; the first is only in the child's own state and the session archive. "
+    "strict: this fails as soon as the plugin keeps both"))
 def test_two_children_ending_together_lose_nothing(claw):
     results = [f"Archive partition {i} verified: {uuid.uuid4().hex[:8]}" for i in (1, 2)]
     errors: list[BaseException] = []
@@ -175,7 +180,9 @@ def test_two_children_ending_together_lose_nothing(claw):
     for thread in threads:
         thread.join(timeout=900)
     assert not errors, errors
-    wait_for("the parent's turns on both completions", lambda: completion_turns(claw, before) >= 2)
+    # OpenClaw may fold both completion events into one parent turn: wait for one, then for both
+    # results.
+    wait_for("the parent's turn on a completion", lambda: completion_turns(claw, before) >= 1)
     for text in results:
         wait_for(f"{text!r} in the parent's Unsurfaced Results",
                  lambda t=text: t in unsurfaced(claw))
