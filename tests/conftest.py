@@ -18,7 +18,7 @@ def docker_problem() -> str | None:
     try:
         import docker  # noqa: PLC0415
     except ImportError:
-        return "the docker SDK is not installed (pip install -e '.[harness]')"
+        return "the docker SDK is not installed (pip install -e '.[dev]')"
     try:
         client = docker.from_env(timeout=10)
         client.ping()

@@ -1,4 +1,4 @@
-"""Benchmarks (`invoke bench`): fleet against the seed's manual loop and ansible-core, side by side.
+"""Benchmarks (`invoke bench`): fleet against the hand-made loop and ansible-core, side by side.
 
 Every benchmark runs its contenders in the same run, alternating, for several repetitions, and
 reports median and min-max per contender plus the ratios (fleet.bench.stats, fleet.bench.report).

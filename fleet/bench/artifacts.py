@@ -52,7 +52,7 @@ def variant(base: ArtifactRef, nonce: str, out_dir: Path) -> ArtifactRef:
 
 
 def plugin_files(artifact: ArtifactRef, out_dir: Path) -> dict[str, list[Path]]:
-    """The plugin files as the seed's manual loop copies them: plugin id -> files (flat dir)."""
+    """The plugin files as the hand-made loop copies them: plugin id -> files (flat dir)."""
     out: dict[str, list[Path]] = {}
     with zipfile.ZipFile(artifact.path) as zf:
         names = zf.namelist()

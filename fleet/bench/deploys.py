@@ -178,9 +178,9 @@ def noop(fleet: fixture.Fleet, variants: Variants, reps: int, log=print) -> Sect
 
 def manual(fleet: fixture.Fleet, variants: Variants, reps: int, workdir: Path,
            log=print) -> Section:
-    """(2) The seed's sequential scp/ssh loop vs fleet on the same hosts."""
+    """(2) The hand-made sequential scp/ssh loop vs fleet on the same hosts."""
     n = len(fleet.hosts)
-    sec = Section("manual", f"2. seed's manual loop (sequential scp + ssh restart + ssh grep) vs "
+    sec = Section("manual", f"2. hand-made loop (sequential scp + ssh restart + ssh grep) vs "
                             f"fleet, {n} hosts")
     loop = ManualLoop(fleet.key_path, fleet.known_hosts)
     base = variants.base

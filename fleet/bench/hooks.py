@@ -34,7 +34,7 @@ def _state(doc_path: Path, objective: str, unsurfaced: str = "None") -> None:
     doc = StateDocument.new("2026-03-31T07:51:52.123Z")
     doc.set("Objective", objective)
     doc.set("Current Step", "Benchmarking the continuity hooks")
-    doc.set("Key Decisions", "- keep the anchor's formats\n- fix its flaws")
+    doc.set("Key Decisions", "- keep the original formats\n- fix their flaws")
     doc.set("Unsurfaced Results", unsurfaced)
     doc_path.parent.mkdir(parents=True, exist_ok=True)
     doc_path.write_text(doc.render(), encoding="utf-8")
@@ -124,9 +124,17 @@ def children_end(gateway, workspace: Path, count: int = CHILDREN) -> tuple[float
     global _ROUND
     _ROUND += 1
     cids = [f"r{_ROUND}c{i:03d}" for i in range(count)]
-    for cid in cids:
-        _state(memory / "subagents" / cid / "CURRENT_STATE.md", f"child task {cid}",
-               unsurfaced=f"result marker-{cid}-end\nsecond line")
+    for cid in cids:  # each child's run ends first (untimed): it records the result to merge
+        key = f"agent:main:subagent:{cid}"
+        said = [{"role": "user", "content": [{"type": "text", "text": f"child task {cid}"}]},
+                {"role": "assistant",
+                 "content": [{"type": "text", "text": f"result marker-{cid}-end\nsecond line"}]}]
+        failed = gateway.hooks.run_void(
+            "agent_end", {"messages": said, "success": True, "durationMs": 1},
+            {"runId": cid, "agentId": "main", "sessionKey": key, "sessionId": cid,
+             "workspaceDir": str(workspace), "trigger": "user"})
+        if failed:
+            raise RuntimeError(f"agent_end errors: {failed[:3]}")
     barrier = threading.Barrier(count + 1)
     errors: list[str] = []
 

@@ -1,10 +1,11 @@
-"""The seed's manual deploy loop (seed 000, task 6 steps 3-6) as a faithful script.
+"""The hand-made deploy loop fleet replaces (README, first paragraph) as a faithful script.
 
-Per host, one after another: `scp` the memory-continuity files, `scp` the mc files, `ssh` to
-restart the gateway; then `ssh` to each host to grep the version. The only change from the seed is
-the restart: the seed's `pkill -f ...; sleep 2; nohup ... &` kills its own ssh shell (deploy-anchors
-1d), so here the restart is the gateway's own `restart` (stop by pidfile, start, wait until ready),
-which is also what makes the comparison fair: both contenders end with a verified gateway.
+Per host, one after another: `scp` the memory-continuity files, `scp` the mc files, `ssh` to restart
+the gateway; then `ssh` to each host to grep the version. The only change from the hand-made loop is
+the restart: its `pkill -f ...; sleep 2; nohup ... &` over ssh kills its own ssh shell (`pkill -f`
+matches the shell's `-c` command line, see fleet/installer/manager.py), so here the restart is the
+gateway's own `restart` (stop by pidfile, start, wait until ready), which is also what makes the
+comparison fair: both contenders end with a verified gateway.
 
 Each host gets its own manual install beside fleet's (`~/.openclaw-manual`, plugins as plain
 directories, the gateway runtime pre-installed under `~/manual-runtime` as OpenClaw would be), so
@@ -61,7 +62,7 @@ class ManualLoop:
         self._check(["scp", "-q", *self._opts(), "-P", str(host.port), *map(str, files),
                      f"{host.user}@{host.host}:{remote_dir}/"], f"scp {host.name}")
 
-    # one-time: the host as the seed's hosts were before a deploy (gateway runtime installed)
+    # one-time: the host as a hand-managed host is before a deploy (gateway runtime installed)
     def setup(self, host: Host, artifact: Path, plugin_files: dict[str, list[Path]]) -> None:
         self.scp(host, [artifact], ".")
         config = shlex.quote(json.dumps(CONFIG))
@@ -80,13 +81,16 @@ class ManualLoop:
 
     def deploy(self, hosts: list[Host], plugin_files: dict[str, list[Path]],
                version: str) -> float:
-        """Steps 3-6 of the seed for every host; seconds. Raises if a host shows another version."""
+        """The loop (copy, copy, restart; then grep) for every host; seconds.
+
+        Raises if a host shows another version.
+        """
         t0 = time.perf_counter()
-        for host in hosts:  # steps 3-5: sequential, host after host
+        for host in hosts:  # copy and restart: sequential, host after host
             for pid, files in plugin_files.items():
                 self.scp(host, files, f"{STATE}/extensions/{pid}")
             self.ssh(host, self.restart_command())
-        for host in hosts:  # step 6: verify all servers
+        for host in hosts:  # then verify every host
             out = self.ssh(host, f"grep version ~/{STATE}/extensions/memory-continuity/"
                                  "package.json")
             if f'"{version}"' not in out:

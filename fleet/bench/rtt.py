@@ -1,4 +1,4 @@
-"""(8) Deploy time over a network with round-trip time: fleet vs the seed's manual loop.
+"""(8) Deploy time over a network with round-trip time: fleet vs the original manual loop.
 
 Three harness hosts (cloud, pi on bullseye, edge-1), each behind a fleet.harness.network link on
 127.0.0.1. For each RTT (0, 50, 100, 200 ms) both contenders deploy to all three hosts,

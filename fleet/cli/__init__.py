@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import bench, deploy, dev, harness, openclaw, release
+from fleet.cli import bench, deploy, dev, doctor, harness, logs, openclaw, release, sandbox
 
 
 def build_namespace() -> Collection:
     """Assemble the task tree; kept a function so tests can build a fresh one."""
     ns = Collection()
-    for module in (dev, release, deploy, bench):
+    for module in (dev, release, deploy, doctor, logs, bench):
         for task in getattr(module, "TASKS", ()):
             ns.add_task(task)
-    harness_ns = getattr(harness, "ns", None)
-    if harness_ns is not None:
-        ns.add_collection(harness_ns, "harness")
+    for name, module in (("harness", harness), ("sandbox", sandbox)):
+        sub = getattr(module, "ns", None)
+        if sub is not None:
+            ns.add_collection(sub, name)
     ns.add_collection(openclaw.ns, "openclaw")
     return ns
 

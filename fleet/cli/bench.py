@@ -1,4 +1,4 @@
-"""`invoke bench`: fleet against the seed's manual loop and ansible-core, side by side.
+"""`invoke bench`: fleet against the hand-made deploy loop and ansible-core, side by side.
 
 Thin: parse flags, call fleet.bench.run, print, optionally write JSON. Results and the story of
 where the time goes are in docs/benchmarks.md.
@@ -6,7 +6,9 @@ where the time goes are in docs/benchmarks.md.
 
 from __future__ import annotations
 
-from invoke import Exit, task
+from invoke import Exit
+
+from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt")
@@ -16,7 +18,7 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
             "hosts": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
             "reps": "repetitions per contender (default 3)",
             "json": "write every sample, summary, ratio and goal to this JSON file"})
-def bench(c, only="", hosts=8, reps=3, json=""):
+def bench(c, only="", hosts="8", reps="3", json=""):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
     from fleet.bench.run import parse_selection, run  # noqa: PLC0415
 
@@ -24,9 +26,7 @@ def bench(c, only="", hosts=8, reps=3, json=""):
         selected = parse_selection(only)
     except ValueError as exc:
         raise Exit(f"error: {exc}", code=2) from None
-    if int(hosts) < 1 or int(reps) < 1:
-        raise Exit("error: --hosts and --reps must be 1 or more", code=2)
-    report = run(selected, hosts=int(hosts), reps=int(reps))
+    report = run(selected, hosts=number(hosts, "--hosts"), reps=number(reps, "--reps"))
     if json:
         report.write_json(json)
         print(f"bench: wrote {json}")

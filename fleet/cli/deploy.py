@@ -1,45 +1,121 @@
 """Deploy tasks: `deploy`, `status`, `rollback`, `restart` (thin: parse flags, call fleet.deploy).
 
-Every task takes `--hosts` (hosts, groups or `all`; default `sandbox`) and `--inventory`
-(default ./inventory.yaml, else the embedded sandbox), prints live per-host lines on stderr, a
-table (or `--json`) on stdout, and exits non-zero unless every host succeeded.
+Every task takes `-H/--hosts` (hosts, groups or `all`, which never includes the sandbox; default
+`sandbox`) and `--inventory` (default `$FLEET_INVENTORY`, else ./inventory.yaml; none -> refuse).
+It prints the resolved hosts before it changes anything, live per-host lines on stderr, a table
+(or one `--json` document, errors included) on stdout, and exits 0 when every host succeeded, 1
+when some did not, 2 when it changed nothing because of a usage error or a refusal.
+A host outside the sandbox needs a yes on first use (`--yes`, or the prompt on a terminal), and a
+build from uncommitted sources goes there only with `--allow-dirty`.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
-import fleet
-from fleet.deploy import api, journal, report
-from fleet.deploy.inventory import InventoryError, default_inventory, load
+from fleet.cli.flags import USAGE_ERROR, number, task
+from fleet.deploy import api, consent, journal, report
+from fleet.deploy.inventory import Host, InventoryError, default_inventory, load
 from fleet.deploy.runner import RunOptions
 
-HOSTS_HELP = "hosts, groups or 'all', comma-separated (default: sandbox)"
-INV_HELP = "inventory file (default: ./inventory.yaml, else the embedded sandbox)"
+HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
+              "(default: sandbox)")
+INV_HELP = "inventory file (default: $FLEET_INVENTORY, else ./inventory.yaml)"
+JSON_HELP = "one JSON document on stdout, errors included (docs/operations.md); same exit codes"
+YES_HELP = "confirm hosts outside the sandbox that this inventory never changed before"
+BUDGET_HELP = ("failures tolerated (N or N%) before hosts not yet started are skipped; default: "
+               "with --batch 0 (a failed batch stops the rollout), without it unlimited")
+
+
+class Run:
+    """One task run: its start time, and `--json` for every way it ends (errors included)."""
+
+    def __init__(self, action: str, as_json: bool):
+        self.action = action
+        self.as_json = as_json
+        self.t0 = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[Run]:
+        """Usage errors become `Exit(..., 2)`; with --json also the error document on stdout."""
+        try:
+            yield self
+        except Exit as exc:
+            if self.as_json and exc.message:
+                report.print_json(report.json_document(
+                    self.action, [], False, self.elapsed, error=str(exc.message).strip(),
+                    exit_code=exc.code))
+            raise
+        except (InventoryError, ValueError) as exc:
+            message = f"error: {exc}"
+            if self.as_json:
+                report.print_json(report.json_document(self.action, [], False, self.elapsed,
+                                                       error=message, exit_code=USAGE_ERROR))
+            raise Exit(message, USAGE_ERROR) from None
+
+    def finish(self, title: str, results, extra: dict | None = None) -> None:
+        report.print_results(title, results, self.as_json, extra, self.elapsed)
+        if not all(r.ok for r in results):
+            raise Exit(code=1)
 
 
 def _select(hosts: str, inventory: str, prepare: bool = False):
-    """(inventory, selected hosts); bad files or names exit 2 with the loader's message.
+    """(inventory, selected hosts); a bad file or name raises InventoryError (exit 2).
 
     Sandbox OpenClaw hosts get their toolchain paths (and, with `prepare`, their dirs, first
     config and scripted model) here, so the rest of fleet sees ordinary openclaw hosts.
     """
-    from fleet.openclaw import sandbox  # noqa: PLC0415
+    from fleet.openclaw import sandbox as openclaw_sandbox  # noqa: PLC0415
 
+    inv = load(inventory) if inventory else default_inventory()
     try:
-        inv = load(inventory) if inventory else default_inventory()
-        selected = sandbox.resolve(inv.select(hosts or "sandbox"))
+        selected = openclaw_sandbox.resolve(inv.select(hosts))
         if prepare:
-            sandbox.prepare(selected)
-        return inv, selected
-    except InventoryError as exc:
-        raise Exit(f"error: {exc}", code=2) from None
-    except sandbox.SandboxError as exc:
-        raise Exit(f"error: {exc}", code=2) from None
+            openclaw_sandbox.prepare(selected)
+    except openclaw_sandbox.SandboxError as exc:
+        raise Exit(f"error: {exc}", code=USAGE_ERROR) from None
+    return inv, selected
+
+
+def _show_targets(action: str, hosts: list[Host]) -> None:
+    """Before anything changes: exactly which hosts, and where each one points."""
+    sandbox = sum(1 for h in hosts if h.sandbox)
+    where = f" ({sandbox} in the sandbox)" if sandbox else ""
+    print(f"{action} -> {len(hosts)} host(s){where}:", file=sys.stderr)
+    for host in hosts:
+        print(f"  {host.describe()}{'' if host.sandbox else '  [outside the sandbox]'}",
+              file=sys.stderr)
+
+
+def _confirm(inv, hosts: list[Host], yes: bool, as_json: bool) -> None:
+    """First use of hosts outside the sandbox: `--yes`, or a y on a terminal; else refuse."""
+    new = consent.unconfirmed(inv.path, hosts)
+    if not new:
+        return
+    names = ", ".join(h.name for h in new)
+    if not yes:
+        interactive = not as_json and sys.stdin.isatty() and sys.stderr.isatty()
+        answer = ""
+        if interactive:
+            print(f"First change of host(s) outside the sandbox: {names}. Continue? [y/N] ",
+                  end="", file=sys.stderr, flush=True)
+            answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            raise Exit(f"error: refusing: {names} {'is' if len(new) == 1 else 'are'} outside "
+                       f"the sandbox and not yet confirmed for {inv.path}; check the host "
+                       "list above, then pass --yes (asked once per host)", USAGE_ERROR)
+    consent.confirm(inv.path, new)
 
 
 def _record(inv, action: str, results, artifact: dict | None = None) -> None:
@@ -50,106 +126,147 @@ def _record(inv, action: str, results, artifact: dict | None = None) -> None:
         print(f"warning: could not append to the deploy log: {exc}", file=sys.stderr)
 
 
-def _options(parallel: int, batch: str = "", max_fail: str = "") -> RunOptions:
-    return RunOptions(parallel=int(parallel), batch=batch or None, max_fail=max_fail or None)
+def _options(parallel: str, batch: str = "", max_fail: str = "") -> RunOptions:
+    return RunOptions(parallel=number(parallel, "--parallel"), batch=batch or None,
+                      max_fail=max_fail or None)
 
 
-def _artifact(path: str) -> api.ArtifactRef:
+def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool) -> api.ArtifactRef:
+    """`--artifact`, or the current build (built now if needed). A dry run writes nothing: it
+    uses an existing current build, or builds into a temporary directory it removes."""
     if path:
         try:
             return api.load_artifact(path)
         except ValueError as exc:
-            raise Exit(f"error: --artifact {exc}", 2) from None
-    root = Path(fleet.__file__).resolve().parent.parent
-    out_dir = root / "dist" if os.access(root, os.W_OK) else Path.cwd() / ".fleet" / "dist"
-    from fleet.release.error import ReleaseError
+            raise Exit(f"error: --artifact {exc}", USAGE_ERROR) from None
+    from fleet.release.artifact import current_artifact, default_source  # noqa: PLC0415
+    from fleet.release.error import ReleaseError  # noqa: PLC0415
 
+    root, out_dir = default_source()
     try:
+        if dry_run:
+            existing = current_artifact(root, out_dir)
+            if existing is not None:
+                return api.ArtifactRef(Path(existing.path), existing.sha256,
+                                       str(existing.version), dict(existing.components), True)
+            out_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fleet-plan-")))
         return api.build_artifact(root, out_dir)
     except (ReleaseError, OSError, ValueError) as exc:  # e.g. version files disagree
-        raise Exit(f"error: cannot build the artifact from {root}: {exc}", 2) from None
+        raise Exit(f"error: cannot build the artifact from {root}: {exc}", USAGE_ERROR) from None
 
 
-def _finish(title: str, results, as_json: bool, extra: dict | None = None) -> None:
-    report.print_results(title, results, as_json, extra)
-    if not all(r.ok for r in results):
-        raise Exit(code=1)
+def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> None:
+    from fleet.release.artifact import is_dirty  # noqa: PLC0415
+
+    outside = [h.name for h in hosts if not h.sandbox]
+    if is_dirty(art.version) and outside and not allow_dirty:
+        raise Exit(f"error: refusing: {art.version} was built from uncommitted sources and "
+                   f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside the "
+                   "sandbox; commit the changes (or pass --allow-dirty)", USAGE_ERROR)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
             "parallel": "hosts at once (default 10)",
-            "batch": "rolling batches of N hosts or N% (stop when --max-fail is exceeded)",
-            "max_fail": "failures tolerated (N or N%) before hosts not yet started are skipped; "
-                        "default: unlimited, or 0 with --batch",
-            "dry_run": "connect, read status, print each host's plan; change nothing",
+            "batch": "rolling batches of N hosts or N%: a batch starts when the one before "
+                     "finished within the failure budget",
+            "max_fail": BUDGET_HELP,
+            "dry_run": "connect, read status, print each host's plan; change and write nothing",
             "force": "restart even where this release is already active and ready",
             "artifact": "deploy this .pyz instead of building one",
             "retry_failed": "only the selected hosts that did not succeed in the last deploy",
-            "json": "machine-readable result on stdout"})
-def deploy(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", dry_run=False,
-           force=False, artifact="", retry_failed=False, json_=False):
+            "yes": YES_HELP,
+            "allow_dirty": "deploy a build of uncommitted sources outside the sandbox",
+            "json": JSON_HELP})
+def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
+           force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
+           json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
-    inv, selected = _select(hosts, inventory, prepare=not dry_run)
-    if retry_failed:
-        failed = journal.last_failed(inv.path)
-        if failed is None:
-            raise Exit(f"error: no earlier deploy in {journal.log_path(inv.path)} to retry", 2)
-        selected = [h for h in selected if h.name in failed]
-        if not selected:
-            print("nothing to retry: the last deploy succeeded on every selected host")
-            return
-    art = _artifact(artifact)
-    title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
-    with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
-        try:
-            results = api.deploy(selected, art, live.update,
-                                 _options(parallel, batch, max_fail), force, dry_run)
-        except ValueError as exc:
-            raise Exit(f"error: {exc}", code=2) from None
-    art_doc = {"path": str(art.path), "sha256": art.sha256, "version": art.version,
-               "components": art.components, "reused": art.reused}
-    if not dry_run:
-        _record(inv, "deploy", results, art_doc)
-    _finish(title, results, json_, {"artifact": art_doc, "dry_run": dry_run})
+    run = Run("deploy", json_)
+    with run.guard(), contextlib.ExitStack() as stack:
+        options = _options(parallel, batch, max_fail)
+        inv, selected = _select(hosts, inventory, prepare=not dry_run)
+        if retry_failed:
+            failed = journal.last_failed(inv.path)
+            if failed is None:
+                raise Exit(f"error: no earlier deploy in {journal.log_path(inv.path)} to retry",
+                           USAGE_ERROR)
+            selected = [h for h in selected if h.name in failed]
+            if not selected:
+                if json_:
+                    report.print_json(report.json_document("deploy", [], True, run.elapsed))
+                else:
+                    print("nothing to retry: the last deploy succeeded on every selected host")
+                return
+        art = _artifact(artifact, stack, dry_run)
+        title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
+        _show_targets(title, selected)
+        if not dry_run:
+            _check_dirty(art, selected, allow_dirty)
+            _confirm(inv, selected, yes, json_)
+        with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
+            results = api.deploy(selected, art, live.update, options, force, dry_run)
+        art_doc = {"path": None if dry_run and not art.reused else str(art.path),
+                   "sha256": art.sha256, "version": art.version,
+                   "components": art.components, "reused": art.reused}
+        if not dry_run:
+            _record(inv, "deploy", results, art_doc)
+        run.finish(title, results, {"artifact": art_doc, "dry_run": dry_run})
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
-            "json": "machine-readable result on stdout"})
-def status(c, hosts="sandbox", inventory="", parallel=10, json_=False):
-    """What runs where: release, versions, gateway pid and uptime, lock, last change; drift."""
-    inv, selected = _select(hosts, inventory)
-    with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
-        results = api.status(selected, live.update, _options(parallel))
-    if json_:
-        report.print_results("status", results, True)
-    else:
-        report.stdout_console().print(report.status_table(results))
-    if not all(r.ok and (r.data or {}).get("ready") for r in results):
-        raise Exit(code=1)
+            "json": JSON_HELP})
+def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
+    """What runs where: release, versions, gateway pid and uptime, free disk, lock, last change."""
+    run = Run("status", json_)
+    with run.guard():
+        options = _options(parallel)
+        inv, selected = _select(hosts, inventory)
+        with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
+            results = api.status(selected, live.update, options)
+        healthy = all(r.ok and (r.data or {}).get("ready") for r in results)
+        if json_:
+            report.print_json(report.json_document("status", results, healthy, run.elapsed))
+        else:
+            console = report.stdout_console()
+            console.print(report.status_table(results, console.width))
+            console.print(report.status_summary(results, run.elapsed), highlight=False)
+        if not healthy:
+            raise Exit(code=1)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
             "to": "release to go back to (version, release dir or SHA prefix; default previous)",
-            "json": "machine-readable result on stdout"})
-def rollback(c, hosts="sandbox", inventory="", parallel=10, to="", json_=False):
+            "yes": YES_HELP, "json": JSON_HELP})
+def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
-    inv, selected = _select(hosts, inventory, prepare=True)
-    with report.LiveReport([h.name for h in selected], "rollback") as live:
-        results = api.rollback(selected, live.update, _options(parallel), to or None)
-    _record(inv, "rollback", results)
-    _finish("rollback", results, json_)
+    run = Run("rollback", json_)
+    with run.guard():
+        options = _options(parallel)
+        inv, selected = _select(hosts, inventory, prepare=True)
+        _show_targets("rollback", selected)
+        _confirm(inv, selected, yes, json_)
+        with report.LiveReport([h.name for h in selected], "rollback") as live:
+            results = api.rollback(selected, live.update, options, to or None)
+        _record(inv, "rollback", results)
+        run.finish("rollback", results)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
-            "batch": "rolling restart in batches of N or N%", "max_fail": "failure budget",
-            "json": "machine-readable result on stdout"})
-def restart(c, hosts="sandbox", inventory="", parallel=10, batch="", max_fail="", json_=False):
+            "batch": "rolling restart in batches of N or N%", "max_fail": BUDGET_HELP,
+            "yes": YES_HELP, "json": JSON_HELP})
+def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", yes=False,
+            json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
-    inv, selected = _select(hosts, inventory, prepare=True)
-    with report.LiveReport([h.name for h in selected], "restart") as live:
-        results = api.restart(selected, live.update, _options(parallel, batch, max_fail))
-    _record(inv, "restart", results)
-    _finish("restart", results, json_)
+    run = Run("restart", json_)
+    with run.guard():
+        options = _options(parallel, batch, max_fail)
+        inv, selected = _select(hosts, inventory, prepare=True)
+        _show_targets("restart", selected)
+        _confirm(inv, selected, yes, json_)
+        with report.LiveReport([h.name for h in selected], "restart") as live:
+            results = api.restart(selected, live.update, options)
+        _record(inv, "restart", results)
+        run.finish("restart", results)
 
 
 TASKS = [deploy, status, rollback, restart]

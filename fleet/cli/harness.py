@@ -1,9 +1,9 @@
 """Tasks for the Docker harness: `invoke harness.up|down|status`. Thin: parse flags, call, print.
 
 `harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
-harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml --hosts all` deploys to
-it with strict host keys. Its containers are labelled `keep`, so test sessions never sweep them;
-`harness.down` removes them.
+harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes` deploys
+to it with strict host keys (`--yes`: its hosts are outside the sandbox). Its containers are
+labelled `keep`, so test sessions never sweep them; `harness.down` removes them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
+
+from fleet.cli.flags import number, task
 
 DEFAULT_DIR = Path(".fleet") / "harness"
 
@@ -29,7 +31,7 @@ def _client():
             "dir": f"where to write the run's files (default {DEFAULT_DIR})",
             "openclaw": "include claw, the systemd host with OpenClaw (default yes; needs "
                         "`invoke openclaw.install`)"})
-def up(c, hosts=3, dir=None, openclaw=True):
+def up(c, hosts="3", dir=None, openclaw=True):
     """Build the host images if needed, start N SSH hosts, write inventory + known_hosts + key.
 
     cloud is Debian bookworm (user opc), pi Debian bullseye with Python 3.9 (administrator),
@@ -41,7 +43,8 @@ def up(c, hosts=3, dir=None, openclaw=True):
     from fleet.harness.run import Harness, start_harness  # noqa: PLC0415
 
     directory = Path(dir) if dir else DEFAULT_DIR
-    specs = fleet_specs(int(hosts)) if openclaw else default_specs(int(hosts))
+    count = number(hosts, "--hosts")
+    specs = fleet_specs(count) if openclaw else default_specs(count)
     client = _client()
     try:
         old = Harness.attach(client, directory)

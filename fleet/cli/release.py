@@ -5,8 +5,9 @@ from __future__ import annotations
 import json as jsonlib
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
+from fleet.cli.flags import task
 from fleet.release.error import ReleaseError
 
 
@@ -44,10 +45,14 @@ def verify(c, json=False):
 
 
 @task(
+    iterable=["component", "version"],
     help={
-        "component": "component to release (default: the main one, memory-continuity)",
-        "part": "bump major|minor|patch|pre (default patch)",
-        "version": "explicit new version (must be greater than the current one)",
+        "component": "component to release (default: the main one, memory-continuity); "
+                     "repeat to release several in one commit with one tag",
+        "part": "bump major|minor|patch|pre (default patch), for every component without "
+                "an explicit --version",
+        "version": "explicit new version (must be greater than the current one); with several "
+                   "components: <component>=<version>, repeatable",
         "dry_run": "print every change (diffs, commit, tag, push) and change nothing",
         "no_push": "commit and tag locally only",
         "resume": "finish a release that stopped midway (no second commit or tag)",
@@ -55,7 +60,7 @@ def verify(c, json=False):
 )
 def release(c, component=None, part=None, version=None, dry_run=False, no_push=False,
             resume=False):
-    """Bump a component's version in every file, changelog, commit, annotated tag, push."""
+    """Bump components' versions in every file, changelog, one commit, annotated tag, push."""
     from fleet.release.release import run_release  # noqa: PLC0415
 
     try:
@@ -67,18 +72,22 @@ def release(c, component=None, part=None, version=None, dry_run=False, no_push=F
 
 @task(
     help={
-        "out": "output directory (default dist/ in the project root)",
+        "out": "output directory (default dist/ of the checkout; installed: ~/.cache/fleet/dist)",
         "check": "only report whether the existing build is current (exit 1 if not)",
         "json": "print the result as JSON",
     }
 )
 def build(c, out=None, check=False, json=False):
     """Build the reproducible host artifact dist/fleet-<version>.pyz and print its SHA-256."""
-    from fleet.release.artifact import build_artifact, current_artifact  # noqa: PLC0415
+    from fleet.release.artifact import (  # noqa: PLC0415
+        build_artifact,
+        current_artifact,
+        default_source,
+    )
 
     try:
-        root = _root()
-        out_dir = Path(out) if out else root / "dist"
+        root, default_out = default_source()
+        out_dir = Path(out) if out else default_out
         artifact = current_artifact(root, out_dir) if check else build_artifact(root, out_dir)
     except ReleaseError as exc:
         raise Exit(f"build: {exc}", code=1) from exc

@@ -2,4 +2,8 @@
 
 `document` (CURRENT_STATE.md), `tokens` (budgets), `snapshot` and `history` (what is injected),
 `paths` (OpenClaw workspaces and session keys), `store` (locked, atomic writes), `schema` (config).
+
+"The original plugin" in comments here and in `fleet.plugins` is the JavaScript memory-continuity
+plugin (v5.0.1) whose formats this package keeps and whose flaws it fixes; docs/continuity.md
+describes both.
 """

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from fleet.continuity import store
+from fleet.continuity.paths import memory_dir
 
 ARCHIVE_DIR = "session_archive"
 COLD_DIR = "cold"
@@ -33,13 +34,13 @@ def local_now(now: Optional[datetime] = None) -> datetime:
 
 
 def archive_dir(workspace: Path) -> Path:
-    """`<workspace>/memory/session_archive`."""
-    return Path(workspace) / "memory" / ARCHIVE_DIR
+    """`<workspace>/memory/session_archive` (`paths.memory_dir`)."""
+    return memory_dir(workspace) / ARCHIVE_DIR
 
 
 def sort_key(name: str) -> Optional[Tuple[int, ...]]:
     """Chronological key of an archive file name, or None when it is not one of ours."""
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m:
         return None
     parts = [int(g) for g in m.groups()[:5]]
@@ -49,7 +50,7 @@ def sort_key(name: str) -> Optional[Tuple[int, ...]]:
 
 def archive_date(name: str) -> Optional[date]:
     """The calendar date in an archive name, None when absent or not a real date."""
-    m = NAME_RE.match(name)
+    m = NAME_RE.fullmatch(name)
     if not m:
         return None
     try:

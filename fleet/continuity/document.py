@@ -2,7 +2,8 @@
 
 Users and agents edit this file by hand, so the parser must never lose what it does not understand:
 an unmodified document renders back byte for byte (unknown sections, text outside sections, CRLF).
-Sections are read whole (the anchor read only their first line, which dropped data).
+Sections are read whole (the original plugin read only their first line, which
+dropped data).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SECTIONS = (
     "Unsurfaced Results",
 )
 
-# Anchor 1.4: values that mean "nothing here".
+# Values that mean "nothing here" (the original plugin's list).
 PLACEHOLDER_VALUES = frozenset(
     {
         "",
@@ -39,11 +40,13 @@ PLACEHOLDER_VALUES = frozenset(
 _HEADING_RE = re.compile(r"^##[ \t]+(.*?)[ \t]*\r?\n?$")
 _LAST_UPDATED_RE = re.compile(r"^>[ \t]*last updated:[ \t]*(.*?)[ \t]*\r?\n?$", re.IGNORECASE)
 # Everything Python or a Markdown viewer might treat as a line break inside a value.
+# Control characters other than tab and newline (NUL, ANSI escapes, C1): never written raw.
+_CONTROL_RE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _LINE_BREAKS_RE = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def iso_now() -> str:
-    """UTC now in JS `toISOString()` form (`2026-03-31T07:51:52.123Z`), the anchor's timestamp."""
+    """UTC now in JS `toISOString()` form (`2026-03-31T07:51:52.123Z`), as the JS plugin stamps."""
     return to_iso(datetime.now(timezone.utc))
 
 
@@ -54,7 +57,7 @@ def to_iso(moment: datetime) -> str:
 
 
 def template(now_iso: Optional[str] = None) -> str:
-    """The anchor's empty state file (anchor 1.2), one trailing newline."""
+    """The original plugin's empty state file, byte for byte, one trailing newline."""
     stamp = now_iso or iso_now()
     return (
         f"{TITLE}\n{LAST_UPDATED_PREFIX} {stamp}\n\n"
@@ -68,7 +71,10 @@ def template(now_iso: Optional[str] = None) -> str:
 
 
 def is_meaningful(value: Optional[str]) -> bool:
-    """False for empty and placeholder values (anchor 1.4); `- None`, `None.`, `TBD` are real."""
+    """False for empty and placeholder values (the original plugin's list).
+
+    `- None`, `None.` and `TBD` are real values.
+    """
     if value is None:
         return False
     return value.strip().lower() not in PLACEHOLDER_VALUES
@@ -78,9 +84,11 @@ def neutralize(text: str) -> str:
     """Make untrusted text safe as a section body: one `\\n` per line break, and no line that could
     be read as a heading (`#` at line start) or a `> Last updated:` line (prefixed with `\\`).
 
+    Control characters other than tab and newline (NUL, ESC of ANSI sequences, C1) become
+    U+FFFD, so a child cannot put terminal escapes or NULs into a parent's file.
     Idempotent: an escaped line starts with `\\`, so neutralising twice changes nothing.
     """
-    lines = _LINE_BREAKS_RE.sub("\n", text).split("\n")
+    lines = _CONTROL_RE.sub("\ufffd", _LINE_BREAKS_RE.sub("\n", text)).split("\n")
     out = []
     for line in lines:
         bare = line.lstrip()

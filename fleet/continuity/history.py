@@ -1,4 +1,5 @@
-"""Related history from daily summaries and session logs (anchor 1.8), same scoring and block.
+"""Related history from daily summaries and session logs, with the original plugin's
+scoring and block.
 
 Injected at agent start so a resumed task brings back what earlier sessions did on the same topic.
 """
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from .paths import memory_dir
 from .store import read_text
 
 BEGIN = "=== RELATED HISTORY ==="
@@ -84,7 +86,7 @@ def related_history(workspace: Path, objective: str, max_items: int = 3) -> Opti
     words = keywords(objective)
     if not words:
         return None
-    memory = Path(workspace) / "memory"
+    memory = memory_dir(workspace)
     items: List[Tuple[int, str, str]] = []
     for path in _newest(memory / "summaries" / "daily", DAILY_FILES):
         text = read_text(path)

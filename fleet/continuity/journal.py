@@ -1,22 +1,23 @@
 """The journal of agent runs: what `agent_end` records besides the checkpoint itself.
 
-Why: one entry point (`record_run`) keeps the anchor's order (session log + tag index, daily
-summary of yesterday, weekly summary on Mondays, archive decay) and its config switches in one
-place, and the message helpers here are shared with state extraction.
+Why: one entry point (`record_run`) keeps the original plugin's order (session log + tag index,
+daily summary of yesterday, weekly summary on Mondays, archive decay) and its config switches in
+one place, and the message helpers here are shared with state extraction.
 
-Deliberately absent: the anchor's ">500 files in memory/" cleanup, which deleted users' own notes.
-The journal never deletes a file it did not write.
+Deliberately absent: the original plugin's ">500 files in memory/" cleanup, which deleted users'
+own notes. The journal never deletes a file it did not write.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from fleet.continuity import archive, sessionlog, summary, tagindex
+from fleet.continuity import archive, paths, sessionlog, summary, tagindex
 from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
@@ -28,7 +29,7 @@ _FENCED_META = [
     re.compile("^" + label + r"[ \t]*\n```[^\n]*\n[\s\S]*?^```[ \t]*(?:\n|$)\n?", re.M)
     for label in _META_LABELS
 ]
-# The anchor's rule, for unfenced envelopes: from the label up to the first blank line.
+# The original plugin's rule, for unfenced envelopes: from the label up to the first blank line.
 _PLAIN_META = [re.compile("^" + label + r"[\s\S]*?\n\n", re.M) for label in _META_LABELS]
 
 
@@ -105,6 +106,47 @@ def _decay_days(config: Mapping[str, Any]) -> float:
     return value
 
 
+def adopt_legacy_child_journal(child: Path) -> List[Path]:
+    """Move a subagent's journal from `<child>/memory/` (where older releases put it, `memory/`
+    twice in the path) into `<child>/` itself (`paths.memory_dir`); the moved files' new paths.
+
+    Nothing is lost or overwritten: each file is hard-linked to its new name (which fails if the
+    name is taken) before the old name is removed, and a taken name gets a `.moved-N` suffix.
+    Emptied old directories are removed; anything that could not move stays where it was.
+    """
+    child = Path(child)
+    old = child / paths.MEMORY_DIR
+    if not paths.is_child_dir(child) or old.is_symlink() or not old.is_dir():
+        return []
+    moved: List[Path] = []
+    for here, dirs, files in os.walk(str(old), topdown=False):
+        rel = Path(here).relative_to(old)
+        for name in sorted(files):
+            src = Path(here) / name
+            target_dir = child / rel
+            target_dir.mkdir(parents=True, exist_ok=True)
+            target = target_dir / name
+            for n in range(1, 1000):
+                try:
+                    os.link(str(src), str(target), follow_symlinks=False)
+                except FileExistsError:
+                    target = target_dir / f"{Path(name).stem}.moved-{n}{Path(name).suffix}"
+                    continue
+                os.unlink(str(src))
+                moved.append(target)
+                break
+        for name in dirs:
+            try:
+                os.rmdir(str(Path(here) / name))
+            except OSError:
+                pass
+    try:
+        old.rmdir()
+    except OSError:
+        pass
+    return moved
+
+
 def record_run(
     workspace: Path, messages: List[Dict[str, Any]], config: Optional[Mapping[str, Any]],
     now: Optional[datetime] = None,
@@ -112,8 +154,8 @@ def record_run(
     """Journal one finished agent run in `<workspace>/memory/`.
 
     Session log entry and tag index (unless `sessionLogging` is false), yesterday's daily summary
-    (plus any day of the last week whose log has no summary yet: the anchor skipped a day when no
-    run happened the day after) and, on Mondays, last ISO week's summary (unless
+    (plus any day of the last week whose log has no summary yet: the original plugin skipped a
+    day when no run happened the day after) and, on Mondays, last ISO week's summary (unless
     `summaryEnabled` is false), then archive decay (`archiveDecayDays`, <= 0 disables).
     Nothing happens for an empty run.
     """
@@ -131,7 +173,8 @@ def record_run(
         record.topic = topic
         record.tags = tagindex.update(workspace, topic, local.date())
     if _enabled(config, "summaryEnabled"):
-        # Yesterday first (the anchor's rule), then any recent day a quiet day left unsummarised.
+        # Yesterday first (the original plugin's rule), then any recent day a quiet day left
+        # unsummarised.
         for back in range(1, DAILY_BACKFILL_DAYS + 1):
             written = summary.write_daily(workspace, local.date() - timedelta(days=back))
             if back == 1:

@@ -1,4 +1,7 @@
-"""Where things live, resolved as OpenClaw resolves them (anchor 6.4-6.5), and session keys.
+"""Where things live, resolved as OpenClaw resolves them, and session keys.
+
+OpenClaw's rules (state dir, config path, agent workspaces, `agent:<id>:...` session keys) are
+summarised in docs/continuity.md, "What the gateway and the plugin take from OpenClaw".
 
 Every agent id and child id that becomes part of a path is validated here first, so a hostile
 session key can never make the plugin read or write outside the state dir's workspaces.
@@ -6,16 +9,22 @@ session key can never make the plugin read or write outside the state dir's work
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
-STATE_FILE = Path("memory") / "CURRENT_STATE.md"
+from fleet.continuity import strictjson
+
+MEMORY_DIR = "memory"
+SUBAGENTS_DIR = "subagents"
+STATE_NAME = "CURRENT_STATE.md"
+STATE_FILE = Path(MEMORY_DIR) / STATE_NAME
+UNSURFACED_ARCHIVE = "unsurfaced_archive.md"
 DEFAULT_AGENT_ID = "main"
-_ID_RE = re.compile(r"^[a-z0-9_-]{1,128}$")
+# Always `fullmatch`: with `match`, "$" also accepts a trailing newline ("evil\n").
+_ID_RE = re.compile(r"[a-z0-9_-]{1,128}")
 
 
 class InvalidAgentId(ValueError):
@@ -72,11 +81,10 @@ def load_config(path: Path) -> dict:
             f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"
         ) from exc
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
+        data = strictjson.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
         raise ValueError(
-            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
-            "fix the syntax (OpenClaw reads the same file)"
+            f"{p}: invalid JSON: {exc}; fix the syntax (OpenClaw reads the same file)"
         ) from exc
     if not isinstance(data, dict):
         raise ValueError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")
@@ -88,7 +96,7 @@ def validate_agent_id(s: Any) -> str:
     if not isinstance(s, str):
         raise InvalidAgentId(f"agent id must be a string, got {type(s).__name__}")
     norm = s.strip().lower()
-    if not _ID_RE.match(norm):
+    if not _ID_RE.fullmatch(norm):
         raise InvalidAgentId(
             f"invalid agent id {s!r}: use 1-128 characters from a-z, 0-9, '_' and '-' "
             "(no '/', '..', ':' or control characters)"
@@ -157,7 +165,7 @@ def resolve_agent_workspace(
         if defaults_ws:
             return _expand(defaults_ws.strip(), e, state)
         profile = e.get("OPENCLAW_PROFILE", "").strip().lower()
-        if profile and profile != "default" and _ID_RE.match(profile):
+        if profile and profile != "default" and _ID_RE.fullmatch(profile):
             return state / f"workspace-{profile}"
         return state / "workspace"
     if defaults_ws:
@@ -180,7 +188,7 @@ def list_agents(config: Mapping[str, Any], state_dir: Path) -> List[str]:
     except OSError:
         extra = []
     for name in extra:
-        if _ID_RE.match(name) and name not in out:
+        if _ID_RE.fullmatch(name) and name not in out:
             out.append(name)
     return out
 
@@ -227,6 +235,10 @@ def check_session_key(key: Any) -> SessionKey:
     parts = [p for p in key.strip().lower().split(":") if p]
     if len(parts) < 3 or parts[0] != "agent":
         raise ValueError(f"not an agent session key: {key!r} (expected agent:<id>:<rest>)")
+    if not _ID_RE.fullmatch(parts[1]):  # raw: a newline or space inside a key is no id
+        raise InvalidAgentId(
+            f"invalid agent id {parts[1]!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
+        )
     agent_id = validate_agent_id(parts[1])
     rest_parts = parts[2:]
     rest = ":".join(rest_parts)
@@ -234,13 +246,19 @@ def check_session_key(key: Any) -> SessionKey:
     depth = sum(
         1 for i, p in enumerate(rest_parts[:-1]) if p == "subagent"
     )
+    for i, part in enumerate(rest_parts[:-1]):  # every subagent id on the path, not just the last
+        if part == "subagent" and not _ID_RE.fullmatch(rest_parts[i + 1]):
+            raise InvalidAgentId(
+                f"invalid subagent id {rest_parts[i + 1]!r} in session key {key!r}: "
+                "use a-z, 0-9, '_', '-'"
+            )
     child_id = None
     if is_subagent:
         for i in range(len(rest_parts) - 2, -1, -1):
             if rest_parts[i] == "subagent":
                 child_id = rest_parts[i + 1]
                 break
-        if child_id is None or not _ID_RE.match(child_id):
+        if child_id is None or not _ID_RE.fullmatch(child_id):
             raise InvalidAgentId(
                 f"invalid subagent id {child_id!r} in session key {key!r}: use a-z, 0-9, '_', '-'"
             )
@@ -260,10 +278,31 @@ def state_file(workspace: Path) -> Path:
     return Path(workspace) / STATE_FILE
 
 
+def child_dir(workspace: Path, child_id: str) -> Path:
+    """`<workspace>/memory/subagents/<child_id>` (child id validated): everything of one subagent
+    session, its state file, archives and journal, so a same-agent child never touches its
+    parent's files."""
+    return Path(workspace) / MEMORY_DIR / SUBAGENTS_DIR / validate_agent_id(child_id)
+
+
 def child_state_file(workspace: Path, child_id: str) -> Path:
     """`<workspace>/memory/subagents/<child_id>/CURRENT_STATE.md` (child id validated)."""
-    cid = validate_agent_id(child_id)
-    return Path(workspace) / "memory" / "subagents" / cid / "CURRENT_STATE.md"
+    return child_dir(workspace, child_id) / STATE_NAME
+
+
+def is_child_dir(root: Path) -> bool:
+    """Whether `root` is a subagent's own directory (`child_dir`)."""
+    root = Path(root)
+    return (root.parent.name == SUBAGENTS_DIR and root.parent.parent.name == MEMORY_DIR
+            and bool(_ID_RE.match(root.name)))
+
+
+def memory_dir(root: Path) -> Path:
+    """Where a journal root keeps its files (archives, session logs, summaries, tags, unsurfaced
+    archive): `<workspace>/memory` for an agent's workspace; a subagent's own directory
+    (`child_dir`) is its memory directory itself, with no second `memory/` inside."""
+    root = Path(root)
+    return root if is_child_dir(root) else root / MEMORY_DIR
 
 
 def session_state_file(workspace: Path, key: Optional[SessionKey]) -> Path:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, List, Optional, Tuple
 
 from fleet.continuity import store
+from fleet.continuity.paths import memory_dir
 
 SESSIONS_DIR = "sessions"
 TOPIC_MAX = 120
@@ -40,7 +41,7 @@ class SessionEntry:
 
 def sessions_dir(workspace: Path) -> Path:
     """`<workspace>/memory/sessions`."""
-    return Path(workspace) / "memory" / SESSIONS_DIR
+    return memory_dir(workspace) / SESSIONS_DIR
 
 
 def log_path(workspace: Path, day: date) -> Path:
@@ -95,7 +96,7 @@ def topic_of(user_texts: Iterable[str]) -> str:
 
 
 def format_entry(now: datetime, topic: str, users: int, assistants: int, tokens: int) -> str:
-    """One entry exactly as the anchor writes it (with its trailing blank line)."""
+    """One entry exactly as the original plugin writes it (with its trailing blank line)."""
     return (
         f"### {now.strftime('%H:%M')}\n"
         f"- **Topic:** {topic}\n"

@@ -1,7 +1,8 @@
-"""The `=== CONTINUITY RECOVERY ===` block injected at agent start (anchor 1.5), bounded.
+"""The `=== CONTINUITY RECOVERY ===` block injected at agent start, bounded.
 
-The anchor injected only each section's first line and applied no cap; we inject whole sections,
-so every section has a token budget and the whole block one more, keeping the prompt cost bounded.
+The original plugin injected only each section's first line and applied no cap; we inject whole
+sections, so every section has a token budget and the whole block one more, keeping the prompt
+cost bounded.
 """
 
 from __future__ import annotations

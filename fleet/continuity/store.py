@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional, Union
 
+from fleet.continuity import tempfiles
+
 DEFAULT_LOCK_TIMEOUT = 30.0
 _POLL = 0.01
 
@@ -116,7 +118,7 @@ def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = 
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=str(p.parent), prefix=f".{p.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=str(p.parent), prefix=tempfiles.temp_prefix(p))
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from fleet.continuity import sessionlog, store
+from fleet.continuity.paths import memory_dir
 
 SUMMARIES_DIR = "summaries"
 WEEKLY_TOPICS_MAX = 20
@@ -23,12 +24,12 @@ _SESSIONS_RE = re.compile(r"^\*\*(?:Total sessions|Sessions):\*\*\s*(\d+)", re.M
 
 def daily_dir(workspace: Path) -> Path:
     """`<workspace>/memory/summaries/daily`."""
-    return Path(workspace) / "memory" / SUMMARIES_DIR / "daily"
+    return memory_dir(workspace) / SUMMARIES_DIR / "daily"
 
 
 def weekly_dir(workspace: Path) -> Path:
     """`<workspace>/memory/summaries/weekly`."""
-    return Path(workspace) / "memory" / SUMMARIES_DIR / "weekly"
+    return memory_dir(workspace) / SUMMARIES_DIR / "weekly"
 
 
 def week_label(day: date) -> str:

@@ -1,7 +1,7 @@
 """The tag index `memory/tags.md`: for every `#tag` seen in a session topic, the dates it occurred.
 
 Why: `/mc tags` and tag-filtered exports read it. Headers are matched exactly (`## #foo` is not
-`## #foobar`, the anchor's substring lookup confused them).
+`## #foobar`, the original plugin's substring lookup confused them).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List
 
 from fleet.continuity import store
+from fleet.continuity.paths import memory_dir
 
 TAGS_FILE = "tags.md"
 HEADER = "# Tag Index\n\n"
@@ -31,7 +32,7 @@ class TagRow:
 
 def tags_path(workspace: Path) -> Path:
     """`<workspace>/memory/tags.md`."""
-    return Path(workspace) / "memory" / TAGS_FILE
+    return memory_dir(workspace) / TAGS_FILE
 
 
 def extract_tags(text: str) -> List[str]:

@@ -1,7 +1,7 @@
-"""Token estimate and truncation, exactly as the anchor plugin counts (anchor 1.6).
+"""Token estimate and truncation, exactly as the original plugin counts them.
 
 Budgets everywhere in the continuity core are expressed in these estimated tokens, so the numbers a
-user sees in the anchor's docs (300, 500, 1,200) mean the same thing here.
+user sees in the original plugin's docs (300, 500, 1,200) mean the same thing here.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import re
 
-# CJK per the anchor: Unified Ideographs, Extension A, Compatibility Ideographs, CJK punctuation,
-# half/full-width forms. Kana and Hangul are deliberately *not* CJK here.
+# CJK as the original plugin counts it: Unified Ideographs, Extension A, Compatibility
+# Ideographs, CJK punctuation, half/full-width forms. Kana and Hangul are deliberately *not*
+# CJK here.
 _CJK_RE = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
 
 ELLIPSIS = "..."
@@ -32,8 +33,9 @@ def estimate_tokens(text: str) -> int:
 def truncate_tokens(text: str, budget: int) -> str:
     """Longest prefix within `budget` tokens plus `...`; text already within budget is unchanged.
 
-    Like the anchor, the ellipsis is appended after the prefix (it may add one token). The scan
-    stops as soon as the budget is exceeded, so a megabyte of input costs only a few budgets.
+    As in the original plugin, the ellipsis is appended after the prefix (it may add one token).
+    The scan stops as soon as the budget is exceeded, so a megabyte of input costs only a few
+    budgets.
     """
     if estimate_tokens(text) <= budget:
         return text

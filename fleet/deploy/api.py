@@ -11,6 +11,7 @@ import contextlib
 import getpass
 import hashlib
 import json
+import math
 import re
 import socket
 import time
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.deploy import commands
+from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
@@ -46,7 +47,7 @@ def load_artifact(path: str | Path) -> ArtifactRef:
             manifest = json.loads(zf.read("fleet_manifest.json"))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a fleet artifact ({exc}); build one with "
-                         "`invoke release.build` or pass --artifact") from None
+                         "`invoke build` (or `fleet build`), or pass another --artifact") from None
     return ArtifactRef(path, digest, str(manifest["version"]), manifest.get("components", {}))
 
 
@@ -123,34 +124,49 @@ class _Timer:
 
 def _failure(host: Host, exc: BaseException, timer: _Timer, t0: float) -> HostResult:
     note = str(exc) if isinstance(exc, ConnectionError_) else f"{type(exc).__name__}: {exc}"
-    return HostResult(host.name, "failed", False, note=note, steps=timer.steps,
+    kind = exc.kind if isinstance(exc, ConnectionError_) else "failed"
+    return HostResult(host.name, kind, False, note=note, steps=timer.steps,
                       duration_s=time.monotonic() - t0)
+
+
+def stderr_tail(stderr: str, lines: int = 5) -> str:
+    """The host's last stderr lines, without the installer's own `{"step": ...}` lines."""
+    kept = [line.strip() for line in stderr.strip().splitlines()
+            if line.strip() and not line.lstrip().startswith('{"step"')]
+    return " | ".join(kept[-lines:])[-600:]
 
 
 def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str) -> HostResult:
     data = parse_json(res.stdout)
     if data is None:
-        tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])
+        tail = stderr_tail(res.stderr) or " ".join(res.stdout.strip().splitlines()[-3:])[:300]
         return HostResult(host.name, "failed", False, steps=timer.steps,
                           duration_s=time.monotonic() - t0,
-                          note=f"{what} gave no JSON (exit {res.exit_code}): {tail[:300]}")
+                          note=f"{what} failed on the host (exit {res.exit_code}): {tail}",
+                          data={"exit_code": res.exit_code, "stderr_tail": tail})
     steps = dict(timer.steps)
     steps.update({f"host.{k}": v for k, v in (data.get("steps") or {}).items()})
     notes = [n for n in [data.get("reason"), *(data.get("notes") or [])] if n]
-    return HostResult(host.name, str(data.get("result", "failed")), bool(data.get("ok")),
+    result = str(data.get("result", "failed"))
+    if result == "failed" and stderr_tail(res.stderr):
+        data["stderr_tail"] = stderr_tail(res.stderr)
+        notes.append(f"host stderr: {data['stderr_tail']}")
+    return HostResult(host.name, result, bool(data.get("ok")),
                       from_release=data.get("from"), to_release=data.get("to"),
                       duration_s=time.monotonic() - t0, note="; ".join(notes), steps=steps,
                       data=data)
 
 
-def _step_relay(progress: Progress) -> Callable[[str], None]:
+def _step_relay(progress: Progress, what: str = "install") -> Callable[[str], None]:
+    """Relays the installer's `{"step": ...}` stderr lines as `<what>: <step>` progress."""
+
     def relay(line: str) -> None:
         try:
             step = json.loads(line).get("step")
         except (ValueError, AttributeError):
             return
         if step:
-            progress(f"install: {step}", "")
+            progress(f"{what}: {step}", "")
 
     return relay
 
@@ -243,7 +259,7 @@ def _simple_host(host: Host, progress: Progress, command: str, what: str,
             conn = connect(host)
         with timer.step(what):
             res = conn.run(command, timeout or command_timeout(host),
-                           on_stderr_line=_step_relay(progress) if relay else None)
+                           on_stderr_line=_step_relay(progress, what) if relay else None)
         return _installer_result(host, res, timer, t0, what)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
@@ -258,12 +274,40 @@ def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None
     return run(hosts, work, sink, options)
 
 
+def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
+    """How long a run's fleet lease lasts if the run dies: every batch at its slowest host's
+    deadline, plus a margin. A finished run releases it at once."""
+    parallel = max(1, (options or RunOptions()).parallel or 1)
+    rounds = max(1, math.ceil(len(hosts) / parallel))
+    return rounds * max((deadline_for(h) for h in hosts), default=600.0) + 60.0
+
+
+def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
+            body: Callable[[], list[HostResult]]) -> list[HostResult]:
+    """Run `body` holding the fleet lease on every host; refused as a whole if another run
+    holds it anywhere (fleet.deploy.lease)."""
+    held = lease.take(hosts, owner, lease_time(hosts, options))
+    if held.refused:
+        first = next(iter(held.refusals.values()))
+        return [HostResult(h.name, "refused", False,
+                           note=held.refusals.get(h.name) or f"run refused: {first}")
+                for h in hosts]
+    try:
+        return body()
+    finally:
+        lease.release(held)
+
+
 def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            options: RunOptions | None = None, force: bool = False, dry_run: bool = False,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
-                options)
+
+    def body() -> list[HostResult]:
+        return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
+                    options)
+
+    return body() if dry_run else _leased(hosts, owner, options, body)
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
@@ -282,13 +326,14 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to),
-                                                 "rollback", True, install_timeout(h)),
-                sink, options)
+    return _leased(hosts, owner, options, lambda: _run(
+        hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to), "rollback", True,
+                                         install_timeout(h)), sink, options))
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _run(hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart",
-                                                 True, install_timeout(h)), sink, options)
+    return _leased(hosts, owner, options, lambda: _run(
+        hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart", True,
+                                         install_timeout(h)), sink, options))

@@ -59,6 +59,11 @@ def restart(host: Host, owner: str) -> str:
     return _installer_from_current(host, "restart", owner, [])
 
 
+def doctor(host: Host, owner: str) -> str:
+    """The installed release's `doctor` (read-only health); NOT_INSTALLED when there is none."""
+    return _installer_from_current(host, "doctor", owner, [])
+
+
 CHECK_PY = """\
 import hashlib, os, sys
 state, sha, create = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"

@@ -9,6 +9,7 @@ each command, each transfer.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shlex
 import shutil
@@ -25,10 +26,35 @@ from fleet.deploy import hostkeys
 from fleet.deploy.inventory import Host
 
 LineCallback = Callable[[str], None]
+# Paramiko logs a dropped socket ("Socket exception: ...", "Error reading SSH protocol banner")
+# at ERROR; with no handler Python prints that to stderr beside our own report of the same
+# failure. Ours names the host and the cause, so paramiko's copy is dropped.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+# What kind of failure a ConnectionError_ is (the host's result in the report)
+UNREACHABLE, AUTH_FAILED, HOST_KEY, FAILED = "unreachable", "auth_failed", "host_key", "failed"
 
 
 class ConnectionError_(RuntimeError):
-    """Connecting, a command or a transfer failed; the message names the host and the cause."""
+    """Connecting, a command or a transfer failed; the message names the host and the cause,
+    `kind` says which failure it is (unreachable, auth_failed, host_key or failed)."""
+
+    def __init__(self, message: str, kind: str = FAILED):
+        super().__init__(message)
+        self.kind = kind
+
+
+def failure_kind(exc: BaseException) -> str:
+    """Classify an error from opening an ssh connection."""
+    import paramiko  # noqa: PLC0415
+
+    if isinstance(exc, (hostkeys.HostKeyError, paramiko.BadHostKeyException)):
+        return HOST_KEY
+    if isinstance(exc, paramiko.AuthenticationException):
+        return AUTH_FAILED
+    if isinstance(exc, (OSError, EOFError, paramiko.SSHException)):
+        return UNREACHABLE  # DNS, refused, timeouts, banner/handshake failures
+    return FAILED
 
 
 @dataclass
@@ -66,7 +92,7 @@ class _LineWriter(io.TextIOBase):
 
 
 class LocalConnection:
-    """A host on this machine (the seed's Mac, the sandbox): same commands, no ssh."""
+    """A host on this machine (a Mac driven where it sits, the sandbox): same commands, no ssh."""
 
     def __init__(self, host: Host):
         self.host = host
@@ -118,46 +144,57 @@ class LocalConnection:
 
 
 class SshConnection:
-    """A host over ssh through Fabric, with verified host keys and deadlines everywhere."""
+    """A host over ssh through Fabric, with verified host keys and deadlines everywhere.
+
+    The address, user, keys, jump host and host-key trust come from the inventory, then
+    `~/.ssh/config` (fleet.deploy.sshconfig); Fabric's own ssh_config loading is off so the
+    file is applied exactly once, by those rules."""
 
     def __init__(self, host: Host):
         self.host = host
         self.conn = None
+        self.target = None
 
-    def _fabric(self, host: str, port: int, user: str | None, gateway=None):
-        from fabric import Config, Connection
+    def _fabric(self, target, gateway=None):
+        import paramiko  # noqa: PLC0415
+        from fabric import Config, Connection  # noqa: PLC0415
 
         timeout = self.host.timeouts.get("connect", 10.0) or 10.0
         kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
                   "channel_timeout": timeout}
         if gateway is None:  # through a jump host the "socket" is an ssh channel
-            kwargs["sock"] = nodelay_socket(host, port, timeout)
-        if self.host.identity_file:
-            kwargs["key_filename"] = [self.host.identity_file]
-        conn = Connection(host, user=user, port=port, config=Config(),
+            kwargs["sock"] = nodelay_socket(target.hostname, target.port, timeout)
+        if target.identity_files:
+            kwargs["key_filename"] = list(target.identity_files)
+        conn = Connection(target.hostname, user=target.user, port=target.port,
+                          config=Config(ssh_config=paramiko.SSHConfig()),
                           connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
-                          gateway=gateway)
+                          gateway=gateway if gateway is not None else False)
         # Fabric installs AutoAddPolicy in Connection.__init__; replace it before open().
-        hostkeys.apply(conn.client, self.host.known_hosts, self.host.host_key_policy)
+        hostkeys.apply(conn.client, target.known_hosts, target.policy)
         return conn
 
     def open(self) -> None:
+        from fleet.deploy import sshconfig  # noqa: PLC0415
+
+        gateway = None
+        where = f"{self.host.host}:{self.host.port}"
+        known = self.host.known_hosts
         try:
-            gateway = None
-            if self.host.jump:
-                user, _, rest = self.host.jump.rpartition("@")
-                addr, _, port = rest.partition(":")
-                gateway = self._fabric(addr, int(port or 22), user or None)
-            self.conn = self._fabric(self.host.host, self.host.port, self.host.user, gateway)
+            self.target = target = sshconfig.resolve(self.host)
+            where, known = target.describe(), target.known_hosts
+            if target.jump is not None:
+                gateway = self._fabric(target.jump)
+            self.conn = self._fabric(target, gateway)
             self.conn.open()
         except Exception as exc:
             for conn in (self.conn, gateway):
                 sock = getattr(conn, "connect_kwargs", {}).get("sock")
                 if sock is not None:
                     sock.close()
-            reason = hostkeys.explain(exc, self.host.known_hosts)
-            raise ConnectionError_(f"{self.host.name}: cannot connect to {self.host.host}:"
-                                   f"{self.host.port}: {reason or _describe(exc)}") from exc
+            reason = hostkeys.explain(exc, known)
+            raise ConnectionError_(f"{self.host.name}: cannot connect to {where}: "
+                                   f"{reason or _describe(exc)}", failure_kind(exc)) from exc
 
     def run(self, command: str, timeout: float,
             on_stderr_line: LineCallback | None = None) -> CommandResult:

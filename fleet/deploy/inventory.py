@@ -23,6 +23,13 @@ Host keys (in `vars`, a group's `vars` or the host itself):
   timeouts         seconds: connect (also banner, auth), command, transfer, ready, lock (wait)
 
 Precedence: built-in defaults < top-level `vars` < group `vars` (outer groups first) < host keys.
+For ssh hosts, `~/.ssh/config` fills in what the inventory leaves unset (fleet/deploy/sshconfig.py).
+
+Reach of the selectors (`--hosts`): a host name selects that host, a group its members, and `all`
+every host *outside the sandbox*. Sandbox hosts are local hosts whose state dir lies in the
+`.fleet/` directory beside the inventory file (they can never touch the operator's own
+`~/.openclaw`); they are reached only by naming them or their group (`sandbox`). `all` is reserved
+and so are names with commas or spaces (the selector syntax), for hosts and groups alike.
 Relative paths (state_dir of local hosts, identity_file, known_hosts) are relative to the inventory
 file. Every error names the file, the key path and what would fix it.
 """
@@ -30,6 +37,7 @@ file. Every error names the file, the key path and what would fix it.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +58,8 @@ VAR_TYPES: dict[str, type | tuple] = {
 GATEWAY_KEYS = ("manager", "options")
 TOP_KEYS = ("vars", "hosts", "groups")
 GROUP_KEYS = ("hosts", "groups", "vars")
+RESERVED = ("all",)
+SANDBOX_DIR = ".fleet"  # beside the inventory file: where sandbox hosts keep their state
 
 
 class InventoryError(ValueError):
@@ -74,6 +84,10 @@ class Host:
     manager: str = "fleet"
     manager_options: dict = field(default_factory=dict)
     timeouts: dict = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
+    sandbox: bool = False  # local, state dir inside `.fleet/` beside the inventory
+    # var names the inventory set (ssh_config fills the rest); None (a Host built in Python):
+    # every field is meant as given
+    explicit: frozenset | None = None
 
     @property
     def is_local(self) -> bool:
@@ -96,18 +110,24 @@ class Inventory:
         return sorted(self.hosts) + sorted(self.groups) + ["all"]
 
     def select(self, spec: str | list[str] | None) -> list[Host]:
-        """Hosts named by `a,b` (hosts, groups, or `all`), in order, without duplicates."""
-        if spec is None or spec == "" or spec == []:
-            raise InventoryError(f"{self.path}: no hosts selected; pass --hosts with one of: "
-                                 f"{', '.join(self.names())}")
-        items = spec.split(",") if isinstance(spec, str) else list(spec)
+        """Hosts named by `a,b` (hosts, groups, or `all` = every host outside the sandbox), in
+        order, without duplicates. An empty selection is an error, never "everything"."""
+        items = spec.split(",") if isinstance(spec, str) else list(spec or [])
+        if not [i for i in items if i.strip()]:
+            raise InventoryError(f"{self.path}: no hosts selected (--hosts {spec!r}); pass "
+                                 f"--hosts with one of: {', '.join(self.names())}")
         chosen: list[str] = []
         for raw in items:
             item = raw.strip()
             if not item:
                 continue
             if item == "all":
-                members = list(self.hosts)
+                members = [n for n, h in self.hosts.items() if not h.sandbox]
+                if not members:
+                    raise InventoryError(
+                        f"{self.path}: 'all' means every host outside the sandbox, and this "
+                        f"inventory has none; name sandbox hosts or their group instead "
+                        f"(e.g. --hosts {next(iter(self.groups), next(iter(self.hosts)))})")
             elif item in self.hosts:
                 members = [item]
             elif item in self.groups:
@@ -145,60 +165,122 @@ def _mapping(path: Path, keys: list[str], value: Any) -> dict:
     return value
 
 
-def _check_vars(path: Path, keys: list[str], data: dict) -> dict:
-    data = _mapping(path, keys, data)
+def _check_vars(path: Path, keys: list[str], data: Any, errors: list | None = None) -> dict:
+    """The valid part of a vars mapping; each problem is appended to `errors` (or raised at
+    once when no list is given), so a file's mistakes are all reported in one go."""
+    problems: list[InventoryError] = [] if errors is None else errors
+    start = len(problems)
+    try:
+        data = _mapping(path, keys, data)
+    except InventoryError as exc:
+        problems.append(exc)
+        data = {}
+    good: dict = {}
     for key, value in data.items():
-        if key not in VAR_TYPES:
-            raise _unknown(path, keys, key, tuple(VAR_TYPES))
-        want = VAR_TYPES[key]
-        if value is None or isinstance(value, bool) or not isinstance(value, want):
-            raise InventoryError(f"{_where(path, keys + [key])}: expected "
-                                 f"{getattr(want, '__name__', want)}, got {value!r}")
-    here = keys
-    if "connection" in data and data["connection"] not in CONNECTIONS:
-        raise InventoryError(f"{_where(path, here + ['connection'])}: '{data['connection']}' is "
-                             f"not one of {', '.join(CONNECTIONS)}")
-    if "host_key_policy" in data and data["host_key_policy"] not in POLICIES:
-        raise InventoryError(f"{_where(path, here + ['host_key_policy'])}: "
-                             f"'{data['host_key_policy']}' is not one of {', '.join(POLICIES)} "
-                             "(strict refuses unknown keys; accept-new records them)")
-    if "port" in data and not 0 < data["port"] < 65536:
-        raise InventoryError(f"{_where(path, here + ['port'])}: {data['port']} is not a TCP port")
-    gateway = data.get("gateway", {})
-    for key, value in gateway.items():
-        if key not in GATEWAY_KEYS:
-            raise _unknown(path, here + ["gateway"], key, GATEWAY_KEYS)
-        if key == "manager" and value not in MANAGERS:
-            raise InventoryError(f"{_where(path, here + ['gateway', 'manager'])}: '{value}' is "
-                                 f"not one of {', '.join(MANAGERS)}")
-        if key == "options":
-            opts = _mapping(path, here + ["gateway", "options"], value)
-            for okey, oval in opts.items():
-                if not isinstance(oval, (str, int, float)) or isinstance(oval, bool):
-                    raise InventoryError(f"{_where(path, here + ['gateway', 'options', okey])}: "
-                                         f"expected a string, got {oval!r}")
-    for key, value in data.get("timeouts", {}).items():
-        if key not in TIMEOUT_KEYS:
-            raise _unknown(path, here + ["timeouts"], key, TIMEOUT_KEYS)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise InventoryError(f"{_where(path, here + ['timeouts', key])}: expected a number "
-                                 f"of seconds >= 0, got {value!r}")
-    return data
+        problem = _var_problem(path, keys, key, value)
+        if problem is None:
+            good[key] = value
+        else:
+            problems.append(problem)
+    if errors is None and len(problems) > start:
+        raise problems[start]
+    return good
+
+
+def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> InventoryError | None:
+    """What is wrong with one var (None if nothing)."""
+    if key not in VAR_TYPES:
+        return _unknown(path, here, key, tuple(VAR_TYPES))
+    want = VAR_TYPES[key]
+    at = _where(path, here + [key])
+    if value is None or isinstance(value, bool) or not isinstance(value, want):
+        return InventoryError(f"{at}: expected {getattr(want, '__name__', want)}, got {value!r}")
+    if key == "connection" and value not in CONNECTIONS:
+        return InventoryError(f"{at}: '{value}' is not one of {', '.join(CONNECTIONS)}")
+    if key == "host_key_policy" and value not in POLICIES:
+        return InventoryError(f"{at}: '{value}' is not one of {', '.join(POLICIES)} (strict "
+                              "refuses unknown keys; accept-new records them)")
+    if key == "port" and not 0 < value < 65536:
+        return InventoryError(f"{at}: {value} is not a TCP port")
+    if key == "jump":
+        try:
+            parse_jump(value)
+        except ValueError as exc:
+            return InventoryError(f"{at}: {exc}")
+    if key == "gateway":
+        for gkey, gval in value.items():
+            if gkey not in GATEWAY_KEYS:
+                return _unknown(path, here + ["gateway"], gkey, GATEWAY_KEYS)
+            if gkey == "manager" and gval not in MANAGERS:
+                return InventoryError(f"{_where(path, here + ['gateway', 'manager'])}: "
+                                      f"'{gval}' is not one of {', '.join(MANAGERS)}")
+            if gkey == "options":
+                try:
+                    opts = _mapping(path, here + ["gateway", "options"], gval)
+                except InventoryError as exc:
+                    return exc
+                for okey, oval in opts.items():
+                    if not isinstance(oval, (str, int, float)) or isinstance(oval, bool):
+                        return InventoryError(
+                            f"{_where(path, here + ['gateway', 'options', okey])}: expected a "
+                            f"string, got {oval!r}")
+    if key == "timeouts":
+        for tkey, tval in value.items():
+            if tkey not in TIMEOUT_KEYS:
+                return _unknown(path, here + ["timeouts"], tkey, TIMEOUT_KEYS)
+            if isinstance(tval, bool) or not isinstance(tval, (int, float)) or tval < 0:
+                return InventoryError(f"{_where(path, here + ['timeouts', tkey])}: expected a "
+                                      f"number of seconds >= 0, got {tval!r}")
+    return None
+
+
+def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` -> (user, host, port or None); ValueError says what is wrong."""
+    user, _, rest = spec.strip().rpartition("@")
+    host, colon, port = rest.partition(":")
+    if not host or any(c.isspace() for c in spec) or "," in spec or (colon and not port):
+        raise ValueError(f"'{spec}' is not a jump host; write [user@]host[:port], e.g. "
+                         "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config)")
+    if port:
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"'{spec}': port '{port}' is not a TCP port (1-65535)")
+        return user or None, host, int(port)
+    return user or None, host, None
+
+
+def _name_problem(path: Path, keys: list[str], name: str, what: str) -> InventoryError | None:
+    """Selector syntax owns `all`, commas and spaces: such a name could never be selected."""
+    if name in RESERVED:
+        return InventoryError(f"{_where(path, keys)}: '{name}' is reserved (--hosts all selects "
+                              f"every host outside the sandbox); rename this {what}")
+    if not name or "," in name or any(c.isspace() for c in name):
+        return InventoryError(f"{_where(path, keys)}: {what} name {name!r} cannot be selected "
+                              "with --hosts (no commas or spaces); rename it")
+    return None
+
+
+MAX_GROUP_DEPTH = 32  # groups nested deeper than this are an error, not a RecursionError
 
 
 def _flatten_groups(path: Path, groups: dict, hosts: dict) -> dict[str, list[str]]:
-    """Group -> member hosts, following nested groups; unknown names and cycles are errors."""
+    """Group -> member hosts, following nested groups; unknown names, cycles and nesting deeper
+    than MAX_GROUP_DEPTH are errors. Each group is resolved once (linear in the inventory)."""
     flat: dict[str, list[str]] = {}
 
     def visit(name: str, trail: list[str]) -> list[str]:
+        if name in flat:
+            return flat[name]
         if name in trail:
             cycle = " -> ".join(trail[trail.index(name):] + [name])
             raise InventoryError(f"{_where(path, ['groups', name, 'groups'])}: groups form a "
                                  f"cycle ({cycle}); remove one of these memberships")
-        if name in flat:
-            return flat[name]
+        if len(trail) >= MAX_GROUP_DEPTH:
+            raise InventoryError(
+                f"{_where(path, ['groups', name])}: groups nested more than {MAX_GROUP_DEPTH} "
+                f"levels deep ({' -> '.join(trail[:3])} -> ... -> {name}); flatten the hierarchy")
         spec = groups[name]
         members: list[str] = []
+        seen: set[str] = set()
         for i, host in enumerate(spec.get("hosts") or []):
             if host not in hosts:
                 hint = difflib.get_close_matches(str(host), list(hosts), n=1)
@@ -206,14 +288,18 @@ def _flatten_groups(path: Path, groups: dict, hosts: dict) -> dict[str, list[str
                 raise InventoryError(
                     f"{_where(path, ['groups', name, 'hosts', str(i)])}: unknown host '{host}'; "
                     f"{maybe}define it under `hosts:` (known: {', '.join(sorted(hosts))})")
-            if host not in members:
+            if host not in seen:
+                seen.add(host)
                 members.append(host)
         for i, child in enumerate(spec.get("groups") or []):
             if child not in groups:
                 raise InventoryError(
                     f"{_where(path, ['groups', name, 'groups', str(i)])}: unknown group "
                     f"'{child}'; define it under `groups:` (known: {', '.join(sorted(groups))})")
-            members.extend(h for h in visit(child, trail + [name]) if h not in members)
+            for h in visit(child, trail + [name]):
+                if h not in seen:
+                    seen.add(h)
+                    members.append(h)
         flat[name] = members
         return members
 
@@ -229,42 +315,101 @@ def _group_depths(groups: dict) -> dict[str, int]:
         for child in spec.get("groups") or []:
             parents[child].append(name)
 
-    def depth(g: str) -> int:
-        return 0 if not parents[g] else 1 + max(depth(p) for p in parents[g])
+    depths: dict[str, int] = {}
+
+    def depth(g: str) -> int:  # memoised: a diamond of groups is visited once per group
+        if g not in depths:
+            depths[g] = 0 if not parents[g] else 1 + max(depth(p) for p in parents[g])
+        return depths[g]
 
     return {g: depth(g) for g in groups}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: let the default constructor report it
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"found duplicate key {key!r} (first at line {first.line + 1}); keep one",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
+
+
 def parse(text: str, path: Path) -> Inventory:
-    """Validate and resolve inventory YAML text (`path` names it in errors, anchors paths)."""
+    """Validate and resolve inventory YAML text (`path` names it in errors, anchors paths).
+
+    Every problem of the file is reported at once (one per line), not only the first."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise InventoryError(f"{path}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise InventoryError(f"{path}: YAML nested too deeply; an inventory is a few levels "
+                             "deep") from None
     data = _mapping(path, [], data)
+    errors: list[InventoryError] = []
     for key in data:
         if key not in TOP_KEYS:
-            raise _unknown(path, [], key, TOP_KEYS)
-    defaults = _check_vars(path, ["vars"], data.get("vars"))
+            errors.append(_unknown(path, [], key, TOP_KEYS))
+    defaults = _check_vars(path, ["vars"], data.get("vars"), errors)
     raw_hosts = _mapping(path, ["hosts"], data.get("hosts"))
     if not raw_hosts:
         raise InventoryError(f"{_where(path, ['hosts'])}: no hosts defined; add at least one")
-    hosts = {str(n): _check_vars(path, ["hosts", str(n)], v) for n, v in raw_hosts.items()}
+    hosts = {}
+    for n, v in raw_hosts.items():
+        problem = _name_problem(path, ["hosts", str(n)], str(n), "host")
+        if problem is not None:
+            errors.append(problem)
+        hosts[str(n)] = _check_vars(path, ["hosts", str(n)], v, errors)
     groups: dict[str, dict] = {}
-    for name, spec in _mapping(path, ["groups"], data.get("groups")).items():
-        spec = _mapping(path, ["groups", str(name)], spec)
+    try:
+        raw_groups = _mapping(path, ["groups"], data.get("groups"))
+    except InventoryError as exc:
+        errors.append(exc)
+        raw_groups = {}
+    for name, spec in raw_groups.items():
+        try:
+            spec = _mapping(path, ["groups", str(name)], spec)
+        except InventoryError as exc:
+            errors.append(exc)
+            continue
+        ok = True
         for key, value in spec.items():
             if key not in GROUP_KEYS:
-                raise _unknown(path, ["groups", str(name)], key, GROUP_KEYS)
-            if key in ("hosts", "groups") and not (
+                errors.append(_unknown(path, ["groups", str(name)], key, GROUP_KEYS))
+                ok = False
+            elif key in ("hosts", "groups") and not (
                     isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                raise InventoryError(f"{_where(path, ['groups', str(name), key])}: expected a "
-                                     f"list of names, got {value!r}")
-        if str(name) in hosts or str(name) == "all":
-            raise InventoryError(f"{_where(path, ['groups', str(name)])}: '{name}' is already a "
-                                 "host name or 'all'; rename the group")
-        _check_vars(path, ["groups", str(name), "vars"], spec.get("vars"))
-        groups[str(name)] = spec
+                errors.append(InventoryError(f"{_where(path, ['groups', str(name), key])}: "
+                                             f"expected a list of names, got {value!r}"))
+                ok = False
+        if str(name) in hosts:
+            errors.append(InventoryError(f"{_where(path, ['groups', str(name)])}: '{name}' is "
+                                         "already a host name; rename the group"))
+        problem = _name_problem(path, ["groups", str(name)], str(name), "group")
+        if problem is not None:
+            errors.append(problem)
+        spec = dict(spec, vars=_check_vars(path, ["groups", str(name), "vars"], spec.get("vars"),
+                                           errors))
+        if ok:
+            groups[str(name)] = spec
+    if errors:
+        raise _combined(errors)
     flat = _flatten_groups(path, groups, hosts)
     depths = _group_depths(groups)
     resolved = {}
@@ -276,6 +421,12 @@ def parse(text: str, path: Path) -> Inventory:
         resolved[name] = _make_host(path, name, layers)
     _check_unique_targets(path, resolved)
     return Inventory(path, resolved, flat)
+
+
+def _combined(errors: list[InventoryError]) -> InventoryError:
+    if len(errors) == 1:
+        return errors[0]
+    return InventoryError(f"{len(errors)} problems:\n" + "\n".join(f"  {e}" for e in errors))
 
 
 def _check_unique_targets(path: Path, hosts: dict[str, Host]) -> None:
@@ -306,6 +457,7 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
                 timeouts.update({k: float(v) for k, v in value.items()})
             else:
                 merged[key] = value
+    explicit = frozenset(merged)
     base = path.parent
     connection = merged.get("connection", "ssh")
     if connection == "ssh" and not merged.get("host"):
@@ -315,9 +467,20 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
             merged[key] = str((base / Path(merged[key]).expanduser()).resolve())
     if connection == "local" and "state_dir" in merged:
         merged["state_dir"] = str((base / Path(merged["state_dir"]).expanduser()).absolute())
+    sandbox = connection == "local" and "state_dir" in merged and _inside(
+        Path(merged["state_dir"]), base / SANDBOX_DIR)
     return Host(name=name, manager=gateway.get("manager", "fleet"),
                 manager_options={k: str(v) for k, v in (gateway.get("options") or {}).items()},
-                timeouts=timeouts, **merged)
+                timeouts=timeouts, sandbox=sandbox, explicit=explicit, **merged)
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    """`path` lies strictly below `parent` after resolving `..` and symlinks."""
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(parent)) and (
+            os.path.realpath(path) != os.path.realpath(parent))
+    except (OSError, ValueError):
+        return False
 
 
 def load(path: str | Path) -> Inventory:
@@ -331,23 +494,21 @@ def load(path: str | Path) -> Inventory:
     return parse(text, path)
 
 
-SANDBOX_YAML = """\
-vars:
-  connection: local
-  gateway: {manager: fleet}
-hosts:
-  sandbox-1: {state_dir: .fleet/sandbox/sandbox-1}
-  sandbox-2: {state_dir: .fleet/sandbox/sandbox-2}
-  sandbox-3: {state_dir: .fleet/sandbox/sandbox-3}
-groups:
-  sandbox: {hosts: [sandbox-1, sandbox-2, sandbox-3]}
-"""
+ENV_VAR = "FLEET_INVENTORY"
+DEFAULT_NAME = "inventory.yaml"
 
 
-def default_inventory(cwd: Path | None = None) -> Inventory:
-    """`./inventory.yaml` if present, else the embedded sandbox (three local hosts)."""
+def default_inventory(cwd: Path | None = None, env: dict | None = None) -> Inventory:
+    """The inventory when `--inventory` is not given: `$FLEET_INVENTORY`, else
+    `./inventory.yaml`. Nothing else: a deploy in a directory without one refuses instead of
+    inventing hosts there."""
     cwd = Path.cwd() if cwd is None else cwd
-    found = cwd / "inventory.yaml"
+    env = os.environ if env is None else env
+    if env.get(ENV_VAR):
+        return load(env[ENV_VAR])
+    found = cwd / DEFAULT_NAME
     if found.is_file():
         return load(found)
-    return parse(SANDBOX_YAML, cwd / "(embedded sandbox inventory)")
+    raise InventoryError(f"no inventory: --inventory not given, ${ENV_VAR} not set and no "
+                         f"{found}; pass --inventory FILE (or run from a directory with an "
+                         f"{DEFAULT_NAME}; see docs/operations.md)")

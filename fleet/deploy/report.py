@@ -1,8 +1,14 @@
 """What people and machines see: live per-host step lines, a final table, or JSON.
 
-Live lines go to stderr (rich Live on a terminal, one plain line per change otherwise) so that
-`--json` output on stdout stays clean for machines. The final table has one row per host:
-host, from -> to, result, duration, note; status tables highlight drift between hosts.
+Live lines go to stderr (rich Live on a terminal; otherwise one timestamped line per change of a
+host's step, never the same line twice) so that `--json` output on stdout stays clean for
+machines. The final table has one row per host: host, from -> to, result, duration, note, then a
+summary line with the run's total time; status tables highlight drift between hosts.
+
+`--json` prints one document on stdout for every outcome, errors included (schema: JSON_SCHEMA
+below, documented in docs/operations.md); the exit code is the same as without `--json`:
+0 every host succeeded, 1 some host did not, 2 nothing was done (bad flag, inventory, selection,
+refused confirmation).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from fleet.deploy.runner import HostResult
 
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
+                "unreachable": "bold red", "auth_failed": "bold red", "host_key": "bold red",
                 "refused": "red", "skipped": "dim", "interrupted": "bold yellow"}
+JSON_SCHEMA = 1  # bump when a field changes meaning or goes away (adding fields is compatible)
 
 
 def _release(rel: dict | None) -> str:
@@ -68,13 +76,16 @@ class LiveReport:
 
     def update(self, host: str, step: str, note: str = "") -> None:
         with self.lock:
-            _, _, t0 = self.state.get(host, ("", "", None))
+            before, before_note, t0 = self.state.get(host, ("", "", None))
             self.state[host] = (step, note, t0 or time.monotonic())
             if self.live is not None:
                 self.live.update(self._render())
-            elif not self.quiet:
-                self.console.print(f"[bold]{host}[/bold] {step} {note}".rstrip(),
-                                   highlight=False)
+            elif not self.quiet and (step, note) != (before, before_note):
+                stamp = time.strftime("%H:%M:%S")
+                line = Text(f"{stamp} ", style="dim")
+                line.append(host, style="bold")
+                line.append(f" {step} {note}".rstrip())
+                self.console.print(line, highlight=False, soft_wrap=True)
 
 
 def stdout_console() -> Console:
@@ -85,8 +96,11 @@ def stdout_console() -> Console:
 
 def results_table(title: str, results: list[HostResult]) -> Table:
     table = Table(title=title)
-    for column in ("host", "from -> to", "result", "duration", "note"):
-        table.add_column(column)
+    table.add_column("host", no_wrap=True)
+    table.add_column("from -> to", overflow="fold")
+    table.add_column("result", no_wrap=True)
+    table.add_column("duration", no_wrap=True, justify="right")
+    table.add_column("note", overflow="fold")
     for res in results:
         style = RESULT_STYLE.get(res.result, "white")
         table.add_row(res.host, f"{_release(res.from_release)} -> {_release(res.to_release)}",
@@ -94,60 +108,123 @@ def results_table(title: str, results: list[HostResult]) -> Table:
     return table
 
 
+def json_document(action: str, results: list[HostResult], ok: bool, duration_s: float,
+                  extra: dict | None = None, error: str | None = None,
+                  exit_code: int | None = None) -> dict:
+    """The one `--json` document of a run (see docs/operations.md, "--json")."""
+    doc = {"schema": JSON_SCHEMA, "action": action, "ok": ok,
+           "exit_code": (0 if ok else 1) if exit_code is None else exit_code,
+           "error": error, "duration_s": round(duration_s, 3),
+           "summary": dict(sorted(Counter(r.result for r in results).items())),
+           "hosts": [r.as_dict() for r in results]}
+    doc.update(extra or {})
+    return doc
+
+
+def print_json(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def summary_line(results: list[HostResult], duration_s: float, ok: bool | None = None) -> str:
+    """`OK: 3 installed in 4.2s` / `FAILED: 1 failed, 2 installed in 9.0s` (rich markup)."""
+    ok = all(r.ok for r in results) if ok is None else ok
+    counts = Counter(r.result for r in results)
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no hosts"
+    return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'FAILED'}[/]: {summary} "
+            f"in {duration_s:.1f}s")
+
+
 def print_results(title: str, results: list[HostResult], as_json: bool,
-                  extra: dict | None = None) -> None:
+                  extra: dict | None = None, duration_s: float = 0.0) -> None:
     ok = all(r.ok for r in results)
     if as_json:
-        doc = {"ok": ok, "hosts": [r.as_dict() for r in results]}
-        doc.update(extra or {})
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+        print_json(json_document(title.split()[0], results, ok, duration_s, extra))
         return
     console = stdout_console()
     console.print(results_table(title, results))
-    counts = Counter(r.result for r in results)
-    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-    console.print(f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'FAILED'}[/]: {summary}")
+    console.print(summary_line(results, duration_s, ok), highlight=False)
 
 
-def status_table(results: list[HostResult]) -> Table:
-    """One row per host; a release, version or readiness that differs from the majority is red."""
+WIDE = 150  # below this many columns the status table leaves out components and last change
+
+
+def status_table(results: list[HostResult], width: int = 200) -> Table:
+    """One row per host; a release, version or readiness that differs from the majority is red.
+
+    Host names and releases are never cut or folded; on a narrow terminal the table keeps host,
+    release, gateway, ready, free disk (and lock, when one is held) and leaves the long columns
+    (components, last change) to a wider terminal and to `--json`."""
     rows = [(r, r.data or {}) for r in results]
     common = Counter(_release(d.get("current") or None) for r, d in rows if r.ok)
     baseline = common.most_common(1)[0][0] if common else None
+    wide = width >= WIDE
+    show_lock = wide or any(d.get("lock") for _, d in rows)
+    columns = ["host", "release", *(["components"] if wide else []), "gateway", "ready",
+               "free disk", *(["lock"] if show_lock else []), *(["last change"] if wide else [])]
     table = Table(title="fleet status")
-    for column in ("host", "release", "components", "gateway pid", "uptime", "ready", "lock",
-                   "last change"):
-        table.add_column(column)
+    for column in columns:
+        table.add_column(column, no_wrap=column in ("host", "release", "free disk"),
+                         overflow="fold", min_width=5 if column == "ready" else None)
     for res, data in rows:
+        cells: dict = {"host": res.host}
         if not res.ok:
-            table.add_row(res.host, Text("unreachable", style="bold red"), "", "", "", "", "",
-                          res.note)
+            cells["release"] = Text(res.result, style="bold red")
+            cells["ready"] = res.note
+            table.add_row(*(cells.get(c, "") for c in columns))
             continue
         current = data.get("current")
         release = _release(current)
         drift = release != baseline
         gw = data.get("gateway") or {}
-        comps = ", ".join(f"{k} {v}" for k, v in sorted(((current or {}).get("components")
-                                                          or {}).items()))
         lock = data.get("lock")
-        lock_text = "-" if not lock else (f"{lock.get('owner')} pid {lock.get('pid')}"
-                                          + (f" (stale: {lock['stale']})" if lock.get("stale")
-                                             else ""))
         audit = data.get("last_audit") or {}
-        last = (f"{audit.get('time', '')} {audit.get('action', '')} {audit.get('result', '')} "
-                f"by {audit.get('who', '?')}") if audit else "-"
         uptime = gw.get("uptime_s")
-        pid = str(gw.get("pid", "-"))
+        components = ", ".join(f"{k} {v}" for k, v in sorted(
+            ((current or {}).get("components") or {}).items()))
+        gateway = (f"pid {gw['pid']}, up {uptime:.0f}s" if gw.get("pid")
+                   and uptime is not None else "-")
         if gw.get("openclaw"):  # an OpenClaw host: its version, and what its gateway loaded
-            pid = f"openclaw {gw['openclaw']} pid {gw.get('gateway_pid') or '?'}"
-            comps += "\nloaded: " + ", ".join(
+            gateway = f"openclaw {gw['openclaw']} pid {gw.get('gateway_pid') or '?'}"
+            gateway += "\nloaded: " + ", ".join(
                 f"{k} {v.get('version')} {v.get('status')}"
                 for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict))
-        table.add_row(
-            res.host, Text(release + (" (drift)" if drift else ""),
-                           style="bold red" if drift else "green"),
-            comps, pid, f"{uptime:.0f}s" if uptime is not None else "-",
-            Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
-                 style="green" if data.get("ready") else "bold red"),
-            lock_text, last)
+        cells.update({
+            "release": Text(release + (" (drift)" if drift else ""),
+                            style="bold red" if drift else "green"),
+            "components": components,
+            "gateway": gateway,
+            "ready": Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
+                          style="green" if data.get("ready") else "bold red"),
+            "free disk": human_bytes(data.get("disk_free_bytes")),
+            "lock": "-" if not lock else (f"{lock.get('owner')} pid {lock.get('pid')}"
+                                          + (f" (stale: {lock['stale']})" if lock.get("stale")
+                                             else "")),
+            "last change": (f"{audit.get('time', '')} {audit.get('action', '')} "
+                            f"{audit.get('result', '')} by {audit.get('who', '?')}")
+            if audit else "-"})
+        table.add_row(*(cells[c] for c in columns))
     return table
+
+
+def status_summary(results: list[HostResult], duration_s: float) -> str:
+    """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`."""
+    ready = sum(1 for r in results if r.ok and (r.data or {}).get("ready"))
+    down = sum(1 for r in results if not r.ok)
+    releases = sorted({_release((r.data or {}).get("current") or None) for r in results if r.ok})
+    ok = ready == len(results)
+    return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'ATTENTION'}[/]: "
+            f"{len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "
+            f"{down} unreachable or failing; {len(releases)} release(s): "
+            f"{', '.join(releases) or '-'}; in {duration_s:.1f}s")
+
+
+def human_bytes(value) -> str:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

@@ -19,15 +19,19 @@ Control ops (JSON lines on <state>/run/gateway.sock; args are the request's othe
                             session with that key is resumed (resumed: true)
     session.turn            sessionKey, prompt?, steps? (or assistant), messages?, trigger?,
                             success?, error? -> injectedContext, appended, notifications,
-                            hookErrors, announce? (when a pending child announce got delivered)
-    session.messages        sessionKey, messages? | steps? (appended without hooks)
+                            hookErrors, announce? + endedHookErrors? (a child's run that
+                            released its held announce; subagent_ended fired after it)
+    session.messages        sessionKey, messages? | steps? (appended without hooks; never
+                            releases a held announce: only a run of the child does)
     session.close           sessionKey, reason? (new|reset fire before_reset; always session_end)
     sessions                all? -> open (or all) sessions
     subagent.spawn          parentSessionKey, task, agentId?, label?, [prompt|steps|messages]
                             -> childSessionKey, runId, workspaceDir, turn?
     subagent.end            childSessionKey, outcome? (ok|error|timeout|killed|reset|deleted),
                             reason?, error?, runtimeMs? -> ended, alreadyEnded, announce
-                            {state: delivered|pending|silent, text}
+                            {state: delivered|pending|silent, text}; subagent_ended fires
+                            once the announce is delivered or silent (not while pending); a
+                            pending child may end again with a non-ok outcome
     transcript              sessionKey, limit? -> session, messages
     persistent.invoke       sessionKey, key, config {lifetime, pendingMessage?, agentId?},
                             input, steps?, text?, error?, waitingInput?, scheduling? (silent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -36,9 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("stop", parents=[common], help="SIGTERM, then SIGKILL after --timeout")
     sp.add_argument("--timeout", type=float, default=daemon.STOP_GRACE_S)
     sub.add_parser("status", parents=[common], help="pid, uptime, versions, plugin health")
-    sp = sub.add_parser("call", parents=[common], help="send one request to the control socket")
-    sp.add_argument("op", help="health, session.start, session.turn, subagent.spawn, ...")
-    sp.add_argument("args", nargs="*", metavar="key=value|key:=json")
+    sp = sub.add_parser(
+        "call", parents=[common], help="send one request to the control socket",
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=CALL_HELP)
+    sp.add_argument("op", help="health, session.start, session.turn, subagent.spawn, command, ...")
+    sp.add_argument("args", nargs="*", metavar="key=value|key:=json",
+                    help="request arguments: key=value sends a string, key:=json sends JSON")
     sp.add_argument("--json-args", help="request arguments as a JSON object ('-' = stdin)")
     sp.add_argument("--timeout", type=float, default=client.DEFAULT_TIMEOUT_S)
     sp.add_argument("--retry", type=float, default=client.DEFAULT_RETRY_S,
@@ -47,6 +51,25 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("init", parents=[common], help="create a dev state dir, link plugins")
     sp.add_argument("--link-plugins-from", type=Path, default=None, metavar="DIR")
     return p
+
+
+CALL_HELP = """\
+Send one request to the gateway's control socket and print the answer.
+
+Arguments:
+  key=value       a string:           prompt="Ship the deploy pipeline"
+  key:=json       any JSON value:     'steps:=["Working on it."]'  count:=3  dry:=true
+  --json-args OBJ a JSON object as the base (- reads it from stdin); key=... items override it
+
+Output: `command` (a `/mc ...` text command) prints the command's text as text; every other op
+prints the JSON response. --json prints the JSON response for every op (for scripts).
+Exit status: 0 ok, 1 the gateway answered not ok, 3 the gateway is not reachable.
+
+Examples:
+  python3 -m fleet.gateway call session.start agentId=main
+  python3 -m fleet.gateway call command command="/mc state"
+  python3 -m fleet.gateway call --json command command="/mc state"
+"""
 
 
 def parse_call_args(items: List[str], json_args: Optional[str]) -> Dict[str, Any]:
@@ -112,17 +135,36 @@ def _cmd_status(layout: Layout, as_json: bool) -> int:
 def _cmd_call(layout: Layout, ns: argparse.Namespace) -> int:
     payload = parse_call_args(ns.args, ns.json_args)
     payload["op"] = ns.op
+    as_text = ns.op == "command" and not getattr(ns, "json", False)
     try:
         resp = client.request(layout.socket, payload, ns.timeout, ns.retry)
     except client.ClientError as exc:
-        print(json.dumps({"ok": False, "error": str(exc)}))
+        if as_text:
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            print(json.dumps({"ok": False, "error": str(exc)}))
         return 3
-    print(json.dumps(resp, indent=2 if ns.pretty else None, ensure_ascii=False))
+    text = _command_text(resp) if as_text else None
+    if text is not None:
+        print(text)
+    elif as_text and not resp.get("ok"):
+        print(f"error: {resp.get('error')}", file=sys.stderr)
+    else:
+        print(json.dumps(resp, indent=2 if ns.pretty else None, ensure_ascii=False))
     return 0 if resp.get("ok") else 1
+
+
+def _command_text(resp: Dict[str, Any]) -> Optional[str]:
+    """The text of a successful `command` answer (`{"text": ...}`), else None (print JSON)."""
+    result = resp.get("result")
+    if resp.get("ok") and isinstance(result, dict) and isinstance(result.get("text"), str):
+        return result["text"].rstrip("\n")
+    return None
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ns = _parser().parse_args(argv)
+    os.umask(os.umask(0o077) | 0o077)  # what the gateway creates is private, whatever the umask
     as_json = getattr(ns, "json", False)
     state_dir = getattr(ns, "state_dir", None)
     layout = Layout(Path(state_dir).expanduser() if state_dir else resolve_state_dir())

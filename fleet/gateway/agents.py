@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
 from fleet.gateway.layout import agent_workspace, validate_agent_id
@@ -26,7 +27,7 @@ from fleet.gateway.messages import (
 )
 from fleet.gateway.sessions import SessionError, SessionStore, agent_of, normalize_key, public
 
-OnAppend = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
+OnRunEnd = Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]
 
 
 class Agents:
@@ -43,7 +44,9 @@ class Agents:
         self.hooks = hooks
         self.config_source = config_source
         self.default_agent = default_agent
-        self.on_append: List[OnAppend] = []
+        # Called after each run (`turn`, once agent_end has fired), not after a hook-less append:
+        # in OpenClaw only a run of a paused child can produce its final answer.
+        self.on_run_end: List[OnRunEnd] = []
         self.on_close: List[Callable[[Dict[str, Any]], None]] = []
 
     def workspace(self, agent_id: str):
@@ -82,7 +85,7 @@ class Agents:
                 out["resumed"] = True
                 return out
             ws = self.workspace(agent_id)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(key, agent_id, ws, kind="main")
             out = public(rec)
             out["resumed"] = False
@@ -142,7 +145,7 @@ class Agents:
                 "notifications": [n["content"][0]["text"] for n in notes],
                 "hookErrors": errors,
             }
-            result.update(self._after_append(rec))
+            result.update(self._after_run(rec))
             return result
 
     def append(self, args: Dict[str, Any]) -> Dict[str, Any]:
@@ -158,9 +161,7 @@ class Agents:
             compactions = sum(1 for m in msgs if is_compaction(m))
             if compactions:
                 self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
-            result = {"sessionKey": rec["sessionKey"], "appended": len(msgs)}
-            result.update(self._after_append(rec))
-            return result
+            return {"sessionKey": rec["sessionKey"], "appended": len(msgs)}
 
     def _compact(self, rec: Dict[str, Any], messages: List[Dict[str, Any]]) -> List[str]:
         """`before_compaction` as OpenClaw's compaction path fires it: counts, no messages."""
@@ -174,9 +175,9 @@ class Agents:
         }
         return self.hooks.run_void("before_compaction", event, ctx)
 
-    def _after_append(self, rec: Dict[str, Any]) -> Dict[str, Any]:
+    def _after_run(self, rec: Dict[str, Any]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        for fn in self.on_append:
+        for fn in self.on_run_end:
             extra = fn(rec)
             if extra:
                 out.update(extra)

@@ -1,13 +1,16 @@
 """Client of the control socket: one JSON line out, one JSON line back.
 
 Connection refused or a missing socket is retried for a bounded window, so a client that calls
-during a restart gap gets the new gateway instead of an error.
+during a restart gap gets the new gateway instead of an error. So are a full listen backlog
+(`EAGAIN` on connect: a burst of clients) and a "busy" answer (the gateway's connection limit),
+with a bounded, jittered backoff.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import time
 from pathlib import Path
@@ -15,7 +18,8 @@ from typing import Any, Dict
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRY_S = 5.0
-_RETRYABLE = (FileNotFoundError, ConnectionRefusedError)
+_RETRYABLE = (FileNotFoundError, ConnectionRefusedError, BlockingIOError, InterruptedError)
+BUSY_RETRY_S = 10.0  # a burst (full backlog, busy gateway) is retried this long at least
 
 
 class ClientError(RuntimeError):
@@ -49,12 +53,31 @@ def request(
     retry_s: float = DEFAULT_RETRY_S,
 ) -> Dict[str, Any]:
     """Send one request and return the response dict; ClientError if unreachable after retries."""
-    deadline = time.monotonic() + max(0.0, retry_s)
+    start = time.monotonic()
+    deadline = start + max(0.0, retry_s)
+    busy_deadline = start + max(retry_s, BUSY_RETRY_S)
+    delay = 0.02
+    while True:
+        resp = _exchange(sock_path, payload, timeout_s, deadline, busy_deadline)
+        if resp is not None:
+            return resp
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 1.5, 0.2)
+
+
+def _exchange(sock_path: Path, payload: Dict[str, Any], timeout_s: float, deadline: float,
+              busy_deadline: float) -> Any:
+    """One attempt: the response, or None when the gateway said "busy" and time remains."""
     delay = 0.02
     while True:
         try:
             sock = connect_unix(Path(sock_path), min(timeout_s, 5.0))
             break
+        except (BlockingIOError, InterruptedError) as exc:  # backlog full: a burst, not an outage
+            if time.monotonic() >= busy_deadline:
+                raise ClientError(f"gateway at {sock_path} stayed overloaded: {exc}") from exc
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 1.5, 0.2)
         except _RETRYABLE as exc:
             if time.monotonic() >= deadline:
                 raise ClientError(
@@ -88,4 +111,6 @@ def request(
         raise ClientError(f"gateway at {sock_path} sent invalid JSON: {buf[:200]!r}") from exc
     if not isinstance(resp, dict) or "ok" not in resp:
         raise ClientError(f"gateway at {sock_path} sent an unexpected answer: {resp!r}")
+    if resp.get("busy") is True and time.monotonic() < busy_deadline:
+        return None
     return resp

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional
 log = logging.getLogger("fleet.gateway.commands")
 
 CommandHandler = Callable[[Dict[str, Any]], Any]
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")  # fullmatch: "$" would accept "x\n"
 
 
 class CommandError(ValueError):
@@ -29,7 +29,7 @@ class CommandRegistry:
     ) -> None:
         """Add a command; a name owned by another plugin is refused."""
         name = name.lstrip("/").lower()
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise CommandError(f"[{plugin_id}] invalid command name {name!r}: use [a-z0-9_-]")
         if not callable(handler):
             raise CommandError(f"[{plugin_id}] handler for /{name} is not callable")
@@ -45,7 +45,10 @@ class CommandRegistry:
         ]
 
     def dispatch(self, line: str, base_ctx: Dict[str, Any]) -> Dict[str, Any]:
-        """Run `/name args`; returns {"command", "plugin", "text"}."""
+        """Run `/name args`; returns {"command", "plugin", "text"}.
+
+        A handler's `{"text", "isError": true}` raises CommandError with that text.
+        """
         text = (line or "").strip()
         if not text.startswith("/"):
             raise CommandError(
@@ -68,6 +71,10 @@ class CommandRegistry:
             out = None
         if not isinstance(out, str):
             raise CommandError(f"/{name} ({entry['plugin']}) returned no text")
+        if isinstance(result, dict) and result.get("isError") is True:
+            # OpenClaw's reply payload marks a failed command with `isError`; the control op
+            # says so with ok: false, carrying the reply the person would have seen.
+            raise CommandError(out)
         return {"command": name, "plugin": entry["plugin"], "text": out}
 
     def _run(self, entry: Dict[str, Any], ctx: Dict[str, Any], name: str) -> Any:

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleet.gateway import client
+from fleet.continuity import tempfiles
+from fleet.gateway import client, logfile
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
 from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
@@ -38,19 +39,10 @@ class DaemonError(RuntimeError):
     """start/stop could not do what was asked; the message is for the operator."""
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
-
-
 def run(layout: Layout) -> int:
     """The gateway process itself (foreground). Exit 0 after a graceful stop."""
-    _setup_logging()
     layout.ensure()
+    logfile.setup(layout.log)  # rotated when started detached into logs/gateway.log
     pidfile = PidFile(layout.pidfile)
     try:
         pidfile.acquire()
@@ -144,7 +136,7 @@ def write_ready(path: Path, record: Dict[str, Any]) -> None:
     """One line of `json.dumps(record, sort_keys=True)`, atomically: temp file in the same dir,
     fsync, os.replace. The no-op check greps this exact form (fleet.deploy.commands.noop_check:
     the sorted keys pid, ready, release are adjacent, so keep any new key out of that range)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = tempfiles.temp_path(path)
     fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:

@@ -1,4 +1,5 @@
-"""The hook bus: OpenClaw's hook semantics for Python plugins (continuity-anchor.md 6.6).
+"""The hook bus: OpenClaw's hook semantics for Python plugins
+(https://docs.openclaw.ai/plugins/hooks/reference).
 
 Handlers run one after another, higher priority first. A modifying hook's results merge
 (`prependSystemContext` strings joined by a blank line, other keys last-wins); a void hook's return

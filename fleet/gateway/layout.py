@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from fleet.continuity import paths
+from fleet.continuity import paths, private
 
 
 class ConfigError(ValueError):
@@ -71,8 +71,9 @@ class Layout:
         return self.sessions_dir(agent_id) / "sessions.json"
 
     def ensure(self) -> None:
-        for d in (self.run_dir, self.log_dir, self.extensions):
-            d.mkdir(parents=True, exist_ok=True)
+        for d in (self.run_dir, self.log_dir):
+            private.make_dir(d)
+        self.extensions.mkdir(parents=True, exist_ok=True)
 
 
 def validate_agent_id(agent_id: str) -> str:

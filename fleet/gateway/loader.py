@@ -189,6 +189,8 @@ class PluginHost:
                 rec.version = rec.manifest["version"]
             except PluginLoadError as exc:
                 rec.error = str(exc)
+            except Exception as exc:  # one bad manifest disables its plugin, never the gateway
+                rec.error = f"{d / 'openclaw.plugin.json'}: {type(exc).__name__}: {exc}"
         for d in _load_order(dirs, manifests):
             rec = self.records[d.name]
             if rec.error is None:

@@ -5,15 +5,27 @@ what to write.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Dict
 
+from fleet.continuity import strictjson
 from fleet.continuity.schema import check_schema
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # fullmatch: "$" would accept "x\n"
+# A version becomes a release dir name: PEP 440 / semver characters, never a path.
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def is_plugin_id(value: object) -> bool:
+    """The one rule for a plugin id, which names `<state>/extensions/<id>`."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None and ".." not in value
+
+
+def is_version_name(value: object) -> bool:
+    """A version string that is safe as a path part (`releases/<version>-<sha12>`)."""
+    return isinstance(value, str) and _VERSION.fullmatch(value) is not None and ".." not in value
 
 
 class PluginLoadError(Exception):
@@ -22,15 +34,13 @@ class PluginLoadError(Exception):
 
 def read_json(path: Path, what: str) -> Dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strictjson.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise PluginLoadError(f"{path}: {what} is missing") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PluginLoadError(f"{path}: cannot read {what}: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise PluginLoadError(
-            f"{path}: {what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
-        ) from exc
+    except ValueError as exc:
+        raise PluginLoadError(f"{path}: {what} is not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise PluginLoadError(f"{path}: {what} must be a JSON object")
     return data
@@ -45,7 +55,7 @@ def validate_manifest(directory: Path, match_dir_name: bool = True) -> Dict[str,
     path = directory / "openclaw.plugin.json"
     manifest = read_json(path, "plugin manifest")
     pid = manifest.get("id")
-    if not isinstance(pid, str) or not _ID.match(pid):
+    if not is_plugin_id(pid):
         raise PluginLoadError(f"{path}: key 'id' must be a lower-case plugin id, got {pid!r}")
     if match_dir_name and pid != directory.name:
         raise PluginLoadError(

@@ -2,7 +2,8 @@
 
 The gateway simulates the model: a turn carries what the assistant "said" as a list of steps, and
 this module turns them into the messages OpenClaw would record (assistant text and tool calls, tool
-results, `sessions_yield` calls and results, compaction markers in the shape of anchor 6.1).
+results, `sessions_yield` calls and results, compaction markers in the shape OpenClaw's chat history
+gives them: `role: "system"`, text `Compaction`, `__openclaw: {kind: "compaction", ...}`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,15 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional
 
-SILENT_TOKENS = ("NO_REPLY", "ANNOUNCE_SKIP")
-TOOL_CALL_TYPES = ("toolCall", "tool_use", "toolUse", "functionCall", "function_call")
+# Reading messages is the continuity core's (one owner, shared with the plugin); re-exported.
+from fleet.continuity.childresult import (  # noqa: F401
+    TOOL_CALL_TYPES,
+    is_compaction,
+    message_text,
+    tool_calls,
+    tool_name,
+)
+
 STEP_KINDS = ("text", "tool", "toolCall", "toolResult", "yield", "compaction", "message")
 ROLES = ("user", "assistant", "toolResult", "tool", "system")
 
@@ -56,38 +64,8 @@ def compaction_marker(seq: int, tokens_before: Optional[int] = None) -> Dict[str
     }
 
 
-def is_compaction(msg: Dict[str, Any]) -> bool:
-    marker = msg.get("__openclaw")
-    return isinstance(marker, dict) and marker.get("kind") == "compaction"
 
 
-def message_text(msg: Dict[str, Any]) -> str:
-    """Text of a message: string content, or its text blocks joined by newlines."""
-    content = msg.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            b.get("text", "")
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        ]
-        return "\n".join(p for p in parts if p)
-    return ""
-
-
-def tool_calls(msg: Dict[str, Any]) -> List[Dict[str, Any]]:
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") in TOOL_CALL_TYPES]
-
-
-def tool_name(block: Dict[str, Any]) -> str:
-    for key in ("name", "toolName", "tool_name", "functionName", "function_name"):
-        if isinstance(block.get(key), str):
-            return block[key]
-    return ""
 
 
 def _tool_pair(name: str, args: Any, result: Any, text: str = "", details: Any = None,

@@ -1,4 +1,4 @@
-"""Persistent subagents (seed 003): one instance per (parent session, key), reused, disposed.
+"""Persistent subagents: one instance per (parent session, key), reused, disposed.
 
 An instance is a child session of its parent (so the parent seed reaches it) that keeps its
 transcript across invocations. Each invocation is a supervised run. Results enter the parent's
@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
+from fleet.continuity import private
 from fleet.gateway import supervisor as sv
 from fleet.gateway.agents import Agents
 from fleet.gateway.announce import summarize
@@ -81,7 +82,7 @@ class PersistentManager:
         target = validate_agent_id(str(cfg["agentId"] or parent["agentId"]).lower())
         child_key = f"agent:{target}:subagent:{uuid.uuid4()}"
         ws = self.agents.workspace(target)
-        ws.mkdir(parents=True, exist_ok=True)
+        private.make_dir(ws)
         rec = self.store.create(
             child_key, target, ws, kind="persistent",
             requesterSessionKey=parent["sessionKey"], task=cfg["key"], label=cfg["key"],

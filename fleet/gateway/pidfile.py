@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.private import open_regular
+
 
 class AlreadyRunning(RuntimeError):
     """Another gateway holds the pidfile lock."""
@@ -39,7 +41,7 @@ class PidFile:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(str(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

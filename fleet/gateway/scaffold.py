@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity import private, tempfiles
 from fleet.gateway.layout import Layout
 from fleet.gateway.sessions import atomic_write_json
 
@@ -41,7 +41,7 @@ def _link(target: Path, link: Path) -> str:
         raise ScaffoldError(
             f"{link} exists and is not a symlink; move it away to let init link {target}"
         )
-    tmp = link.with_name(f".{link.name}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp = tempfiles.temp_path(link)
     os.symlink(str(target), str(tmp))
     os.replace(str(tmp), str(link))
     return "linked"
@@ -49,8 +49,8 @@ def _link(target: Path, link: Path) -> str:
 
 def init(layout: Layout, link_from: Optional[Path] = None) -> Dict[str, Any]:
     layout.ensure()
-    (layout.state_dir / "agents").mkdir(exist_ok=True)
-    (layout.state_dir / "workspace").mkdir(exist_ok=True)
+    private.make_dir(layout.state_dir / "agents")
+    private.make_dir(layout.state_dir / "workspace")
     source = Path(link_from).resolve() if link_from else default_plugin_source()
     linked: Dict[str, str] = {}
     for plugin_dir in plugin_sources(source):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 import fleet
+from fleet.continuity import private, tempfiles
 from fleet.gateway.agents import Agents
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import HookBus
@@ -44,6 +45,9 @@ class Gateway:
     def __init__(self, layout: Layout, hook_timeout_s: float = 10.0) -> None:
         self.layout = layout
         self.started_at = time.time()
+        private.secure_state_dir(layout.state_dir)
+        for stale in tempfiles.sweep_state_dir(layout.state_dir):
+            log.info("removed %s (temp file of a writer that died mid-write)", stale)
         self.config: Dict[str, Any] = load_config(layout.config_path)
         self._config_sig = self._signature()
         self._config_lock = threading.RLock()

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity import strictjson, tempfiles
 from fleet.gateway.layout import Layout, validate_agent_id
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
@@ -42,13 +43,20 @@ def agent_of(key: str) -> str:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True, ensure_ascii=False)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    tmp = tempfiles.temp_path(path)
+    text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
     fd = os.open(str(path.parent), os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -79,8 +87,13 @@ class SessionStore:
                     if isinstance(rec, dict) and rec.get("sessionId"):
                         self._sessions[key] = rec
 
-    def _save(self, agent_id: str) -> None:
+    def _save(self, agent_id: str, key: Optional[str] = None,
+              rec: Optional[Dict[str, Any]] = None) -> None:
+        """Persist an agent's index, with `rec` in place of `key` when given (not yet in memory:
+        the in-memory record changes only after this write succeeded)."""
         mine = {k: v for k, v in self._sessions.items() if v.get("agentId") == agent_id}
+        if key is not None and rec is not None:
+            mine[key] = rec
         atomic_write_json(self.layout.session_index(agent_id), mine)
 
     def get(self, key: Any, open_only: bool = False) -> Dict[str, Any]:
@@ -110,13 +123,14 @@ class SessionStore:
         }
         rec.update(extra)
         self.transcript(rec).create(session_id, key, str(workspace))
+        self._save(agent_id, key, rec)
         self._sessions[key] = rec
-        self._save(agent_id)
         return rec
 
     def update(self, rec: Dict[str, Any], **changes: Any) -> None:
+        """Apply `changes` to `rec` once they are on disk; a failed write changes nothing."""
+        self._save(rec["agentId"], rec["sessionKey"], dict(rec, **changes))
         rec.update(changes)
-        self._save(rec["agentId"])
 
     def transcript(self, rec: Dict[str, Any]) -> Transcript:
         return Transcript(Path(rec["transcript"]))
@@ -133,6 +147,6 @@ def public(rec: Dict[str, Any]) -> Dict[str, Any]:
     keys = (
         "sessionKey", "sessionId", "agentId", "workspaceDir", "transcript", "createdAt",
         "closedAt", "requesterSessionKey", "runId", "task", "label", "kind", "ended",
-        "announce",
+        "announce", "endedHookAt",
     )
     return {k: rec.get(k) for k in keys if rec.get(k) is not None}

@@ -1,9 +1,16 @@
 """Subagents: spawn a child session for a parent, end it once, announce its result to the parent.
 
-`subagent_ended` fires exactly once per child (the end is recorded before the hook runs, and the
-record survives restarts). The announce follows `announce.select_output`; when the child is waiting
-for a continuation (after `sessions_yield` or compaction) the announce stays pending and is
-delivered by the child's next real assistant turn.
+The announce follows `announce.select_output`; when the child is waiting for a continuation
+(after `sessions_yield` or compaction) the announce stays pending and is delivered by the
+child's next run that gives a real answer (or a silent token).
+
+`subagent_ended` fires once the announce is settled, as in OpenClaw (a run that expects a
+completion message emits it after the announce is delivered or intentionally not delivered; a
+yield-paused run emits nothing until it finishes or is killed): right after the end when the
+announce is delivered or silent at once, else after the run that releases it. A paused child
+that then times out, fails or is killed ends again with that outcome: its announce is settled
+and the hook fires with the new outcome. It fires exactly once per child (`endedHookAt` is
+recorded before the hook runs, and the record survives restarts).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity import private
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
@@ -37,6 +45,19 @@ _REASON_FOR = {
 }
 
 
+# The session index keeps an excerpt of a child's announce (and error): every session op of the
+# agent rewrites the index, so a 10 MB answer must not live there. The full text is in the
+# parent's transcript.
+EXCERPT_CHARS = 2000
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters in the transcript]"
+
+
 class Subagents:
     """Spawn and end children of sessions run by `Agents`."""
 
@@ -44,7 +65,7 @@ class Subagents:
         self.agents = agents
         self.store = agents.store
         self.hooks = hooks
-        agents.on_append.append(self._retry_pending)
+        agents.on_run_end.append(self._retry_pending)
 
     def spawn(self, args: Dict[str, Any]) -> Dict[str, Any]:
         parent_key = args.get("parentSessionKey") or args.get("requesterSessionKey") or args.get(
@@ -61,7 +82,7 @@ class Subagents:
             key = f"agent:{target}:subagent:{uuid.uuid4()}"
             run_id = str(uuid.uuid4())
             ws = self.agents.workspace(target)
-            ws.mkdir(parents=True, exist_ok=True)
+            private.make_dir(ws)
             rec = self.store.create(
                 key,
                 target,
@@ -114,7 +135,8 @@ class Subagents:
             rec = self.store.get(key)
             if not rec.get("requesterSessionKey"):
                 raise SessionError(f"session {key!r} is not a subagent session (no requester)")
-            if rec.get("ended"):
+            paused = (rec.get("announce") or {}).get("state") == "pending"
+            if rec.get("ended") and not (paused and outcome != "ok"):
                 return {
                     "childSessionKey": key,
                     "alreadyEnded": True,
@@ -124,23 +146,12 @@ class Subagents:
                 }
             ended: Dict[str, Any] = {"outcome": outcome, "reason": reason, "endedAt": now_ms()}
             if args.get("error"):
-                ended["error"] = str(args["error"])
+                ended["error"] = excerpt(str(args["error"]))
             if isinstance(args.get("runtimeMs"), (int, float)):
                 ended["runtimeMs"] = args["runtimeMs"]
             self.store.update(rec, ended=ended)
-            event: Dict[str, Any] = {
-                "targetSessionKey": key,
-                "targetKind": "subagent",
-                "reason": reason,
-                "sendFarewell": True,
-                "runId": rec.get("runId"),
-                "endedAt": ended["endedAt"],
-                "outcome": outcome,
-            }
-            if "error" in ended:
-                event["error"] = ended["error"]
             result = self._announce(rec)
-            errors = self.hooks.run_void("subagent_ended", event, self._ctx(rec))
+            errors = self._fire_ended(rec) if result["state"] != "pending" else []
             return {
                 "childSessionKey": key,
                 "alreadyEnded": False,
@@ -149,10 +160,33 @@ class Subagents:
                 "hookErrors": errors,
             }
 
+    def _fire_ended(self, rec: Dict[str, Any]) -> List[str]:
+        """`subagent_ended` with OpenClaw's fields, once per child (recorded before it runs)."""
+        if rec.get("endedHookAt"):
+            return []
+        self.store.update(rec, endedHookAt=now_ms())
+        ended = rec["ended"]
+        event: Dict[str, Any] = {
+            "targetSessionKey": rec["sessionKey"],
+            "targetKind": "subagent",
+            "reason": ended["reason"],
+            "sendFarewell": True,
+            "runId": rec.get("runId"),
+            "endedAt": ended["endedAt"],
+            "outcome": ended["outcome"],
+        }
+        if "error" in ended:
+            event["error"] = ended["error"]
+        return self.hooks.run_void("subagent_ended", event, self._ctx(rec))
+
     def _retry_pending(self, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """After a run of a child whose announce is held: deliver it if the run answered."""
         if (rec.get("announce") or {}).get("state") != "pending":
             return None
-        return {"announce": self._announce(rec, retry=True)}
+        result = self._announce(rec, retry=True)
+        if result["state"] == "pending":
+            return {"announce": result}
+        return {"announce": result, "endedHookErrors": self._fire_ended(rec)}
 
     def _announce(self, rec: Dict[str, Any], retry: bool = False) -> Dict[str, Any]:
         """Deliver, hold (pending) or skip (silent) the announce of an ended child.
@@ -176,7 +210,10 @@ class Subagents:
             text = self._block(rec, messages, choice["text"])
             self._deliver(rec, text)
             info = {"state": "delivered", "text": text, "deliveredAt": now_ms()}
-        self.store.update(rec, announce=info)
+        stored = dict(info)
+        if isinstance(info.get("text"), str):
+            stored["text"] = excerpt(info["text"])
+        self.store.update(rec, announce=stored)
         out = dict(info)
         out["snapshot"] = choice["snapshot"]
         return out

@@ -1,8 +1,8 @@
 """The subagent supervisor: each run's workflow state, and only the legal moves between states.
 
-States are the seed's (003): running, waiting_input, completed, failed, cancelled. The last three
-are terminal. An illegal move raises instead of quietly rewriting history, so a late completion can
-never resurrect a cancelled run.
+States: running, waiting_input, completed, failed, cancelled (docs/continuity.md, "Persistent
+subagents"). The last three are terminal. An illegal move raises instead of quietly rewriting
+history, so a late completion can never resurrect a cancelled run.
 """
 
 from __future__ import annotations

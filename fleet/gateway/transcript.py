@@ -75,7 +75,7 @@ class Transcript:
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with _lock_for(self.path):
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, data.encode("utf-8"))
                 os.fsync(fd)

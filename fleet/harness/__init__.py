@@ -11,5 +11,5 @@
 - ssh.py      strict-host-key SSH with a deadline on every step
 
 Tasks: `invoke harness.up [--hosts N]`, `harness.status`, `harness.down`; then
-`invoke deploy --inventory .fleet/harness/inventory.yaml --hosts all`.
+`invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes`.
 """

@@ -36,8 +36,9 @@ DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 DEBOOTSTRAP_TIMEOUT_S = 1800
 BUILD_LOCK_TIMEOUT_S = 2400
 
-# The layer over the imported rootfs. Users log in as in the seed (opc, administrator), never root;
-# their shadow field is '*' (no password, but not locked: with UsePAM no a '!' would refuse keys).
+# The layer over the imported rootfs. Users log in as on the real hosts (opc on a cloud VM,
+# administrator on a Raspberry Pi), never root; their shadow field is '*' (no password, but not
+# locked: with UsePAM no a '!' would refuse keys).
 USERS_RUN = """\
  && rm -f /etc/ssh/ssh_host_* \\
  && useradd -m -s /bin/bash -p '*' opc \\

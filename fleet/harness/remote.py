@@ -2,7 +2,7 @@
 
 Each call runs, on the host, the deployed release's own client:
 `PYTHONPATH=<state>/fleet/current python3 -m fleet.gateway --state-dir <state> call <op>
---json-args '<json>'`, and decodes the one JSON response it prints. Nothing runs through a
+--json-args '<json>' --json`, and decodes the one JSON response it prints. Nothing runs through a
 shortcut (no docker exec), so a call proves the same path an operator uses.
 """
 
@@ -29,7 +29,7 @@ def client_command(state_dir: str, op: str, args: dict[str, Any], python: str = 
     return (
         f"PYTHONPATH={shlex.quote(current)} {python} -m fleet.gateway "
         f"--state-dir {shlex.quote(state_dir)} call {shlex.quote(op)} "
-        f"--json-args {shlex.quote(json.dumps(args))}"
+        f"--json-args {shlex.quote(json.dumps(args))} --json"
     )
 
 

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.private import open_regular
+
 
 def audit_path(state_dir: Path) -> Path:
     return state_dir / "fleet" / "audit.jsonl"
@@ -20,7 +22,7 @@ def append(state_dir: Path, entry: dict) -> None:
     path = audit_path(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, line)
         os.fsync(fd)

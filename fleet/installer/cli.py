@@ -1,5 +1,5 @@
 """Entry point of the artifact: `python3 fleet-<v>.pyz --version | install | status | rollback |
-restart`.
+restart | doctor`.
 
 Every subcommand prints exactly one JSON object on stdout (progress goes to stderr as
 `{"step": ...}` lines) and exits 0 only on success, so the control side can parse one answer per
@@ -10,6 +10,8 @@ reason, notes, restarted, steps: {step: seconds}, duration_s, gateway: <health>,
 lock_takeover?, lock_holder?, pruned?}` where `result` is installed | unchanged | rolled_back |
 restarted | refused | failed and `from`/`to` are `{release, version, sha256, components}`.
 `status` gives `{current, previous, releases, gateway, ready, problem, lock, last_audit}`.
+`doctor` gives `{checks: [{check, severity, message}], continuity, severity, exit, time, ...}`
+(fleet/installer/doctor.py) and exits with `exit`: 0 healthy, 1 warnings, 2 critical.
 Extra flags beyond docs/architecture.md: --owner (audit/lock), --timeout (restart and readiness
 deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact.
 The fault seam for tests is described in fleet/installer/faults.py.
@@ -80,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("rollback", parents=[common])
     rb.add_argument("--to", default=None, help="version, release dir name or SHA prefix")
     sub.add_parser("restart", parents=[common])
+    sub.add_parser("doctor", parents=[common], help="host and continuity health; changes nothing")
     return parser
 
 
@@ -105,6 +108,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _emit(result)
         return 2
     _emit(result)
+    if args.command == "doctor" and result.get("ok"):
+        return int(result.get("exit", 2))
     return 0 if result.get("ok") else 1
 
 
@@ -123,6 +128,10 @@ def run(args: argparse.Namespace) -> dict:
         args.lease = max(900.0, 4 * (args.timeout + 5) + 120)
     if args.command == "status":
         return transaction.status(state_dir, manager)
+    if args.command == "doctor":
+        from fleet.installer import doctor
+
+        return doctor.run(state_dir, manager)
     if args.command == "install":
         if args.keep < 2:
             raise UsageError(f"--keep {args.keep}: keep at least 2 (active and previous)")

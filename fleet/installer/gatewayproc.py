@@ -77,14 +77,7 @@ class Spawned:
         return f"gateway exited with code {code} before it was ready{self.log_tail()}"
 
     def log_tail(self, lines: int = 12) -> str:
-        try:
-            with open(str(self.log), "rb") as fh:
-                fh.seek(self.log_from)
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        tail = "\n".join(text.strip().splitlines()[-lines:])
-        return f"\n--- {self.log} (tail) ---\n{tail}" if tail else ""
+        return read_log_tail(self.log, self.log_from, lines)
 
     def abandon(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop a gateway that never became ready (it may not have reached its pidfile)."""
@@ -96,3 +89,16 @@ class Spawned:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=KILL_WAIT_S)
+
+
+def read_log_tail(log: Path, offset: int, lines: int) -> str:
+    """The last `lines` lines a process wrote to `log` since `offset`, framed for an error
+    message ("" when there are none): what a gateway said before it failed to become ready."""
+    try:
+        with open(str(log), "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    tail = "\n".join(text.strip().splitlines()[-lines:])
+    return f"\n--- {log} (tail) ---\n{tail}" if tail else ""

@@ -20,6 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.private import NotRegularFile, open_regular
+
 DEFAULT_LEASE_S = 900.0
 
 
@@ -42,11 +44,20 @@ def lock_path(state_dir: Path) -> Path:
 
 def read_holder(state_dir: Path) -> Optional[dict]:
     """The current lock content, or None when unlocked (an unreadable lock counts as stale)."""
+    path = lock_path(state_dir)
     try:
-        text = lock_path(state_dir).read_text(encoding="utf-8")
+        fd = open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:  # a FIFO there hung every installer; a symlink could redirect
+        raise RuntimeError(f"deploy lock {path} is not a regular file ({exc.strerror or exc}); "
+                           "remove it by hand after checking who put it there") from exc
     except OSError:
+        return {"owner": "?", "pid": 0, "host": "?", "time": 0, "lease": 0}
+    try:
+        with os.fdopen(fd, "r", encoding="utf-8") as fh:
+            text = fh.read(65536)
+    except (OSError, UnicodeDecodeError):
         return {"owner": "?", "pid": 0, "host": "?", "time": 0, "lease": 0}
     try:
         data = json.loads(text)
@@ -158,7 +169,7 @@ class DeployLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             try:
-                fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except OSError as exc:
                 if exc.errno != errno.EEXIST:
                     raise

@@ -1,9 +1,11 @@
 """Gateway managers: how a host's gateway is restarted, and how we learn that it is ready.
 
-Why one place: the seed restarted with `pkill -f` + `nohup`, which kills its own ssh shell and has
-no readiness signal. Here every manager restarts through a supervisor-style command (never
-`pkill -f`), every command has a deadline, and readiness is judged by the gateway's own `health`
-answer (its control socket, or a `probe` command printing the same JSON).
+Why one place: a hand-made deploy restarts with `pkill -f <pattern>` + `nohup` over ssh. `pkill -f`
+matches whole command lines, so it also kills the ssh session's own shell (whose `-c` string holds
+the pattern) and the `nohup` after it never runs; and nothing signals readiness. Here every manager
+restarts through a supervisor-style command (never `pkill -f`), every command has a deadline, and
+readiness is judged by the gateway's own `health` answer (its control socket, or a `probe` command
+printing the same JSON).
 
 Managers (`--manager`, options via `--manager-opt k=v`):
 - `fleet`    : our gateway, stopped by its pidfile and started as `python3 -m fleet.gateway

@@ -35,7 +35,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.installer import openclawconfig, releases
+from fleet.installer import gatewayproc, openclawconfig, releases
+from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
 DEFAULT_PORT = 18789
@@ -61,6 +62,8 @@ class OpenclawManager(Manager):
         self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
         self._version: Optional[str] = None
         self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
+        self._replaced: Optional[dict] = None  # the config content configure() last replaced
+        self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
@@ -173,7 +176,9 @@ class OpenclawManager(Manager):
             return False
         candidate = openclawconfig.write_candidate(self.config_path, wanted)
         try:
-            problem = self.invalid(candidate)
+            # Going back (a rollback in this same transaction) to the content this manager
+            # replaced: it was in place and served before, so it is not validated again.
+            problem = None if wanted == self._replaced else self.invalid(candidate)
             if problem:
                 before = self.invalid(self.config_path) if self.config_path.exists() else None
                 if before:
@@ -183,6 +188,7 @@ class OpenclawManager(Manager):
                 raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
                                    f"entries: {problem}; nothing was written")
             openclawconfig.commit(candidate, self.config_path)
+            self._replaced = current
         finally:
             openclawconfig.discard(candidate)
         return True
@@ -206,7 +212,8 @@ class OpenclawManager(Manager):
     # -- activation ----------------------------------------------------------------------
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         releases.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
-        known = self.known_plugins() if self.http_ready() else None
+        known = self._known or (self.known_plugins() if self.http_ready() else None)
+        self._known = known  # the same gateway when restart() runs again (a rollback)
         changed = self.configure(release)
         ids = list(self.plugin_dirs(release))
         # A reload applies a new release's plugin dirs; the same release again (`invoke
@@ -222,6 +229,7 @@ class OpenclawManager(Manager):
                     raise ManagerError(f"plugin failed to load: {exc.message}") from None
                 # anything else (e.g. a reload this gateway cannot do): restart it instead
         self.activation = "restart"
+        self._known = None  # another gateway from here on
         if self.process is not None:
             self.process.stop(self.stop_grace)
             self.process.start()
@@ -336,10 +344,10 @@ class SupervisedGateway:
             pid = int(record["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if not _alive(pid):
+        if not pid_alive(pid):
             return None
         started = record.get("started")
-        if started is not None and _start_time(pid) not in (None, started):
+        if started is not None and process_start(pid) not in (None, started):
             return None  # the pid now belongs to another process
         return pid
 
@@ -362,7 +370,7 @@ class SupervisedGateway:
                                              cwd=env.get("HOME") or "/", env=env)
         except OSError as exc:
             raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
-        record = {"pid": self.proc.pid, "started": _start_time(self.proc.pid), "argv": args}
+        record = {"pid": self.proc.pid, "started": process_start(self.proc.pid), "argv": args}
         tmp = self.pidfile.with_name(self.pidfile.name + ".tmp")
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(record), encoding="utf-8")
@@ -397,34 +405,7 @@ class SupervisedGateway:
                 f"ready{self.log_tail()}")
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            with open(str(self.log), "rb") as fh:
-                fh.seek(self.log_from)
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        tail = "\n".join(text.strip().splitlines()[-lines:])
-        return f"\n--- {self.log} (tail) ---\n{tail}" if tail else ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _start_time(pid: int) -> Optional[str]:
-    """The process's start time in clock ticks since boot (Linux), else None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
+        return gatewayproc.read_log_tail(self.log, self.log_from, lines)
 
 
 def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bool:
@@ -433,17 +414,8 @@ def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bo
         if proc is not None and proc.pid == pid:
             if proc.poll() is not None:
                 return True
-        elif not _alive(pid) or _zombie(pid):
+        elif not pid_alive(pid):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-

@@ -19,8 +19,16 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from fleet.gateway.manifest import is_plugin_id, is_version_name
+
 META = "fleet_release.json"
 MANIFEST = "fleet_manifest.json"
+# Unpacking limits (a zip bomb is refused before a byte is written). A release is ~2 MB and
+# ~300 files; these leave two orders of magnitude of room.
+MAX_MEMBERS = 10_000
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
+_PLUGIN_MANIFEST = "openclaw.plugin.json"
 
 
 class ReleaseError(RuntimeError):
@@ -67,7 +75,51 @@ def read_artifact_manifest(path: Path) -> dict:
         raise ReleaseError(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
     if not isinstance(manifest, dict) or not manifest.get("version"):
         raise ReleaseError(f"artifact {path}: {MANIFEST} lacks a 'version'")
+    if not is_version_name(manifest["version"]):
+        raise ReleaseError(
+            f"artifact {path}: {MANIFEST} version {manifest['version']!r} is not a safe release "
+            "name (letters, digits, '.', '_', '+', '-'; no '..' or '/'); refusing the artifact")
     return manifest
+
+
+def _unsafe(name: str) -> bool:
+    parts = Path(name).parts
+    return name.startswith(("/", "\\")) or ".." in parts or "\\" in name or "\0" in name
+
+
+def check_members(zf: zipfile.ZipFile, artifact: Path, manifest: dict) -> None:
+    """Refuse the artifact before anything is written: unsafe member or manifest paths, plugin
+    ids that are not the gateway's id rule (they name `extensions/<id>`), or sizes of a bomb."""
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise ReleaseError(f"artifact {artifact} has {len(infos)} members (limit {MAX_MEMBERS}); "
+                           "refusing it")
+    total = 0
+    for info in infos:
+        if _unsafe(info.filename):
+            raise ReleaseError(f"artifact {artifact} has unsafe member {info.filename!r}")
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise ReleaseError(
+                f"artifact {artifact}: member {info.filename!r} unpacks to {info.file_size} bytes "
+                f"(limit {MAX_MEMBER_BYTES}); refusing it")
+        total += info.file_size
+        if total > MAX_TOTAL_BYTES:
+            raise ReleaseError(f"artifact {artifact} unpacks to more than {MAX_TOTAL_BYTES} bytes; "
+                               "refusing it")
+        parts = Path(info.filename).parts
+        if len(parts) == 4 and parts[:2] == ("fleet", "plugins") and parts[3] == _PLUGIN_MANIFEST:
+            try:
+                plugin_id = json.loads(zf.read(info).decode("utf-8")).get("id")
+            except (ValueError, AttributeError, RecursionError) as exc:
+                raise ReleaseError(f"artifact {artifact}: {info.filename} is unreadable: "
+                                   f"{exc}") from exc
+            if not is_plugin_id(plugin_id):
+                raise ReleaseError(
+                    f"artifact {artifact}: {info.filename} has plugin id {plugin_id!r}, which is "
+                    "not a valid plugin id (a-z, 0-9, '.', '_', '-'); refusing the artifact")
+    for rel in (manifest.get("files") or {}):
+        if not isinstance(rel, str) or _unsafe(rel):
+            raise ReleaseError(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
 
 
 def release_name(version: str, sha256: str) -> str:
@@ -82,7 +134,9 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
         for manifest in sorted(base.glob("*/openclaw.plugin.json")):
             try:
                 plugin_id = json.loads(manifest.read_text(encoding="utf-8"))["id"]
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
+                continue
+            if not is_plugin_id(plugin_id):  # checked before unpacking; never a path here
                 continue
             found[str(plugin_id)] = manifest.parent.name
     return found
@@ -90,18 +144,19 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
 
 def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path:
     """Unpack into a temp dir, check every file against the manifest, then rename into place."""
+    if not is_version_name(manifest.get("version")):
+        raise ReleaseError(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
     target = releases_dir(state_dir) / release_name(str(manifest["version"]), sha256)
     if (target / META).is_file():
         return target
+    with zipfile.ZipFile(str(artifact)) as zf:
+        check_members(zf, artifact, manifest)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(".tmp-*"):  # left by a killed installer (we hold the lock)
         shutil.rmtree(str(stale), ignore_errors=True)
     tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
     try:
         with zipfile.ZipFile(str(artifact)) as zf:
-            for name in zf.namelist():
-                if name.startswith("/") or ".." in Path(name).parts:
-                    raise ReleaseError(f"artifact {artifact} has unsafe member {name!r}")
             placed = _extract(zf, tmp)
         for rel, digest in (manifest.get("files") or {}).items():
             member = placed.get(rel, tmp / rel)

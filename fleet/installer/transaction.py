@@ -168,7 +168,12 @@ class Transaction:
 
 def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
                old_pid: Optional[int]) -> dict:
-    """Poll until the gateway answers from `release` with `expect`; fail early on a plugin error."""
+    """Poll until the gateway answers from `release` with `expect`.
+
+    Only "not answering yet" (no answer, or still the old pid) is waited for: a new gateway that
+    answers has loaded its plugins before binding its socket, so a plugin error, a wrong version
+    or a wrong release in its answer is final and fails at once (no 60 s wait before rollback).
+    """
     started = time.monotonic()
     deadline = started + timeout
     problem = "gateway does not answer"
@@ -177,8 +182,11 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
         problem = readiness_problem(health, expect, old_pid, release.name)
         if problem is None:
             return health
-        if health is not None and problem.startswith("plugin ") and (
-                old_pid is None or health.get("pid") != old_pid):
+        # A different pid answering is a new gateway: its problem is final. With no old pid known
+        # (an OpenClaw service may answer before fleet learns its pid) only a plugin's own load
+        # error is final; a version mismatch may still be the old process.
+        if health is not None and health.get("pid") != old_pid and (
+                old_pid is not None or problem.startswith("plugin ")):
             raise ManagerError(problem + manager.log_tail())
         gone = manager.failure()
         if gone:
@@ -241,7 +249,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
             tx.notes.extend(releases.switch(state_dir, release, current,
                                              tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
-        res.update(ok=True, result="installed", to=summary(meta), gateway=health)
+        # Same release as before (--force, or its gateway was down): a restart, not an install
+        res.update(ok=True, result="restarted" if current == release else "installed",
+                   to=summary(meta), gateway=health)
         tx.record()
     except Exception as exc:
         if res["ok"]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from fleet.continuity import store
-from fleet.release.component import load_project
+from fleet.release.component import has_config, installed_project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.verify import verify
 
@@ -107,20 +107,60 @@ def expected_manifest(root: Path) -> dict:
 def _contents(root: Path, bytecode: bool = True) -> tuple:
     """(manifest, entries): every file of the zip but the manifest, name -> bytes (without the
     `.pyc` files and their manifest lines when `bytecode` is False)."""
-    project = load_project(root)
+    checkout = has_config(root)
+    project = load_project(root) if checkout else installed_project(root)
     report = verify(project)
     report.raise_for_problems("refusing to build the artifact")
     entries = {"__main__.py": MAIN_PY.encode("utf-8")}
-    for rel in host_files(root):
-        entries[rel] = (root / rel).read_bytes()
+    sources = {rel: (root / rel).read_bytes() for rel in host_files(root)}
+    entries.update(sources)
+    version = report.versions[project.main]
+    dirty = dirty_tag(root, sources) if checkout else None
+    if dirty:
+        version = f"{version}+{dirty}"
     if bytecode:
         entries.update(_bytecode({rel: data for rel, data in entries.items()
                                   if rel.endswith(".py")}))
     files = {rel: _sha256(data) for rel, data in entries.items()}
-    manifest = {"version": report.versions[project.main],
+    manifest = {"version": version,
                 "components": dict(sorted(report.versions.items())),
                 "files": dict(sorted(files.items()))}
     return manifest, entries
+
+
+def is_dirty(version: str) -> bool:
+    """True for the version of a build from uncommitted sources (`5.0.1+dirty.<hash>`)."""
+    return "+dirty." in version
+
+
+def dirty_tag(root: Path, sources: dict) -> Optional[str]:
+    """`dirty.<hash8>` when a shipped file differs from (or is missing in) the checkout's HEAD
+    commit, else None (also outside a git checkout). The hash is over the shipped contents, so
+    the same uncommitted sources always get the same PEP 440 local version."""
+    from fleet.release.git import Git, GitError  # noqa: PLC0415
+
+    git = Git(root)
+    try:
+        listing = git.run("ls-tree", "-r", "--full-tree", "HEAD", "--", *HOST_FILES,
+                          *HOST_PACKAGES, check=True)
+        prefix = git.run("rev-parse", "--show-prefix")
+    except GitError:
+        return None
+    committed = {}
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        if path.startswith(prefix):
+            committed[path[len(prefix):]] = meta.split()[-1]
+    if all(committed.get(rel) == _blob_id(data) for rel, data in sources.items()):
+        return None
+    digest = hashlib.sha256("".join(f"{rel}\0{_sha256(data)}\n"
+                                    for rel, data in sorted(sources.items())).encode())
+    return f"dirty.{digest.hexdigest()[:8]}"
+
+
+def _blob_id(data: bytes) -> str:
+    """git's object id of a file's bytes (sha1 of `blob <size>\\0<data>`)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
 
 
 def _bytecode(sources: dict) -> dict:
@@ -205,6 +245,34 @@ def _pycs_match(headers: dict, files: dict, entries: dict) -> bool:
                 or head[8:16] != importlib.util.source_hash(entries[rel])):
             return False
     return True
+
+
+def package_root() -> Path:
+    """The directory holding the imported `fleet` package: a checkout, or site-packages."""
+    import fleet  # noqa: PLC0415
+
+    return Path(fleet.__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """Where builds from an installed package go: the user's cache, never site-packages."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fleet" / "dist"
+
+
+def default_source(cwd: Optional[Path] = None) -> tuple:
+    """(root, out_dir) of a build when none is named: the checkout at or above `cwd` into its
+    `dist/`; else the imported package (its checkout's `dist/`, or, installed with
+    `pip install .`, the user's cache)."""
+    from fleet.release.component import find_root  # noqa: PLC0415
+
+    try:
+        root = find_root(Path.cwd() if cwd is None else cwd)
+    except ReleaseError:
+        root = package_root()
+    if has_config(root) and os.access(root, os.W_OK):
+        return root, root / "dist"
+    return root, cache_dir()
 
 
 def ensure_artifact(root: Path, out_dir: Path) -> tuple:

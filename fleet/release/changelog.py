@@ -1,7 +1,10 @@
 """The CHANGELOG.md section of a release, built from commit subjects grouped by conventional type.
 
 `feat: ...` goes under Features, `fix: ...` under Fixes, everything else under Other; our own
-`release: ...` commits are left out. New sections go above older ones, below the file's title.
+release commits (`release: mc v2.1.0`, `release: memory-continuity v5.0.0, mc v2.1.0`, the one
+format `commit_message` writes) are left out, while other subjects that merely begin with
+`release:` (work on the release tooling) are listed. New sections go above older ones, below
+the file's title.
 """
 
 from __future__ import annotations
@@ -11,18 +14,40 @@ from typing import Optional
 
 GROUPS = (("feat", "Features"), ("fix", "Fixes"), ("other", "Other"))
 TITLE = "# Changelog\n"
+_MESSAGE = re.compile(r"^release: (?P<body>.+)$")
+_ITEM = re.compile(r"^(?P<id>\S+) v(?P<version>\S+)$")
 _CONVENTIONAL = re.compile(
     r"^(?P<type>[A-Za-z]+)(?:\((?P<scope>[^)]*)\))?(?P<bang>!)?:\s+(?P<desc>.+)$")
 
 
+def commit_message(versions: dict) -> str:
+    """`release: a v1.0.0, b v2.0.0` for {a: 1.0.0, b: 2.0.0} (in the order given): the subject
+    of a release commit and the message of its annotated tag."""
+    return "release: " + ", ".join(f"{cid} v{ver}" for cid, ver in versions.items())
+
+
+def parse_commit_message(subject: str) -> dict:
+    """{component: version} a release commit (or tag) message names; {} for any other text."""
+    m = _MESSAGE.match(subject.strip())
+    if not m:
+        return {}
+    found = {}
+    for item in m.group("body").split(", "):
+        im = _ITEM.match(item.strip())
+        if not im:
+            return {}
+        found[im.group("id")] = im.group("version")
+    return found
+
+
 def classify(subject: str) -> tuple[str, str]:
     """(group, text) of one commit subject; group is feat, fix, other or release (skipped)."""
+    if parse_commit_message(subject):
+        return "release", subject.strip()
     m = _CONVENTIONAL.match(subject.strip())
     if not m:
         return "other", subject.strip()
     kind = m.group("type").lower()
-    if kind == "release":
-        return "release", subject.strip()
     if kind not in ("feat", "fix"):
         return "other", subject.strip()
     text = m.group("desc").strip()

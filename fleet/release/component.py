@@ -7,7 +7,7 @@ changelog = "CHANGELOG.md"
 
 [tool.fleet.components.mc]
 files = ["fleet/plugins/mc/openclaw.plugin.json:version", "fleet/plugins/mc/package.json:version"]
-ships = ["fleet/plugins/mc"]
+ships = ["fleet/plugins/mc"]                       # its changelog lists commits touching these
 manifest = "fleet/plugins/mc/openclaw.plugin.json"   # its `requires` list holds dependency rules
 tag = "mc-v{version}"                               # optional; this is the default
 ```
@@ -24,6 +24,11 @@ from fleet.release.error import ReleaseError
 from fleet.release.version_file import VersionFile, VersionFileError, load_toml
 
 CONFIG_FILE = "pyproject.toml"
+# An installed package (`pip install .`) has no pyproject.toml: its components are read from the
+# plugins' own manifests (installed_project). The main component names the artifact; it must be
+# `main` of [tool.fleet] (a test holds the two together).
+INSTALLED_MAIN = "memory-continuity"
+PLUGINS_DIR = "fleet/plugins"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,13 @@ class Component:
         if tag.startswith(prefix) and tag.endswith(suffix) and len(tag) > len(prefix + suffix):
             return tag[len(prefix):len(tag) - len(suffix)]
         return None
+
+    def changelog_paths(self) -> Optional[list[str]]:
+        """What a commit must touch to belong in this component's changelog: the paths it
+        ships and its version files; None (every commit) when it declares no `ships`."""
+        if not self.ships:
+            return None
+        return list(dict.fromkeys([*self.ships, *(vf.path for vf in self.files)]))
 
     def requires(self, root: Path) -> list[str]:
         """The `requires` list of the component's manifest (dependency rules), [] if none."""
@@ -96,6 +108,42 @@ def find_root(start: Path) -> Path:
             return cand
     raise ReleaseError(f"no {CONFIG_FILE} with a [tool.fleet] table at or above {start}; "
                        "run from the project checkout")
+
+
+def has_config(root: Path) -> bool:
+    """True when `root` is a checkout with the release configuration (pyproject [tool.fleet])."""
+    cfg = Path(root) / CONFIG_FILE
+    try:
+        return "[tool.fleet" in cfg.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def installed_project(root: Path) -> Project:
+    """The components of an installed fleet package under `root` (e.g. site-packages), read
+    from what it ships: each plugin's two manifests, and fleet's own `__version__`.
+
+    The same components and versions a checkout declares, so `fleet build` gives the same
+    artifact from an installed package as from the checkout it was installed from."""
+    root = Path(root)
+    components = {}
+    for manifest in sorted((root / PLUGINS_DIR).glob("*/openclaw.plugin.json")):
+        rel = manifest.parent.relative_to(root).as_posix()
+        try:
+            cid = json.loads(manifest.read_text(encoding="utf-8"))["id"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ReleaseError(f"{manifest}: unreadable plugin manifest ({exc})") from exc
+        components[cid] = Component(
+            id=cid, files=(VersionFile(f"{rel}/openclaw.plugin.json", "version"),
+                           VersionFile(f"{rel}/package.json", "version")),
+            ships=(rel,), manifest=f"{rel}/openclaw.plugin.json",
+            tag_format="v{version}" if cid == INSTALLED_MAIN else "{id}-v{version}")
+    if INSTALLED_MAIN not in components:
+        raise ReleaseError(f"{root / PLUGINS_DIR}: no {INSTALLED_MAIN} plugin; is fleet "
+                           "installed completely? (pip install --force-reinstall fleet)")
+    components["fleet"] = Component(id="fleet",
+                                    files=(VersionFile("fleet/__init__.py", "__version__"),))
+    return Project(root=root, main=INSTALLED_MAIN, components=components)
 
 
 def load_project(root: Path) -> Project:

@@ -93,6 +93,14 @@ class Git:
         out = self.run("tag", "--list", pattern, "--merged", "HEAD")
         return [t for t in out.splitlines() if t]
 
+    def tag_subjects(self) -> list[tuple[str, str]]:
+        """(tag, subject of its message) of every tag reachable from HEAD, in one call (a
+        lightweight tag gives its commit's subject)."""
+        out = self.run("tag", "--list", "--merged", "HEAD",
+                       "--format=%(refname:strip=2)%09%(contents:subject)")
+        return [tuple(line.split("\t", 1)) if "\t" in line else (line, "")
+                for line in out.splitlines() if line]
+
     def remotes(self) -> list[str]:
         return [r for r in self.run("remote").splitlines() if r]
 
@@ -115,10 +123,13 @@ class Git:
         """True when `rev` is known locally and reachable from `of`."""
         return self.ok("merge-base", "--is-ancestor", rev, of)
 
-    def log_subjects(self, since: Optional[str]) -> list[tuple[str, str]]:
-        """(short sha, subject) of the commits after `since` (all commits if None), oldest first."""
+    def log_subjects(self, since: Optional[str],
+                     paths: Optional[list[str]] = None) -> list[tuple[str, str]]:
+        """(short sha, subject) of the commits after `since` (all commits if None), oldest first;
+        with `paths`, only the commits that change something under one of them."""
         rev = f"{since}..HEAD" if since else "HEAD"
-        out = self.run("log", "--reverse", "--no-merges", "--format=%h%x09%s", rev)
+        limit = ["--", *paths] if paths else []
+        out = self.run("log", "--reverse", "--no-merges", "--format=%h%x09%s", rev, *limit)
         rows = []
         for line in out.splitlines():
             sha, _, subject = line.partition("\t")

@@ -1,5 +1,10 @@
 """The plan of one release: every file change, the commit, the tag and the push, before any of it
 happens. `--dry-run` prints it; the real run writes it into the journal and carries it out.
+
+A release holds one or more components (`ComponentRelease`), released in one commit with one tag;
+the commit message names every one of them (`release: memory-continuity v5.0.0, mc v2.1.0`), and
+that message, kept as the annotated tag's message, is how a later release finds the tag that last
+released a component whose own tag format the shared tag does not follow.
 """
 
 from __future__ import annotations
@@ -11,7 +16,18 @@ from typing import Optional
 
 from fleet.continuity import store
 from fleet.release import changelog
-from fleet.release.component import Component, Project
+from fleet.release.changelog import commit_message
+from fleet.release.component import Project
+
+
+@dataclass
+class ComponentRelease:
+    """One component of a release: its id, versions before and after, and its previous tag."""
+
+    id: str
+    previous: str
+    version: str
+    previous_tag: Optional[str] = None
 
 
 @dataclass
@@ -35,21 +51,22 @@ class FileChange:
 class Plan:
     """Everything a release will do; `describe()` is what a dry run prints."""
 
-    component: str
-    previous: str
-    version: str
+    releases: list  # ComponentRelease, in the project's declared order
     tag: str
     branch: str
     base: str
     remote: Optional[str]
     push: bool
-    previous_tag: Optional[str]
     changelog_section: str
     changes: list = field(default_factory=list)
 
     @property
+    def versions(self) -> dict:
+        return {r.id: r.version for r in self.releases}
+
+    @property
     def commit_message(self) -> str:
-        return commit_message(self.component, self.version)
+        return commit_message(self.versions)
 
     @property
     def paths(self) -> list:
@@ -62,8 +79,9 @@ class Plan:
                 f" refs/tags/{self.tag}:refs/tags/{self.tag}")
 
     def describe(self) -> str:
-        out = [f"release {self.component}: {self.previous} -> {self.version} "
-               f"(branch {self.branch}, since {self.previous_tag or 'the first commit'})", ""]
+        out = [f"release {r.id}: {r.previous} -> {r.version} (branch {self.branch}, since "
+               f"{r.previous_tag or 'the first commit'})" for r in self.releases]
+        out.append("")
         out += [c.diff() for c in self.changes]
         out.append(f"commit: {self.commit_message!r} on {self.branch} "
                    f"(files: {', '.join(self.paths)})")
@@ -80,10 +98,6 @@ class Plan:
         return "\n".join(out)
 
 
-def commit_message(component: str, version: str) -> str:
-    return f"release: {component} v{version}"
-
-
 def read_optional(path: Path) -> Optional[str]:
     try:
         return path.read_bytes().decode("utf-8")
@@ -91,20 +105,22 @@ def read_optional(path: Path) -> Optional[str]:
         return None
 
 
-def file_changes(project: Project, comp: Component, version: str, section: str) -> list:
-    """New texts of the component's version files and of the changelog (idempotent: applying it
-    to already-edited files gives the same texts, which is what `--resume` relies on)."""
+def file_changes(project: Project, versions: dict, section: str) -> list:
+    """New texts of the version files of every component in `versions` ({id: new version}) and
+    of the changelog (idempotent: applying it to already-edited files gives the same texts,
+    which is what `--resume` relies on)."""
     texts: dict[str, str] = {}
     originals: dict[str, Optional[str]] = {}
-    for vf in comp.files:
-        if vf.path not in texts:
-            texts[vf.path] = vf.text(project.root)
-            originals[vf.path] = texts[vf.path]
-        texts[vf.path] = vf.replace(texts[vf.path], version)
+    for cid, version in versions.items():
+        for vf in project.component(cid).files:
+            if vf.path not in texts:
+                texts[vf.path] = vf.text(project.root)
+                originals[vf.path] = texts[vf.path]
+            texts[vf.path] = vf.replace(texts[vf.path], version)
     log_path = project.changelog
     old_log = read_optional(Path(project.root) / log_path)
     originals[log_path] = old_log
-    if changelog.has_section(old_log, comp.id, version):
+    if all(changelog.has_section(old_log, cid, ver) for cid, ver in versions.items()):
         texts[log_path] = old_log or ""
     else:
         texts[log_path] = changelog.prepend(old_log, section)

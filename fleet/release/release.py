@@ -1,6 +1,8 @@
 """`invoke release` as a Python API: preflight, plan, then resumable steps.
 
-Steps: files, commit, tag, push.
+Steps: files, commit, tag, push. One release may hold several components (`-c a -c b`): one
+commit and one tag for all of them (the tag of the main component when it is among them, else of
+the first in declared order), a changelog section per component.
 
 Every refusal happens before the first change. Once changes start, each step is recorded in the
 journal (`.git/fleet-release.json`); a failure says where it stopped and prints the one command that
@@ -12,25 +14,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence, Union
 
 from packaging.version import Version
 
 from fleet.release import changelog
 from fleet.release.bump import next_version
+from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.git import Git, GitError
-from fleet.release.plan import Plan, commit_message, file_changes, write_text
+from fleet.release.plan import (
+    ComponentRelease,
+    Plan,
+    file_changes,
+    write_text,
+)
 from fleet.release.state import JOURNAL_NAME, RESUME_COMMAND, Journal
 from fleet.release.verify import dependency_problems, verify
 
 Echo = Callable[[str], None]
+Names = Union[str, Sequence[str], None]
 
 
 @dataclass
 class ReleaseResult:
-    """What a release did (or, with dry_run, would do)."""
+    """What a release did (or, with dry_run, would do); `component`/`version` are those of the
+    component whose tag the release carries, `versions` holds every component released."""
 
     component: str
     version: str
@@ -39,41 +49,94 @@ class ReleaseResult:
     pushed: bool
     dry_run: bool
     plan: Optional[Plan] = None
+    versions: Optional[dict] = None
 
 
-def run_release(root: Path, component: Optional[str] = None, part: Optional[str] = None,
-                version: Optional[str] = None, dry_run: bool = False, push: bool = True,
+def _result(project: Project, versions: dict, tag: str, commit: Optional[str], pushed: bool,
+            dry_run: bool, plan: Optional[Plan]) -> ReleaseResult:
+    owner = tag_owner(project, list(versions)).id
+    return ReleaseResult(owner, versions[owner], tag, commit, pushed, dry_run, plan, versions)
+
+
+def _names(value: Names) -> list:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [v for v in value if v]
+
+
+def requested_versions(project: Project, components: Names, versions: Names) -> dict:
+    """{component id: explicit version or None} from `-c` names and `--version` values.
+
+    `--version X` sets the version of the only component; `--version id=X` (repeatable) sets
+    one component's, and with no `-c` also selects it. No component named: the main one.
+    """
+    wanted = [project.component(c).id for c in _names(components)]
+    explicit: dict = {}
+    bare = []
+    for item in _names(versions):
+        cid, sep, ver = item.partition("=")
+        if sep:
+            explicit[project.component(cid.strip()).id] = ver.strip()
+        else:
+            bare.append(item)
+    if not wanted:
+        wanted = list(explicit) or [project.main]
+    stray = [cid for cid in explicit if cid not in wanted]
+    if stray:
+        raise ReleaseError(f"--version names {', '.join(stray)}, which is not among the "
+                           f"components released ({', '.join(wanted)}); fix: add "
+                           f"{' '.join('-c ' + c for c in stray)} or drop that --version")
+    if bare:
+        if len(bare) > 1 or len(set(wanted)) > 1:
+            raise ReleaseError("one bare --version cannot name several components' versions; "
+                               "fix: give each one as --version <component>=<version> "
+                               "(e.g. --version mc=2.2.0)")
+        explicit.setdefault(wanted[0], bare[0])
+    order = list(project.components)
+    return {cid: explicit.get(cid) for cid in sorted(set(wanted), key=order.index)}
+
+
+def run_release(root: Path, component: Names = None, part: Optional[str] = None,
+                version: Names = None, dry_run: bool = False, push: bool = True,
                 resume: bool = False, echo: Echo = print,
                 today: Optional[str] = None) -> ReleaseResult:
-    """Release `component` (default: the main one); raises ReleaseError with reason and fix."""
+    """Release one or more components (default: the main one) in one commit with one tag;
+    raises ReleaseError with reason and fix."""
     root = Path(root)
     project = load_project(root)
     git = Git(root)
     journal_path = git.git_dir() / JOURNAL_NAME
     journal = Journal.load(journal_path)
+    if journal is not None:  # the journal is saved with sorted keys: back to declared order
+        order = {cid: i for i, cid in enumerate(project.components)}
+        journal.versions = dict(sorted(journal.versions.items(),
+                                       key=lambda kv: order.get(kv[0], len(order))))
     if resume:
         if journal is None:
             raise ReleaseError(f"nothing to resume: no unfinished release is recorded in "
                                f"{journal_path}")
-        if part or version or (component and component != journal.component):
-            raise ReleaseError(f"--resume finishes the recorded release of {journal.component} "
-                               f"v{journal.version}; drop --component/--part/--version")
+        named = _names(component)
+        if part or _names(version) or (named and set(named) != set(journal.versions)):
+            raise ReleaseError(f"--resume finishes the recorded release of {journal.label}; "
+                               "drop --component/--part/--version")
         if not push:
             journal.push = False
         return _resume(git, project, journal, dry_run, echo)
     if journal is not None:
         where = f"stopped at step '{journal.failed_step}': {journal.error}" \
             if journal.failed_step else f"steps done: {', '.join(journal.done) or 'none'}"
-        raise ReleaseError(f"an unfinished release of {journal.component} v{journal.version} is "
+        raise ReleaseError(f"an unfinished release of {journal.label} is "
                            f"recorded in {journal_path} ({where}); fix: finish it with "
                            f"`{RESUME_COMMAND}` before starting another")
-    plan = preflight(git, project, component, part, version, push, echo, today)
+    requested = requested_versions(project, component, version)
+    plan = preflight(git, project, requested, part, push, echo, today)
     if dry_run:
         echo("DRY RUN: nothing is changed")
         echo(plan.describe())
-        return ReleaseResult(plan.component, plan.version, plan.tag, None, False, True, plan)
-    journal = Journal(component=plan.component, version=plan.version, previous=plan.previous,
-                      tag=plan.tag, branch=plan.branch, base=plan.base, files=plan.paths,
+        return _result(project, plan.versions, plan.tag, None, False, True, plan)
+    journal = Journal(versions=plan.versions,
+                      previous={r.id: r.previous for r in plan.releases}, tag=plan.tag,
+                      branch=plan.branch, base=plan.base, files=plan.paths,
                       changelog_section=plan.changelog_section, push=plan.push,
                       remote=plan.remote, path=journal_path)
     journal.claim()
@@ -91,11 +154,13 @@ def pick_remote(git: Git, branch: str) -> Optional[str]:
     return remotes[0] if len(remotes) == 1 else None
 
 
-def previous_tag(git: Git, comp: Component) -> Optional[str]:
-    """The highest-versioned tag of this component reachable from HEAD."""
+def previous_tag(git: Git, comp: Component,
+                 tags: Optional[list] = None) -> Optional[str]:
+    """The tag reachable from HEAD that released the highest version of this component: one of
+    its own tags (`mc-v2.1.0`), or a joint release's tag whose message names it."""
     best: Optional[tuple[Version, str]] = None
-    for tag in git.tags(comp.tag_glob()):
-        raw = comp.tag_version(tag)
+    for tag, subject in (git.tag_subjects() if tags is None else tags):
+        raw = comp.tag_version(tag) or parse_commit_message(subject).get(comp.id)
         try:
             ver = Version(raw) if raw else None
         except ValueError:
@@ -105,11 +170,18 @@ def previous_tag(git: Git, comp: Component) -> Optional[str]:
     return best[1] if best else None
 
 
-def preflight(git: Git, project: Project, component: Optional[str], part: Optional[str],
-              version: Optional[str], push: bool, echo: Echo,
+def tag_owner(project: Project, ids: list) -> Component:
+    """The component whose tag a release carries: the main one if released, else the first."""
+    return project.component(project.main if project.main in ids else ids[0])
+
+
+def preflight(git: Git, project: Project, requested: Union[dict, str, None],
+              part: Optional[str] = None, push: bool = True, echo: Echo = print,
               today: Optional[str] = None) -> Plan:
-    """Every refusal (with reason and fix), then the plan; changes nothing."""
-    comp = project.component(component)
+    """Every refusal (with reason and fix), then the plan; changes nothing. `requested` is
+    {component: explicit version or None} (see `requested_versions`)."""
+    if not isinstance(requested, dict):
+        requested = requested_versions(project, requested, None)
     branch = git.branch()
     if branch is None:
         raise ReleaseError("refusing to release: HEAD is detached; fix: `git switch <branch>` "
@@ -120,36 +192,53 @@ def preflight(git: Git, project: Project, component: Optional[str], part: Option
                            f"{', '.join(dirty)}; fix: commit or stash them first")
     report = verify(project)
     report.raise_for_problems("refusing to release")
-    current = report.versions[comp.id]
-    new = next_version(current, part, version)
-    after = dependency_problems(project, {**report.versions, comp.id: new})
+    # With several components, --part bumps those without an explicit --version C=X.
+    several = len(requested) > 1
+    new = {cid: next_version(report.versions[cid], None if several and ver else part, ver)
+           for cid, ver in requested.items()}
+    after = dependency_problems(project, {**report.versions, **new})
     if after:
-        raise ReleaseError(f"refusing to release {comp.id} {new}: it would break a dependency "
-                           "rule:\n" + "\n".join(f"  - {p}" for p in after))
-    tag = comp.tag(new)
-    local = git.tag_target(tag)
-    if local:
-        raise ReleaseError(f"refusing to release: tag {tag} already exists locally (on "
-                           f"{local[:12]}); fix: pick a higher version, or delete a stale tag "
-                           f"with `git tag -d {tag}`")
+        what = ", ".join(f"{cid} {ver}" for cid, ver in new.items())
+        raise ReleaseError(f"refusing to release {what}: it would break a dependency "
+                           "rule:\n" + "\n".join(f"  - {p}" for p in after)
+                           + "\nfix: release the components it depends on together "
+                           "(-c A -c B) or adjust the rule")
+    owner = tag_owner(project, list(new))
+    tag = owner.tag(new[owner.id])
+    own_tags = [project.component(cid).tag(ver) for cid, ver in new.items()]
+    checked = list(dict.fromkeys([tag, *own_tags]))
+    for name in checked:
+        local = git.tag_target(name)
+        if local:
+            raise ReleaseError(f"refusing to release: tag {name} already exists locally (on "
+                               f"{local[:12]}); fix: pick a higher version, or delete a stale "
+                               f"tag with `git tag -d {name}`")
     remote = pick_remote(git, branch)
     if remote:
-        _check_remote(git, remote, branch, tag, push, echo)
-    prev_tag = previous_tag(git, comp)
+        _check_remote(git, remote, branch, checked, push, echo)
+    tags = git.tag_subjects()
     date = today or datetime.now(timezone.utc).date().isoformat()
-    section = changelog.section(comp.id, new, git.log_subjects(prev_tag), date, prev_tag)
-    changes = file_changes(project, comp, new, section)
-    return Plan(component=comp.id, previous=current, version=new, tag=tag, branch=branch,
-                base=git.head(), remote=remote, push=push, previous_tag=prev_tag,
-                changelog_section=section, changes=changes)
+    releases, sections = [], []
+    for cid, ver in new.items():
+        comp = project.component(cid)
+        prev_tag = previous_tag(git, comp, tags)
+        commits = git.log_subjects(prev_tag, comp.changelog_paths())
+        sections.append(changelog.section(cid, ver, commits, date, prev_tag))
+        releases.append(ComponentRelease(cid, report.versions[cid], ver, prev_tag))
+    section = "\n".join(sections)
+    changes = file_changes(project, new, section)
+    return Plan(releases=releases, tag=tag, branch=branch, base=git.head(), remote=remote,
+                push=push, changelog_section=section, changes=changes)
 
 
-def _check_remote(git: Git, remote: str, branch: str, tag: str, push: bool, echo: Echo) -> None:
-    """Refuse when the tag is already on the remote, or (when pushing) the remote branch has
+def _check_remote(git: Git, remote: str, branch: str, tags: list, push: bool,
+                  echo: Echo) -> None:
+    """Refuse when a tag is already on the remote, or (when pushing) the remote branch has
     commits we lack, which would make the push fail after the commit and tag are made."""
-    tag_ref, branch_ref = f"refs/tags/{tag}", f"refs/heads/{branch}"
+    tag = tags[0]
+    tag_refs, branch_ref = [f"refs/tags/{t}" for t in tags], f"refs/heads/{branch}"
     try:
-        refs = git.remote_refs(remote, tag_ref, branch_ref)
+        refs = git.remote_refs(remote, *tag_refs, branch_ref)
     except GitError as exc:
         if push:
             raise ReleaseError(f"refusing to release: cannot check tag {tag} on remote "
@@ -158,9 +247,11 @@ def _check_remote(git: Git, remote: str, branch: str, tag: str, push: bool, echo
         echo(f"warning: cannot check tag {tag} on remote {remote} ({exc}); continuing "
              "because of --no-push")
         return
-    if tag_ref in refs:
-        raise ReleaseError(f"refusing to release: tag {tag} already exists on remote "
-                           f"{remote} ({refs[tag_ref][:12]}); fix: pick a higher version")
+    for tag_ref in tag_refs:
+        if tag_ref in refs:
+            raise ReleaseError(f"refusing to release: tag {tag_ref[len('refs/tags/'):]} "
+                               f"already exists on remote {remote} ({refs[tag_ref][:12]}); "
+                               "fix: pick a higher version")
     ahead = refs.get(branch_ref)
     if push and ahead and not git.is_ancestor(ahead, "HEAD"):
         raise ReleaseError(f"refusing to release: {remote}/{branch} ({ahead[:12]}) has commits "
@@ -172,7 +263,7 @@ def _resume(git: Git, project: Project, journal: Journal, dry_run: bool,
             echo: Echo) -> ReleaseResult:
     branch = git.branch()
     if branch != journal.branch:
-        raise ReleaseError(f"cannot resume: the release of {journal.component} v{journal.version}"
+        raise ReleaseError(f"cannot resume: the release of {journal.label}"
                            f" was started on branch {journal.branch}, HEAD is on "
                            f"{branch or 'a detached HEAD'}; fix: `git switch {journal.branch}`")
     stray = [p for p in git.dirty_paths() if p not in journal.files]
@@ -180,29 +271,27 @@ def _resume(git: Git, project: Project, journal: Journal, dry_run: bool,
         raise ReleaseError(f"cannot resume: uncommitted changes outside the release files: "
                            f"{', '.join(stray)}; fix: commit or stash them first")
     if dry_run:
-        echo(f"DRY RUN: resume the release of {journal.component} v{journal.version}; "
+        echo(f"DRY RUN: resume the release of {journal.label}; "
              f"steps left: {', '.join(journal.pending()) or 'none'}")
-        return ReleaseResult(journal.component, journal.version, journal.tag, journal.commit,
-                             False, True)
-    echo(f"resuming the release of {journal.component} v{journal.version} "
+        return _result(project, journal.versions, journal.tag, journal.commit, False, True, None)
+    echo(f"resuming the release of {journal.label} "
          f"(done: {', '.join(journal.done) or 'nothing'})")
     return _execute(git, project, journal, echo, None)
 
 
 def _execute(git: Git, project: Project, journal: Journal, echo: Echo,
              plan: Optional[Plan]) -> ReleaseResult:
-    comp = project.component(journal.component)
-    message = commit_message(journal.component, journal.version)
+    message = commit_message(journal.versions)
     step = "files"
     try:
         if "files" not in journal.done:
             changes = plan.changes if plan else file_changes(
-                project, comp, journal.version, journal.changelog_section)
+                project, journal.versions, journal.changelog_section)
             for change in changes:
                 if change.new != change.old:
                     write_text(Path(project.root) / change.path, change.new)
             journal.mark("files")
-            echo(f"wrote version {journal.version} into {', '.join(journal.files)}")
+            echo(f"wrote {journal.label} into {', '.join(journal.files)}")
         step = "commit"
         if "commit" not in journal.done:
             journal.commit = _commit(git, journal, message)
@@ -235,13 +324,12 @@ def _execute(git: Git, project: Project, journal: Journal, echo: Echo,
     except (ReleaseError, OSError) as exc:
         journal.fail(step, str(exc))
         done = ", ".join(journal.done) or "nothing"
-        raise ReleaseError(f"release of {journal.component} v{journal.version} stopped at step "
+        raise ReleaseError(f"release of {journal.label} stopped at step "
                            f"'{step}': {exc}\ndone so far: {done} (recorded in {journal.path})\n"
                            f"fix the cause, then finish it with: {RESUME_COMMAND}") from exc
     journal.delete()
-    echo(f"released {journal.component} v{journal.version} ({journal.tag})")
-    return ReleaseResult(journal.component, journal.version, journal.tag, journal.commit,
-                         pushed, False, plan)
+    echo(f"released {journal.label} ({journal.tag})")
+    return _result(project, journal.versions, journal.tag, journal.commit, pushed, False, plan)
 
 
 def _commit(git: Git, journal: Journal, message: str) -> str:

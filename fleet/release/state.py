@@ -25,9 +25,8 @@ RESUME_COMMAND = "invoke release --resume"
 class Journal:
     """One in-flight release: its plan and the steps already done."""
 
-    component: str
-    version: str
-    previous: str
+    versions: dict  # component -> new version, in the project's declared order
+    previous: dict  # component -> version before the release
     tag: str
     branch: str
     base: str  # HEAD before the release commit
@@ -51,6 +50,11 @@ class Journal:
         except ValueError as exc:
             raise ReleaseError(f"{path}: the release journal is corrupt ({exc}); inspect it, "
                                "finish the release by hand, then delete the file") from exc
+        if isinstance(data, dict) and "component" in data and "versions" not in data:
+            # written by a single-component fleet: {component, version, previous: str}
+            cid = data.pop("component")
+            data["versions"] = {cid: data.pop("version", None)}
+            data["previous"] = {cid: data.get("previous")}
         names = {f.name for f in fields(cls)} - {"path"}
         try:
             journal = cls(**{k: v for k, v in data.items() if k in names})
@@ -87,6 +91,11 @@ class Journal:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+
+    @property
+    def label(self) -> str:
+        """`mc v2.1.0`, or `memory-continuity v5.0.0 + mc v2.1.0` for a joint release."""
+        return " + ".join(f"{cid} v{ver}" for cid, ver in self.versions.items())
 
     def mark(self, step: str) -> None:
         if step not in self.done:

@@ -1,7 +1,9 @@
 """Verification: every version-bearing file of every component read, parsed and compared.
 
-No surveyed release tool checks that all occurrences of a version agree (deploy-anchors.md,
-complaint 13); this does, read-only, and names the file and the value of every problem.
+Release tools such as bump-my-version, python-semantic-release and commitizen rewrite the version
+files they are configured with but let a file that drifted pass unnoticed (a recurring complaint in
+their issue trackers); this checks that every occurrence agrees, read-only, and names the file and
+the value of every problem.
 """
 
 from __future__ import annotations

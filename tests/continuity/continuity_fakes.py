@@ -67,3 +67,15 @@ def write_state(path: Path, objective: str = "None", unsurfaced: str = "None",
 def files_under(root: Path) -> Dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file()}
+
+
+def write_child(path: Path, objective: str = "None", unsurfaced: str = "None") -> None:
+    """A child's state file plus the handoff record its run would leave, its answer being
+    `unsurfaced` ("None": no answer), as the child's agent_end writes them."""
+    from fleet.plugins.memory_continuity import handoff  # noqa: PLC0415
+
+    write_state(path, objective=objective, unsurfaced=unsurfaced)
+    answer = {"state": "empty", "text": None} if unsurfaced == "None" else {
+        "state": "text", "text": unsurfaced}
+    handoff.write(path.parent, {"version": handoff.VERSION, "updatedAt": "2026-03-31T07:51:52Z",
+                                "task": objective, "ok": answer, "timeout": answer})

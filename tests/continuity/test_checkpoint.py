@@ -9,7 +9,7 @@ from fleet.continuity.document import SECTIONS, StateDocument
 from fleet.continuity.snapshot import build_snapshot
 
 META = ('Conversation info (untrusted metadata):\n```json\n{"chat": "tg-1"}\n```\n\n')
-ANCHOR_RUN = [
+ORIGINAL_RUN = [
     {"role": "user", "content": [
         {"type": "text", "text": META + "Please build the #deploy-pipeline for #Infra team"}]},
     {"role": "assistant", "content": [{"type": "text", "text": "Starting."},
@@ -38,8 +38,8 @@ def archives(ws):
     return sorted(p.name for p in d.glob("*.md")) if d.exists() else []
 
 
-def test_anchor_agent_end_vector(api, state_dir):
-    api.fire("agent_end", {"messages": ANCHOR_RUN, "success": True}, main_ctx(state_dir))
+def test_original_plugin_agent_end_vector(api, state_dir):
+    api.fire("agent_end", {"messages": ORIGINAL_RUN, "success": True}, main_ctx(state_dir))
     doc = StateDocument.parse(own(state_dir).read_text())
     assert doc.section_names() == list(SECTIONS)
     assert doc.get("Objective") == "and also fix the tests please"
@@ -57,15 +57,16 @@ def test_anchor_agent_end_vector(api, state_dir):
 
 def test_previous_meaningful_state_is_archived(api, state_dir):
     write_state(own(state_dir), objective="Old plan")
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     names = archives(main_ws(state_dir))
     assert len(names) == 2  # two in the same minute do not collide
     texts = [(main_ws(state_dir) / "memory" / "session_archive" / n).read_text() for n in names]
     assert any("Old plan" in t for t in texts)
 
 
-# Fixed flaw (issue 7 / anchor 7 "death spiral"): trivial or poisoned runs keep the checkpoint.
+# Fixed flaw of the original plugin (its "recovery death spiral"): trivial or poisoned runs keep the
+# checkpoint.
 @pytest.mark.parametrize("messages", [
     [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello! How can I help?"}],
     [{"role": "user", "content": META + "ok"}, {"role": "assistant", "content": "Sure."}],
@@ -86,19 +87,19 @@ def test_ignore_patterns_match_the_first_real_user_message(api, state_dir):
     write_state(own(state_dir), objective="The secret plan")
     before = own(state_dir).read_bytes()
     api.plugin_config = {"ignorePatterns": ["([", "^please build"]}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     assert own(state_dir).read_bytes() == before
     assert not (main_ws(state_dir) / "memory" / "sessions").exists()
-    assert "invalid regex '(['" in api.logger.text("warn")
+    assert "skipping pattern '([': missing ']'" in api.logger.text("warn")
 
 
 def test_auto_extract_off(api, state_dir):
     api.plugin_config = {"autoExtract": False}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, main_ctx(state_dir))
     assert not own(state_dir).exists()
 
 
-# Fixed flaw 3.5.2: a same-agent child's run writes only its per-child file.
+# Fixed flaw of the original plugin: a same-agent child's run writes only its per-child file.
 def test_subagent_run_writes_only_its_own_files(api, state_dir):
     write_state(own(state_dir), objective="Parent plan")
     parent_files = files_under(main_ws(state_dir) / "memory")
@@ -130,7 +131,8 @@ def test_before_reset_archives_meaningful_state(api, state_dir):
     assert "Real plan" in own(state_dir).read_text()  # the file itself is not cleared
 
 
-# Fixed flaw 3.5.1: the stock session ctx has no workspaceDir; it is resolved from the agent.
+# Fixed flaw of the original plugin: the stock session ctx has no workspaceDir; it is resolved from
+# the agent.
 def test_session_end_writes_template_only_when_missing(api, state_dir):
     ctx = {"agentId": "coder", "sessionId": "s9", "sessionKey": "agent:coder:main"}
     api.fire("session_end", {"sessionId": "s9", "messageCount": 0}, ctx)
@@ -196,7 +198,7 @@ def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
         ctx = {"sessionKey": key}
         for hook in ("agent_end", "before_reset", "session_end", "before_compaction",
                      "before_prompt_build"):
-            assert api.fire(hook, {"messages": ANCHOR_RUN}, ctx) is None
+            assert api.fire(hook, {"messages": ORIGINAL_RUN}, ctx) is None
     assert files_under(tmp_path) == before
     assert api.logger.text("error") == ""
     assert "refusing" in api.logger.text("warn")
@@ -204,7 +206,7 @@ def test_hostile_session_keys_touch_nothing(api, state_dir, tmp_path):
 
 def test_upper_case_and_empty_parts_are_normalised(api, state_dir):
     ctx = {"sessionKey": "AGENT:Main::SubAgent:C8"}
-    api.fire("agent_end", {"messages": ANCHOR_RUN}, ctx)
+    api.fire("agent_end", {"messages": ORIGINAL_RUN}, ctx)
     child = main_ws(state_dir) / "memory" / "subagents" / "c8" / "CURRENT_STATE.md"
     assert "and also fix the tests please" in child.read_text()
     assert all("subagents/c8" in k or k == "openclaw.json" for k in files_under(state_dir))
@@ -219,6 +221,6 @@ def test_notes_that_arrived_during_the_run_survive_its_checkpoint(api, state_dir
     new_note = '[2026-03-31T07:59:59.000Z] Subagent "main" completed.\n  Result: arrived late'
     write_state(own(state_dir), objective="Plan", unsurfaced=old_note + "\n" + new_note)
     monkeypatch.setattr(clock, "now", lambda: datetime(2026, 3, 31, 8, 0, tzinfo=timezone.utc))
-    api.fire("agent_end", {"messages": ANCHOR_RUN, "durationMs": 60_000}, main_ctx(state_dir))
+    api.fire("agent_end", {"messages": ORIGINAL_RUN, "durationMs": 60_000}, main_ctx(state_dir))
     section = StateDocument.parse(own(state_dir).read_text()).get("Unsurfaced Results")
     assert section == "Done: tests fixed.\nmore\n" + new_note

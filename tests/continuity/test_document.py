@@ -14,7 +14,7 @@ from fleet.continuity.document import (
 )
 
 
-def test_template_is_the_anchor_layout():
+def test_template_is_the_original_plugin_layout():
     text = template("2026-03-31T07:51:52.123Z")
     assert text.splitlines()[:5] == [
         "# Current State", "> Last updated: 2026-03-31T07:51:52.123Z", "", "## Objective", "None"
@@ -30,7 +30,7 @@ def test_iso_now_matches_js_to_iso_string():
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", iso_now())
 
 
-# Fixed flaw 3.5.6 / 1.3: the anchor read only the first line; sections are read whole.
+# Fixed flaw of the original plugin: it read only the first line; sections are read whole.
 @pytest.mark.parametrize(
     "text,section,whole",
     [
@@ -58,7 +58,7 @@ def test_placeholders_are_not_meaningful(value):
 
 
 @pytest.mark.parametrize("value", ["None.", "- None", "TBD", "Ship v5"])
-def test_anchor_counts_these_as_meaningful(value):
+def test_original_plugin_counts_these_as_meaningful(value):
     assert is_meaningful(value)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fleet.continuity.history import keywords, related_history
 
 
-def test_keywords_follow_the_anchor_rules():
+def test_keywords_follow_the_original_plugin_rules():
     assert keywords("Build the deploy-pipeline with Docker for 你好世界 about this") == [
         "build", "deploy-pipeline", "docker", "你好世界"]
     assert len(keywords(" ".join(f"word{i}" for i in range(30)))) == 10

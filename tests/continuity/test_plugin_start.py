@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from continuity_fakes import write_state
 
 from fleet.continuity.document import StateDocument
@@ -88,7 +89,7 @@ def test_related_history_unless_disabled(api, state_dir):
     assert "RELATED HISTORY" not in api.fire("before_prompt_build", {}, main_ctx(state_dir))
 
 
-# Fixed flaw 3.5.8: a fresh child (no own state) still gets its parent's seed.
+# Fixed flaw of the original plugin: a fresh child (no own state) still gets its parent's seed.
 def test_fresh_child_gets_parent_seed(api, state_dir):
     parent = ws_main(state_dir) / "memory" / "CURRENT_STATE.md"
     write_state(parent, objective="Parent objective")
@@ -98,8 +99,8 @@ def test_fresh_child_gets_parent_seed(api, state_dir):
                    + snap_of(parent) + "\n=== END PARENT CONTEXT ===\n\n" + IMPORTANT_LINE)
 
 
-# Fixed flaw 3.5.2: a same-agent child reads its own per-child file, not the parent's, and the
-# parent seed is the parent's file, so nothing is duplicated.
+# Fixed flaw of the original plugin: a same-agent child reads its own per-child file, not the
+# parent's, and the parent seed is the parent's file, so nothing is duplicated.
 def test_same_agent_child_reads_own_file_and_seed_is_the_parents(api, state_dir):
     ws = ws_main(state_dir)
     write_state(ws / "memory" / "CURRENT_STATE.md", objective="Parent objective")
@@ -120,7 +121,8 @@ def test_child_never_gets_its_own_file_as_parent(api, state_dir):
     assert out.count("Objective: Child objective") == 1
 
 
-# Fixed flaw 3.5.2: the parent is the requester, not the agent named in the child's key.
+# Fixed flaw of the original plugin: the parent is the requester, not the agent named in the child's
+# key.
 def test_cross_agent_child_is_seeded_from_the_requester(api, state_dir):
     write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Main's plan")
     write_state(state_dir / "workspace-coder" / "memory" / "CURRENT_STATE.md",
@@ -155,7 +157,9 @@ def test_workspace_is_resolved_when_ctx_has_none(api, state_dir):
 def test_invalid_config_is_an_error_naming_the_key_and_changes_nothing(api, state_dir):
     write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Plan")
     api.plugin_config = {"relevanceInjection": "yes"}
-    assert api.fire("before_prompt_build", {}, main_ctx(state_dir)) is None
+    # raised to the hook bus (which reports it in the run's hookErrors), and logged
+    with pytest.raises(ValueError, match="relevanceInjection"):
+        api.fire("before_prompt_build", {}, main_ctx(state_dir))
     assert "relevanceInjection" in api.logger.text("error")
 
 

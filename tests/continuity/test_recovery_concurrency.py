@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 from pathlib import Path
 
-from continuity_fakes import FakeApi, write_state
+from continuity_fakes import FakeApi, write_child, write_state
 
 from fleet.continuity.document import SECTIONS, StateDocument
 
@@ -38,7 +38,7 @@ def test_200_concurrent_recoveries(state_dir):
     write_state(parent, objective="Parent objective")
     cids = [f"c{i}" for i in range(THREADS + PROCESSES * PER_PROCESS)]
     for cid in cids:
-        write_state(ws / "memory" / "subagents" / cid / "CURRENT_STATE.md",
+        write_child(ws / "memory" / "subagents" / cid / "CURRENT_STATE.md",
                     objective=f"task {cid}", unsurfaced=f"result of {cid}\nsecond line")
 
     torn = []
@@ -78,5 +78,6 @@ def test_200_concurrent_recoveries(state_dir):
         assert found == 1, (cid, found)
     ledger = json.loads((ws / "memory" / ".recovered_children.json").read_text())
     assert len(ledger["children"]) == len(cids)
-    leftovers = [p.name for p in (ws / "memory").iterdir() if p.name.endswith(".tmp")]
+    leftovers = [p.name for p in (ws / "memory").iterdir()
+                 if ".fleet-tmp." in p.name or p.name.endswith(".tmp")]
     assert leftovers == []

@@ -17,7 +17,7 @@ def test_no_snapshot_without_a_meaningful_objective():
         assert build_snapshot(doc_with(Objective=value)) is None
 
 
-def test_anchor_format_with_defaults():
+def test_original_plugin_format_with_defaults():
     doc = StateDocument.parse("## Objective\nShip v5\n")
     assert build_snapshot(doc) == "\n".join([
         "=== CONTINUITY RECOVERY ===",

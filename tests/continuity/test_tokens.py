@@ -10,7 +10,7 @@ from fleet.continuity.tokens import estimate_tokens, truncate_tokens
     [("", 0), ("abc", 1), ("abcde", 2), ("你好", 3), ("你好abc", 4), ("こんにちは", 2),
      ("안녕", 1), ("\U0001F600\U0001F600", 1)],
 )
-def test_anchor_vectors(text, tokens):
+def test_original_plugin_vectors(text, tokens):
     assert estimate_tokens(text) == tokens
 
 

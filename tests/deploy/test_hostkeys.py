@@ -226,5 +226,6 @@ def test_ssh_socket_has_nagle_off_and_a_refused_port_names_the_host(ssh_server, 
     closed.bind(("127.0.0.1", 0))
     free_port = closed.getsockname()[1]
     closed.close()
-    with pytest.raises(ConnectionError_, match=f"box: cannot connect to 127.0.0.1:{free_port}"):
+    with pytest.raises(ConnectionError_,
+                       match=f"box: cannot connect to tester@127.0.0.1:{free_port}"):
         connect(host_for(free_port, known, "strict", client_key))

@@ -78,7 +78,8 @@ def test_command_manager_install_then_unchanged(artifacts, host_states, fake_man
     assert code == 0 and second["result"] == "unchanged" and not second["restarted"]
     assert second["gateway"]["pid"] == first["gateway"]["pid"]
     code, forced = install(art, state, fake_manager_args, "--force")
-    assert forced["result"] == "installed" and forced["gateway"]["pid"] != first["gateway"]["pid"]
+    assert forced["result"] == "restarted"  # same release: a restart, not an install
+    assert forced["gateway"]["pid"] != first["gateway"]["pid"]
 
 
 def test_prune_keeps_newest_and_never_active_or_previous(artifacts, host_states,
@@ -255,3 +256,19 @@ def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp
     assert proc.returncode == 0 and data["result"] == "installed", data
     assert (state / f"{tool}.log").read_text().strip() == expected
     assert data["gateway"]["versions"]["memory-continuity"] == art.version
+
+
+def test_a_release_whose_plugin_fails_rolls_back_without_waiting_for_the_timeout(
+        artifacts, host_states):
+    """The new gateway answers at once with the load error: that is final, not 'not yet'."""
+    base, broken, state = artifacts(), artifacts(bump="5.0.2", broken=True), host_states[0]
+    args = ["--manager", "fleet"]
+    code, data = run_installer(base.path, "install", "--state-dir", str(state), "--sha256",
+                               base.sha256, "--timeout", "60", *args)
+    assert code == 0, data
+    code, data = run_installer(broken.path, "install", "--state-dir", str(state), "--sha256",
+                               broken.sha256, "--timeout", "60", *args)
+    assert data["result"] == "rolled_back", data
+    assert "broken release" in data["reason"] and "not ready within" not in data["reason"]
+    assert data["steps"]["ready"] < 30, data["steps"]  # generous: the failure is immediate
+    assert current(state) == release_of(base)

@@ -124,11 +124,96 @@ def test_shipped_inventory_has_production_and_sandbox():
     assert all(h.host_key_policy == "strict" for h in inventory.hosts.values())
 
 
-def test_embedded_default_is_the_sandbox_when_no_inventory_file(tmp_path):
-    inventory = default_inventory(tmp_path)
-    hosts = inventory.select("sandbox")
-    assert [Path(h.state_dir) for h in hosts] == [
-        tmp_path / ".fleet" / "sandbox" / f"sandbox-{i}" for i in (1, 2, 3)]
+def test_no_inventory_file_is_refused_naming_where_it_looked(tmp_path):
+    with pytest.raises(InventoryError) as info:
+        default_inventory(tmp_path, env={})
+    message = str(info.value)
+    assert str(tmp_path / "inventory.yaml") in message and "FLEET_INVENTORY" in message
+    assert "--inventory" in message
+    assert not (tmp_path / ".fleet").exists()  # nothing invented in that directory
+
+
+def test_inventory_from_environment_and_from_the_working_directory(tmp_path):
+    other = tmp_path / "elsewhere.yaml"
+    other.write_text("hosts: {envhost: {}}\n")
+    assert list(default_inventory(tmp_path, env={"FLEET_INVENTORY": str(other)}).hosts) == [
+        "envhost"]
+    (tmp_path / "inventory.yaml").write_text("hosts: {cwdhost: {}}\n")
+    assert list(default_inventory(tmp_path, env={}).hosts) == ["cwdhost"]
+
+
+SANDBOXED = """
+hosts:
+  s1: {connection: local, state_dir: .fleet/sandbox/s1}
+  s2: {connection: local, state_dir: .fleet/sandbox/s2}
+  mine: {connection: local, state_dir: ~/.openclaw}
+  sneaky: {connection: local, state_dir: .fleet/../state}
+  web: {host: web.invalid}
+groups:
+  sandbox: {hosts: [s1, s2]}
+  production: {hosts: [web, mine]}
+"""
+
+
+def test_all_never_reaches_the_sandbox_and_the_sandbox_is_only_in_dot_fleet(tmp_path):
+    inventory = inv(SANDBOXED, tmp_path)
+    assert {n for n, h in inventory.hosts.items() if h.sandbox} == {"s1", "s2"}
+    assert [h.name for h in inventory.select("all")] == ["mine", "sneaky", "web"]
+    assert [h.name for h in inventory.select("sandbox")] == ["s1", "s2"]
+    assert [h.name for h in inventory.select("all,s1")] == ["mine", "sneaky", "web", "s1"]
+    only_sandbox = inv("hosts: {s1: {connection: local, state_dir: .fleet/s1}}\n", tmp_path)
+    with pytest.raises(InventoryError, match="outside the sandbox"):
+        only_sandbox.select("all")
+
+
+@pytest.mark.parametrize("spec", ["", " ", ",", [], None])
+def test_empty_selection_is_an_error_not_everything(tmp_path, spec):
+    with pytest.raises(InventoryError, match="no hosts selected"):
+        inv(GOOD, tmp_path).select(spec)
+
+
+def test_duplicated_key_is_an_error_naming_file_and_lines(tmp_path):
+    message = error("hosts:\n  web1: {host: a}\n  web1: {host: b}\n", tmp_path)
+    assert str(tmp_path / "inv.yaml") in message and "duplicate key 'web1'" in message
+    assert "line 2" in message and "line 3" in message
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    text = ("vars: {prot: 1}\nhosts:\n  a: {port: x}\n  b: {connection: telnet}\n"
+            "  all: {}\ngroups:\n  g: {hostz: [a]}\n")
+    message = error(text, tmp_path)
+    assert message.startswith("5 problems"), message
+    for where in ("vars.prot", "hosts.a.port", "hosts.b.connection", "hosts.all", "groups.g.hostz"):
+        assert where in message, (where, message)
+
+
+@pytest.mark.parametrize("text, what", [
+    ("hosts: {all: {}}", "'all' is reserved"),
+    ("hosts: {h: {}}\ngroups: {all: {hosts: [h]}}", "'all' is reserved"),
+    ("hosts: {'a,b': {}}", "no commas or spaces"),
+    ("hosts: {'a b': {}}", "no commas or spaces"),
+])
+def test_reserved_and_unselectable_names_are_refused(tmp_path, text, what):
+    assert what in error(text, tmp_path)
+
+
+@pytest.mark.parametrize("jump, what", [
+    ("bastion:notaport", "not a TCP port"), ("bastion:70000", "not a TCP port"),
+    ("user@", "not a jump host"), ("a,b", "not a jump host"), ("bastion:", "not a jump host"),
+])
+def test_jump_is_validated_at_load(tmp_path, jump, what):
+    message = error(f"hosts: {{h: {{jump: '{jump}'}}}}", tmp_path)
+    assert "hosts.h.jump" in message and what in message
+
+
+def test_valid_jump_forms_load(tmp_path):
+    inventory = inv("hosts:\n  a: {jump: bastion}\n  b: {jump: 'ops@bastion:2222'}\n", tmp_path)
+    assert inventory.hosts["b"].jump == "ops@bastion:2222"
+
+
+def test_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    message = error("hosts:\n  a: {host: x\n", tmp_path)
+    assert message.startswith(str(tmp_path / "inv.yaml")) and "line" in message
 
 
 def test_parse_reports_the_given_path(tmp_path):
@@ -141,3 +226,39 @@ def test_two_hosts_on_one_state_dir_are_refused(tmp_path):
             "  b: {connection: local, state_dir: s}\n")
     message = error(text, tmp_path)
     assert "hosts.b.state_dir" in message and "'b' and 'a'" in message
+
+
+def _diamond(levels: int) -> str:
+    """Each level's two groups both contain both groups of the next level: 2**levels paths."""
+    lines = ["hosts:", "  h1: {connection: local, state_dir: s1}", "groups:"]
+    for i in range(levels):
+        nxt = f"[a{i + 1}, b{i + 1}]" if i + 1 < levels else "[]"
+        for side in "ab":
+            lines.append(f"  {side}{i}: {{hosts: [h1], groups: {nxt}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_diamond_of_groups_loads_in_linear_time(tmp_path):
+    """26 levels is 2**26 paths: exponential resolution never finishes within the timeout."""
+    import threading
+
+    from fleet.deploy.inventory import parse
+
+    out = {}
+    worker = threading.Thread(
+        target=lambda: out.setdefault("inv", parse(_diamond(26), tmp_path / "inv.yaml")),
+        daemon=True)
+    worker.start()
+    worker.join(60)
+    assert "inv" in out, "inventory with a 26-level diamond did not load"
+    assert out["inv"].select("a0")[0].name == "h1"
+
+
+def test_groups_nested_too_deep_are_a_clear_error(tmp_path):
+    from fleet.deploy.inventory import InventoryError, parse
+
+    lines = ["hosts:", "  h1: {connection: local, state_dir: s1}", "groups:"]
+    for i in range(2000):
+        lines.append(f"  g{i}: {{groups: [g{i + 1}]}}" if i < 1999 else f"  g{i}: {{hosts: [h1]}}")
+    with pytest.raises(InventoryError, match="nested more than"):
+        parse("\n".join(lines) + "\n", tmp_path / "inv.yaml")

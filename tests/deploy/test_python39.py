@@ -49,8 +49,8 @@ def test_a_python_3_9_host_installs_and_runs_sessions(tmp_path, artifacts):
 
         def call(*args: str) -> dict:
             proc = subprocess.run([PY39, "-m", "fleet.gateway", "--state-dir", str(state),
-                                   "call", *args], capture_output=True, text=True, env=env,
-                                  timeout=60, cwd="/")
+                                   "call", "--json", *args], capture_output=True, text=True,
+                                  env=env, timeout=60, cwd="/")
             assert proc.returncode == 0, proc.stdout + proc.stderr
             return json.loads(proc.stdout)["result"]
 

@@ -130,7 +130,7 @@ def test_kill_at_each_step_leaves_old_or_new_and_next_deploy_converges(sandbox, 
         assert target.is_relative_to(release_dir.resolve()), (plugin, target)
     fault.unlink()
     again = sandbox.deploy(bumped, hosts="a")["a"]
-    assert again.ok and again.result in ("installed", "unchanged"), again.note
+    assert again.ok and again.result in ("installed", "restarted", "unchanged"), again.note
     assert sandbox.current("a") == release_of(bumped)
     assert sandbox.health("a")["versions"]["memory-continuity"] == "5.0.1"
 
@@ -234,3 +234,50 @@ def test_rolling_batches_stop_after_a_failed_batch_and_leave_the_rest_alone(sand
     assert "budget" in results["b"].note
     assert {h: sandbox.current(h) for h in HOSTS} == dict.fromkeys(HOSTS, release_of(base))
     assert pids(sandbox)["b"] == before["b"] and pids(sandbox)["c"] == before["c"]
+
+
+def test_two_runs_of_different_releases_never_leave_a_mixed_fleet(sandbox, artifacts):
+    """Run A is held on host a (b and c already switched); run B (another release, all hosts) is
+    refused as a whole, naming A, before it changes any host; A then finishes: one release."""
+    base, one, two = artifacts(), artifacts(bump="5.0.1"), artifacts(bump="5.0.2")
+    sandbox.deploy(base)
+    hold = sandbox.fault("a", "verify", "hold")
+    first = {}
+    thread = threading.Thread(target=lambda: first.update(sandbox.deploy(one, owner="first@ci")))
+    thread.start()
+    held = sandbox.state("a") / "fleet" / "faults" / "verify.held"
+    deadline = time.monotonic() + 120
+    while not (held.exists() and sandbox.current("b") == sandbox.current("c") == release_of(one)
+               and not (sandbox.state("b") / "fleet" / "deploy.lock").exists()
+               and not (sandbox.state("c") / "fleet" / "deploy.lock").exists()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        second = sandbox.deploy(two, owner="second@ci")
+    finally:
+        hold.unlink()
+        thread.join(timeout=120)
+    assert all(r.result == "refused" and not r.ok for r in second.values()), second
+    assert all("first@ci" in r.note for r in second.values())
+    assert all(first[h].result == "installed" for h in "abc"), first
+    assert {sandbox.current(h) for h in "abc"} == {release_of(one)}
+    assert not (sandbox.state("b") / "fleet" / "run.lease").exists()  # released after the run
+
+
+def test_a_crashed_runs_lease_expires_and_the_token_never_shows(sandbox, artifacts):
+    import json as _json
+
+    base = artifacts()
+    lease_file = sandbox.state("b") / "fleet" / "run.lease"
+    lease_file.parent.mkdir(parents=True, exist_ok=True)
+    secret = "f" * 32
+    live = {"owner": "ghost@ci", "pid": 1, "from": "ctl", "lease": 900, "run": secret,
+            "time": time.time()}
+    lease_file.write_text(_json.dumps(live))
+    refused = sandbox.deploy(base)
+    assert all(r.result == "refused" for r in refused.values())
+    assert "ghost@ci" in refused["b"].note and secret not in repr(refused)
+    assert sandbox.current("a") is None and sandbox.current("c") is None
+    lease_file.write_text(_json.dumps(dict(live, time=time.time() - 901)))
+    done = sandbox.deploy(base)
+    assert all(r.result == "installed" for r in done.values()), done

@@ -12,8 +12,8 @@ from deploy_helpers import gateway_pids, release_of
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
 hosts:
-  good: {state_dir: hosts/good}
-  nopython: {state_dir: hosts/nopython, python: /nonexistent/python3}
+  good: {state_dir: .fleet/hosts/good}
+  nopython: {state_dir: .fleet/hosts/nopython, python: /nonexistent/python3}
 groups:
   pair: {hosts: [good, nopython]}
 """
@@ -23,7 +23,7 @@ groups:
 def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
-    gateway_pids([tmp_path / "hosts" / "good", tmp_path / "hosts" / "nopython"])
+    gateway_pids([tmp_path / ".fleet" / "hosts" / name for name in ("good", "nopython", "mine")])
 
 
 def fleet(workdir, *args):
@@ -84,4 +84,4 @@ def test_dry_run_prints_plan(workdir, artifacts):
     code, out, _ = fleet(workdir, "deploy", "--hosts", "good", "--artifact", str(art.path),
                          "--dry-run")
     assert code == 0 and "install" in out and "nothing installed" in out
-    assert not (workdir / "hosts" / "good" / "fleet" / "current").exists()
+    assert not (workdir / ".fleet" / "hosts" / "good" / "fleet" / "current").exists()

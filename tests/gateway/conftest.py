@@ -9,6 +9,7 @@ import pytest
 from gateway_helpers import RECORDER, install, run_cli, write_plugin
 
 from fleet.gateway.layout import Layout
+from fleet.gateway.scaffold import init
 from fleet.gateway.service import Gateway
 
 
@@ -23,6 +24,16 @@ def state(tmp_path: Path) -> Path:
 def recorder_gateway(tmp_path: Path, state: Path) -> Gateway:
     """An in-process gateway with the recording plugin loaded."""
     install(state, write_plugin(tmp_path / "plugins", "recorder", RECORDER))
+    gw = Gateway(Layout(state))
+    gw.load_plugins()
+    assert gw.health()["ready"], gw.health()
+    return gw
+
+
+@pytest.fixture
+def real_gateway(state: Path) -> Gateway:
+    """An in-process gateway on an `init`-ed state dir: the real memory-continuity and /mc."""
+    init(Layout(state))
     gw = Gateway(Layout(state))
     gw.load_plugins()
     assert gw.health()["ready"], gw.health()

@@ -99,7 +99,7 @@ def run_cli(state: Path, *args: str, timeout: float = 20.0) -> subprocess.Comple
 
 
 def call(state: Path, op: str, args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    proc = run_cli(state, "call", op, "--json-args", json.dumps(args or {}))
+    proc = run_cli(state, "call", op, "--json-args", json.dumps(args or {}), "--json")
     resp = json.loads(proc.stdout)
     assert (proc.returncode == 0) == bool(resp.get("ok")), (proc, resp)
     return resp

@@ -1,7 +1,7 @@
 """Parent/child end to end on a real gateway with the real plugins, through the client CLI.
 
-The seed reaches the child, the child's unsurfaced result is recovered into the parent's state
-file, and the announce lands in the parent's transcript.
+The parent seed reaches the child, the child's unsurfaced result is recovered into the parent's
+state file, and the announce lands in the parent's transcript.
 """
 
 from __future__ import annotations
@@ -88,3 +88,35 @@ def test_mc_commands_through_the_cli_and_settings_reach_the_gateway(state, gatew
     assert "maxArchiveCount" in json.dumps(refused)
     config_after = json.loads((state / "openclaw.json").read_text())
     assert config_after == config  # a refused value changes nothing
+
+
+def test_a_paused_child_is_recovered_exactly_once_across_a_gateway_restart(state, gateways):
+    """Pause (compaction), restart the gateway, then the final answer: one note, that answer."""
+    assert run_cli(state, "init").returncode == 0
+    assert run_cli(state, "start").returncode == 0, "start"
+    gateways.append(state)
+    parent = call(state, "session.start", {"agentId": "main"})["result"]["sessionKey"]
+    call(state, "session.turn", {"sessionKey": parent, "prompt": OBJECTIVE,
+                                 "steps": ["Plan: dump, restore, switch DNS."]})
+    child = call(state, "subagent.spawn", {
+        "parentSessionKey": parent, "task": "Check the replication lag on db-2",
+        "steps": [{"text": "Let me search.", "tool": "exec", "args": {"cmd": "psql"},
+                   "result": "lag 3s"}, {"compaction": True}],
+    })["result"]["childSessionKey"]
+    end = call(state, "subagent.end", {"childSessionKey": child, "outcome": "ok"})["result"]
+    assert end["announce"]["state"] == "pending"
+    parent_state = state / "workspace" / "memory" / "CURRENT_STATE.md"
+    assert "Subagent" not in parent_state.read_text()
+
+    assert run_cli(state, "restart").returncode == 0
+    turn = call(state, "session.turn", {"sessionKey": child, "prompt": "continue",
+                                        "steps": [CHILD_RESULT]})["result"]
+    assert turn["announce"]["state"] == "delivered" and turn["endedHookErrors"] == []
+    assert run_cli(state, "restart").returncode == 0
+    again = call(state, "subagent.end", {"childSessionKey": child, "outcome": "ok"})["result"]
+    assert again["alreadyEnded"] is True
+    call(state, "session.turn", {"sessionKey": child, "prompt": "more?", "steps": ["No."]})
+
+    notes = parent_state.read_text().split("## Unsurfaced Results", 1)[1]
+    assert notes.count("Subagent \"main\" completed.") == 1
+    assert f"Result: {CHILD_RESULT}" in notes and "Let me search." not in notes

@@ -155,7 +155,7 @@ def test_stop_lets_an_in_flight_request_finish(tmp_path, state, gateways):
     assert res.returncode == 0 and "terminated" in res.stdout
     out, _ = pending.communicate(timeout=5)
     assert pending.returncode == 0
-    assert json.loads(out)["result"]["text"] == "finished"
+    assert out == "finished\n"
 
 
 def test_client_call_survives_the_restart_window(tmp_path, state, gateways):
@@ -198,6 +198,34 @@ def make_release(root: Path, name: str) -> Path:
     for pkg in ("continuity", "plugins", "gateway"):
         shutil.copytree(REPO / "fleet" / pkg, rel / "fleet" / pkg, ignore=ignore)
     return rel
+
+
+MULTILINE_COMMAND = """
+def register(api):
+    api.register_command("two", lambda ctx: {"text": "line one\\nline two: " + ctx["args"]})
+"""
+
+
+def test_call_command_prints_text_and_json_only_when_asked(tmp_path, state, gateways):
+    init_with(tmp_path, state, two=MULTILINE_COMMAND)
+    assert start(state, gateways).returncode == 0
+    res = run_cli(state, "call", "command", "command=/two a b")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "line one\nline two: a b\n"
+    res = run_cli(state, "call", "command", "command=/two x", "--json")
+    assert json.loads(res.stdout)["result"]["text"] == "line one\nline two: x"
+    res = run_cli(state, "call", "health")  # structured ops keep printing JSON
+    assert json.loads(res.stdout)["result"]["ready"] is True
+    run_cli(state, "stop")
+    res = run_cli(state, "call", "command", "command=/two", "--retry", "0")
+    assert res.returncode == 3 and res.stdout == "" and "not reachable" in res.stderr
+
+
+def test_call_help_documents_the_argument_syntax(state):
+    res = run_cli(state, "call", "--help")
+    assert res.returncode == 0
+    assert "key:=json" in res.stdout and "key=value" in res.stdout
+    assert "'steps:=[" in res.stdout and "Exit status" in res.stdout
 
 
 def test_a_running_gateway_keeps_its_release_when_current_is_switched(tmp_path, gateways):

@@ -210,11 +210,14 @@ def test_a_held_announce_ignores_intermediate_steps_until_the_answer(recorder_ga
     step = ok(gw, "session.turn", sessionKey=child, prompt="wake",
               steps=[{"text": "Collecting results.", "tool": "read", "args": {}, "result": "r"}])
     assert step["announce"]["state"] == "pending"
-    done = ok(gw, "session.messages", sessionKey=child, steps=["Summary: all good."])
+    # Only a run of the child releases it (as in OpenClaw): messages appended without a run
+    # do not, the next run's answer does.
+    assert "announce" not in ok(gw, "session.messages", sessionKey=child, steps=["Appended."])
+    done = ok(gw, "session.turn", sessionKey=child, prompt="finish", steps=["Summary: all good."])
     assert done["announce"]["state"] == "delivered"
     assert "Summary: all good." in done["announce"]["text"]
     assert "Collecting results." not in done["announce"]["text"]
-    again = ok(gw, "session.messages", sessionKey=child, steps=["Another note."])
+    again = ok(gw, "session.turn", sessionKey=child, prompt="more", steps=["Another note."])
     assert "announce" not in again  # delivered once, never twice
 
 

@@ -137,14 +137,15 @@ def test_entry_imported_from_a_capture_copy_still_runs_its_release(node, state, 
 
 def test_agent_end_and_subagent_ended_write_the_state_files(node, state):
     child = "agent:main:subagent:c9"
-    child_file = state / "workspace" / "memory" / "subagents" / "c9" / "CURRENT_STATE.md"
-    child_file.parent.mkdir(parents=True)
-    child_file.write_text(state_text("child task", unsurfaced="found 3 issues"))
     msgs = [{"role": "user", "content": "please build the release pipeline"},
             {"role": "assistant", "content": [{"type": "text", "text": "Building it now."}]}]
+    child_msgs = [{"role": "user", "content": "child task"},
+                  {"role": "assistant", "content": [{"type": "text", "text": "found 3 issues"}]}]
     steps = [
         {"hook": "agent_end", "event": {"runId": "r1", "messages": msgs, "success": True,
                                         "durationMs": 5}, "ctx": agent_ctx(state)},
+        {"hook": "agent_end", "event": {"runId": "r9", "messages": child_msgs, "success": True,
+                                        "durationMs": 5}, "ctx": agent_ctx(state, child, "r9")},
         {"hook": "subagent_ended",
          "event": {"targetSessionKey": child, "targetKind": "subagent",
                    "reason": "subagent-complete", "sendFarewell": True, "runId": "r9",
@@ -153,10 +154,10 @@ def test_agent_end_and_subagent_ended_write_the_state_files(node, state):
                  "requesterSessionKey": "agent:main:main"}},
     ]
     out = run(node, state, MC_ENTRY, steps)
-    assert [s["result"] for s in out["steps"]] == [None, None]
+    assert [s["result"] for s in out["steps"]] == [None, None, None]
     doc = StateDocument.parse((state / "workspace" / "memory" / "CURRENT_STATE.md").read_text())
     assert "please build the release pipeline" in doc.get("Objective")
-    assert "Result: found 3 issues" in doc.get("Unsurfaced Results")
+    assert "Task: child task\n  Result: found 3 issues" in doc.get("Unsurfaced Results")
     assert out["errors"] == []
 
 

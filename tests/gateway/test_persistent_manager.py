@@ -1,4 +1,4 @@
-"""Persistent subagents (seed 003) through the in-process gateway."""
+"""Persistent subagents through the in-process gateway."""
 
 from __future__ import annotations
 

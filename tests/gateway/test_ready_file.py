@@ -67,7 +67,8 @@ def test_started_gateway_writes_ready_file_and_stop_removes_it(tmp_path, state, 
     assert rec["versions"] == {"recorder": "2.0.0"}
     # exactly the form the no-op check greps: sorted keys, json.dumps default separators
     assert ready_file(state).read_text() == json.dumps(rec, sort_keys=True) + "\n"
-    assert not [p for p in ready_file(state).parent.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in ready_file(state).parent.iterdir()
+                if ".fleet-tmp." in p.name or p.name.endswith(".tmp")]
     res = run_cli(state, "stop")
     assert res.returncode == 0, res.stderr
     assert not ready_file(state).exists()

@@ -13,7 +13,7 @@ import yaml
 from fleet.harness import cleanup, hosts, image, inventory, keys
 
 
-def test_default_hosts_follow_the_seed_fleet():
+def test_default_hosts_are_a_cloud_vm_a_pi_and_edge_hosts():
     specs = hosts.default_specs(4)
     assert [(s.name, s.user) for s in specs] == [
         ("cloud", "opc"), ("pi", "administrator"), ("edge-1", "opc"), ("edge-2", "opc")]

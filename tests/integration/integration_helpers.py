@@ -31,7 +31,10 @@ class TaskRun:
 
 
 def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
-    """Run a real task (`invoke -r <repo> ...`) as an operator would, with --json output."""
+    """Run a real task (`invoke -r <repo> ...`) as an operator would, with --json output
+    (tasks that change hosts get --yes: the harness hosts are outside the sandbox)."""
+    if args and args[0] in ("deploy", "rollback", "restart"):
+        args = (*args, "--yes")
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), *args, "--json"],

@@ -69,7 +69,7 @@ def test_second_concurrent_deploy_is_refused_and_the_upgrade_moves_every_host(
     first = subprocess.Popen(
         [sys.executable, "-m", "invoke", "-r", str(REPO), "deploy", "--inventory",
          str(deployed.inventory_path), "--hosts", "all", "--artifact", str(upgrade.path),
-         "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--json", "--yes"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lock = f"{cloud.state_dir}/fleet/deploy.lock"
         deadline = time.monotonic() + 60
@@ -106,6 +106,7 @@ def test_host_with_sshd_down_fails_fast_while_its_gateway_keeps_running(deployed
     assert run.code != 0
     results = run.hosts()
     assert results["edge-1"]["ok"] is False and "edge-1" in results["edge-1"]["note"]
+    assert results["edge-1"]["result"] == "unreachable"
     assert results["cloud"]["ok"] and results["pi"]["ok"]
     assert run.seconds < 30
     assert health(deployed, "edge-1")["pid"] == pid
@@ -128,7 +129,8 @@ def test_paused_host_fails_within_its_deadline_while_the_rest_finish(deployed, a
         run = deploy(deployed.inventory_path, release)
     assert run.code != 0
     results = run.hosts()
-    assert results["edge-1"]["ok"] is False and results["edge-1"]["result"] == "failed"
+    assert results["edge-1"]["ok"] is False
+    assert results["edge-1"]["result"] in ("failed", "unreachable")  # deadline or banner timeout
     assert [results[n]["result"] for n in ("cloud", "pi")] == ["installed"] * 2
     assert results["edge-1"]["duration_s"] < 60, results["edge-1"]
     assert run.seconds < 120
@@ -149,7 +151,7 @@ def test_changed_host_key_is_refused(deployed, artifacts):
         run = deploy(deployed.inventory_path, release)
         assert run.code != 0
         pi = run.hosts()["pi"]
-        assert pi["result"] == "failed" and "key" in pi["note"].lower(), pi
+        assert pi["result"] == "host_key" and "key" in pi["note"].lower(), pi
         assert [run.hosts()[n]["result"] for n in ("cloud", "edge-1")] == ["installed"] * 2
         assert current_release(deployed.hosts["pi"]) == before
     rerun = deploy(deployed.inventory_path, release)

@@ -1,4 +1,4 @@
-"""Shared message fixtures: the anchor appendix's agent_end vector."""
+"""Shared message fixtures: the agent_end run observed with the original JS plugin."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ METADATA = (
 )
 
 
-def anchor_vector():
+def original_run():
     """user (metadata + text), assistant (text + tool call), toolResult, user, assistant."""
     return [
         {"role": "user", "content": METADATA + "Please build the #deploy-pipeline for #Infra team"},

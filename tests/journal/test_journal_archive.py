@@ -24,7 +24,7 @@ def test_aware_now_is_converted_to_local_time(tmp_path):
 
 
 def test_same_minute_archives_never_overwrite(tmp_path):
-    # Flaw fixed: the anchor overwrote an archive written in the same minute.
+    # Flaw of the original plugin, fixed: it overwrote an archive written in the same minute.
     now = datetime(2026, 3, 31, 7, 5)
     paths = [archive.archive_state(tmp_path, f"state {i}", now=now) for i in range(3)]
     assert _names(paths) == [

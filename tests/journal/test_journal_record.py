@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from journal_fixtures import METADATA, anchor_vector, run
+from journal_fixtures import METADATA, original_run, run
 
 from fleet.continuity import archive, journal, summary, tagindex
 
@@ -15,8 +15,8 @@ def _mem(tmp_path, *parts):
     return tmp_path.joinpath("memory", *parts)
 
 
-def test_anchor_vector_session_log_entry(tmp_path):
-    record = journal.record_run(tmp_path, anchor_vector(), {}, now=NOW)
+def test_original_run_session_log_entry(tmp_path):
+    record = journal.record_run(tmp_path, original_run(), {}, now=NOW)
     assert record.session_log == _mem(tmp_path, "sessions", "2026-03-31.md")
     assert record.session_log.read_text() == (
         "# Session Log \u2014 2026-03-31\n"
@@ -62,7 +62,7 @@ def test_empty_run_writes_nothing(tmp_path):
 
 
 def test_session_logging_false_skips_log_and_tags(tmp_path):
-    record = journal.record_run(tmp_path, anchor_vector(), {"sessionLogging": False}, now=NOW)
+    record = journal.record_run(tmp_path, original_run(), {"sessionLogging": False}, now=NOW)
     assert record.session_log is None
     assert not _mem(tmp_path, "sessions").exists()
     assert not _mem(tmp_path, "tags.md").exists()
@@ -70,12 +70,12 @@ def test_session_logging_false_skips_log_and_tags(tmp_path):
 
 def test_daily_summary_of_yesterday(tmp_path):
     monday = datetime(2026, 3, 30, 9, 0)
-    journal.record_run(tmp_path, anchor_vector(), {}, now=monday)
+    journal.record_run(tmp_path, original_run(), {}, now=monday)
     journal.record_run(tmp_path, run("review the #infra budget today"), {},
                        now=monday.replace(hour=10))
     record = journal.record_run(tmp_path, run("next day work item"), {}, now=NOW)
     assert record.daily == _mem(tmp_path, "summaries", "daily", "2026-03-30.md")
-    # Flaw fixed: the anchor counted the file header as a session (2 entries -> 3).
+    # Flaw of the original plugin, fixed: it counted the file header as a session (2 entries -> 3).
     assert record.daily.read_text() == (
         "# Daily Summary \u2014 2026-03-30\n"
         "\n"
@@ -94,7 +94,7 @@ def test_daily_summary_of_yesterday(tmp_path):
 
 
 def test_summary_disabled(tmp_path):
-    journal.record_run(tmp_path, anchor_vector(), {}, now=datetime(2026, 3, 30, 9, 0))
+    journal.record_run(tmp_path, original_run(), {}, now=datetime(2026, 3, 30, 9, 0))
     record = journal.record_run(tmp_path, run("next day work item"), {"summaryEnabled": False},
                                 now=NOW)
     assert record.daily is None
@@ -109,7 +109,8 @@ def test_weekly_summary_on_monday_with_iso_label_at_year_boundary(tmp_path):
     journal.record_run(tmp_path, run("new topic entirely here"), {}, now=datetime(2026, 1, 3, 10))
     record = journal.record_run(tmp_path, run("monday morning start"), {},
                                 now=datetime(2026, 1, 5, 8))
-    # Flaw fixed: the anchor labelled this week with the Monday's calendar year (2025-W01).
+    # Flaw of the original plugin, fixed: it labelled this week with the Monday's calendar year
+    # (2025-W01).
     assert record.weekly == _mem(tmp_path, "summaries", "weekly", "2026-W01.md")
     assert record.weekly.read_text() == (
         "# Weekly Summary \u2014 2026-W01\n"
@@ -183,7 +184,8 @@ def test_record_run_decay_disabled(tmp_path):
 
 
 def test_never_deletes_user_files(tmp_path):
-    # Flaw fixed: the anchor deleted users' notes when memory/ held more than 500 files.
+    # Flaw of the original plugin, fixed: it deleted users' notes when memory/ held more than 500
+    # files.
     notes = tmp_path / "memory"
     notes.mkdir()
     for i in range(510):
@@ -198,7 +200,7 @@ def test_message_helpers():
     assert journal.message_text({"content": None}) == ""
     assert journal.message_text("not a dict") == ""
     assert journal.strip_metadata(METADATA + "  hello  ") == "hello"
-    assert journal.real_user_texts(anchor_vector()) == [
+    assert journal.real_user_texts(original_run()) == [
         "Please build the #deploy-pipeline for #Infra team", "and also fix the tests please"]
 
 
@@ -243,3 +245,22 @@ def test_daily_summaries_backfilled_after_quiet_days(tmp_path):
     assert "1. friday work item" in summary.daily_dir(tmp_path).joinpath(
         "2026-03-27.md").read_text()
     assert [p.name for p in summary.list_daily(tmp_path)] == ["2026-03-27.md", "2026-03-26.md"]
+
+
+def test_a_subagents_old_journal_moves_into_its_own_directory_without_overwriting(tmp_path):
+    child = tmp_path / "ws" / "memory" / "subagents" / "c1"
+    (child / "memory" / "sessions").mkdir(parents=True)
+    (child / "memory" / "sessions" / "2026-01-05.md").write_text("old\n")
+    (child / "memory" / "tags.md").write_text("old tags\n")
+    (child / "sessions").mkdir()
+    (child / "sessions" / "2026-01-05.md").write_text("new\n")  # the name is taken
+    moved = journal.adopt_legacy_child_journal(child)
+    assert sorted(p.relative_to(child).as_posix() for p in moved) == [
+        "sessions/2026-01-05.moved-1.md", "tags.md"]
+    assert (child / "sessions" / "2026-01-05.md").read_text() == "new\n"
+    assert (child / "sessions" / "2026-01-05.moved-1.md").read_text() == "old\n"
+    assert not (child / "memory").exists()
+    workspace = tmp_path / "ws"  # an agent's workspace is never treated as a child's directory
+    (workspace / "memory" / "notes.md").write_text("mine\n")
+    assert journal.adopt_legacy_child_journal(workspace) == []
+    assert (workspace / "memory" / "notes.md").read_text() == "mine\n"

@@ -81,7 +81,7 @@ class Mc:
         return self.handler({"args": args, "stateDir": str(self.state), "config": {}})["text"]
 
     def __call__(self, args: str) -> str:
-        """The reply body; asserts the anchor's fence."""
+        """The reply body; asserts the original `/mc` fence."""
         text = self.raw(args)
         assert text.startswith(FENCE + "\n") and text.endswith("\n" + FENCE), text
         return text[len(FENCE) + 1:-len(FENCE) - 1]

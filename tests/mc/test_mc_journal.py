@@ -129,7 +129,8 @@ def test_search_is_literal_and_reports_no_match(mc):
     assert mc("search a.b") == 'No matches for "a.b".'
     assert "a+b" in mc("search a+b")
     assert mc("search") == (
-        "Usage: /mc search <keyword> [agent]\nSearches state, archives, session logs and summaries."
+        "Usage: /mc search <keyword> [agent]\nSearches state (subagents' too), archives, "
+        "unsurfaced results, session logs and summaries."
     )
 
 
@@ -161,7 +162,7 @@ def test_recall_across_agents(mc):
 
 def test_recall_single_word_and_errors(mc):
     _run(mc, "investigate the kubernetes upgrade", datetime(2026, 3, 30, 9, 0))
-    # The anchor required two shared words, so a one-word topic never matched.
+    # The original plugin required two shared words, so a one-word topic never matched.
     assert mc("recall kubernetes").startswith('Recall: "kubernetes" (1 matches, showing top 1)')
     assert mc("recall nothingmatches here") == 'No memories found for "nothingmatches here".'
     assert mc("recall").startswith("Usage: /mc recall <topic>")

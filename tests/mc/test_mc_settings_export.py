@@ -27,7 +27,7 @@ def test_settings_shows_all_keys_with_values_and_stats(mc):
     lines = mc("settings").split("\n")
     props = commands_settings.load_schema()["properties"]
     assert lines[:2] == ["MC Settings", RULE]
-    assert len(props) == 15  # the anchor's 13 and the OpenClaw bridge's python, bridgeTimeoutMs
+    assert len(props) == 15  # 13 original settings + the bridge's python, bridgeTimeoutMs
 
     def shown(k, p):
         value = 7 if k == "maxArchiveCount" else p["default"]
@@ -39,9 +39,11 @@ def test_settings_shows_all_keys_with_values_and_stats(mc):
 
 
 def test_settings_set_writes_plugins_entries_config(mc):
-    # Flaw fixed: the anchor wrote to a top-level `entries` key the gateway never reads.
+    # Flaw of the original plugin, fixed: it wrote to a top-level `entries` key the gateway never
+    # reads.
     reply = mc("settings maxArchiveCount 5")
-    assert reply == "\u2713 maxArchiveCount = 5\n  Restart gateway to apply."
+    assert reply.startswith("\u2713 maxArchiveCount = 5\n  Applied: the running gateway uses it")
+    assert "Restart gateway" not in reply
     cfg = _cfg(mc)
     assert cfg["plugins"]["entries"]["memory-continuity"]["config"] == {"maxArchiveCount": 5}
     assert "entries" not in cfg

@@ -16,12 +16,12 @@ def test_register_uses_the_gateway_contract():
     assert callable(handler) and "Memory Continuity" in description
 
 
-def test_help_lists_fifteen_commands(mc):
+def test_help_lists_sixteen_commands(mc):
     for args in ("", "help", "--help", "-h"):
         body = mc(args)
         lines = body.split("\n")
         assert lines[:2] == ["MC Commands (Memory Continuity)", RULE]
-        assert len(lines) == 17 and all(line.startswith("/mc ") for line in lines[2:])
+        assert len(lines) == 18 and all(line.startswith("/mc ") for line in lines[2:])
     assert "/mc subagents" in body and "/mc recall <topic>" in body
 
 
@@ -44,7 +44,8 @@ def test_state_shows_whole_sections(mc):
 
 
 def test_state_of_other_agent_resolved_from_config(mc):
-    # ops lives at a configured path the anchor's `workspaces/<name>` guess would never find.
+    # ops lives at a configured path the original plugin's `workspaces/<name>` guess would never
+    # find.
     mc.write_state("ops", state_text(objective="Watch the fleet", updated="2026-03-29T12:00:00Z"))
     body = mc("state ops")
     assert body.startswith("State: ops\nUpdated: 2d ago\n")
@@ -52,7 +53,7 @@ def test_state_of_other_agent_resolved_from_config(mc):
 
 
 def test_state_invalid_timestamp_prints_unknown(mc):
-    # Flaw fixed: the anchor printed `NaNd ago`.
+    # Flaw of the original plugin, fixed: it printed `NaNd ago`.
     mc.write_state(text=state_text(updated="garbage"))
     assert mc("state").split("\n")[1] == "Updated: unknown"
     mc.write_state(text=state_text().replace("> Last updated: 2026-03-31T11:55:00.000Z\n", ""))

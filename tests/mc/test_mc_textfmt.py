@@ -1,4 +1,4 @@
-"""Relative times and truncation as the anchor prints them (invalid times: `unknown`)."""
+"""Relative times and truncation as the original `/mc` prints them (invalid times: `unknown`)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,13 @@ RELEASE_FILES = (
 )
 
 
+def task_env() -> dict:
+    """Environment for `python -m invoke -r <checkout>` run inside a temp repo: the temp repo
+    holds a partial copy of the `fleet` package, so the cwd must not go first on sys.path
+    (PYTHONSAFEPATH), or the tasks would import a mix of that copy and another install."""
+    return dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(MAIN))
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,

@@ -10,7 +10,7 @@ import sys
 import zipfile
 
 import pytest
-from release_fixtures import MAIN, make_repo
+from release_fixtures import MAIN, make_repo, task_env
 
 from fleet.release.artifact import (
     MANIFEST_NAME,
@@ -149,7 +149,8 @@ def test_inconsistent_versions_refuse_to_build(project, tmp_path):
 def test_build_task_prints_the_sha256(project, tmp_path):
     def task(*args):
         return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "build", *args],
-                              cwd=project, capture_output=True, text=True, timeout=120)
+                              cwd=project, capture_output=True, text=True, timeout=120,
+                              env=task_env())
 
     out = tmp_path / "dist"
     proc = task("--out", str(out), "--check")
@@ -160,3 +161,48 @@ def test_build_task_prints_the_sha256(project, tmp_path):
     assert f"sha256 {digest}" in proc.stdout
     proc = task("--out", str(out), "--check", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["sha256"] == digest
+
+
+def test_a_build_from_uncommitted_sources_says_so_in_its_version(project, tmp_path):
+    clean = build_artifact(project, tmp_path / "clean")
+    assert "+" not in clean.version
+    target = project / "fleet/gateway/layout.py"
+    target.write_text(target.read_text() + "# local experiment\n")
+    dirty = build_artifact(project, tmp_path / "dirty")
+    base, _, local = dirty.version.partition("+")
+    assert base == clean.version and local.startswith("dirty.") and len(local) == 14
+    assert dirty.path.name == f"fleet-{dirty.version}.pyz"
+    assert dirty.components == clean.components  # plugin versions are what they say
+    from packaging.version import Version
+    assert Version(dirty.version).local == local  # a PEP 440 local version
+    # same uncommitted sources -> same version and bytes; a new untracked module is dirty too
+    assert build_artifact(project, tmp_path / "again").sha256 == dirty.sha256
+    target.write_text(target.read_text().replace("# local experiment\n", ""))
+    (project / "fleet/gateway/extra.py").write_text("X = 1\n")
+    assert "+dirty." in build_artifact(project, tmp_path / "untracked").version
+
+
+def test_installed_package_builds_the_same_artifact_as_its_checkout(tmp_path):
+    """`pip install .` ships no pyproject.toml: components come from the plugin manifests."""
+    from fleet.release.artifact import HOST_FILES, HOST_PACKAGES
+    from fleet.release.component import INSTALLED_MAIN, installed_project
+
+    site = tmp_path / "site-packages"
+    for rel in (*HOST_FILES, *HOST_PACKAGES, "fleet/plugins"):
+        src = MAIN / rel
+        if src.is_dir():
+            import shutil
+            shutil.copytree(src, site / rel, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_bytes(src.read_bytes())
+    checkout = load_project(MAIN)
+    installed = installed_project(site)
+    assert installed.main == checkout.main == INSTALLED_MAIN
+    assert set(installed.components) == set(checkout.components)
+    assert verify(installed).versions == verify(checkout).versions
+    art = build_artifact(site, tmp_path / "dist")
+    assert art.version == verify(checkout).versions[checkout.main]
+    with zipfile.ZipFile(art.path) as zf:
+        assert "fleet/installer/cli.py" in zf.namelist()

@@ -85,3 +85,19 @@ def test_prepend_puts_new_section_above_older_ones():
 
 def test_prepend_creates_a_titled_file():
     assert changelog.prepend(None, "## a 1 (d)\n").startswith("# Changelog\n\n## a 1 (d)")
+
+
+def test_only_our_own_release_commits_are_left_out():
+    commits = [("a1", "release: mc v2.1.0"), ("b2", "release: memory-continuity v5.0.0, mc v2.1.0"),
+               ("c3", "release: reuse the build when its inputs match")]
+    text = changelog.section("mc", "2.2.0", commits, "2026-01-02")
+    assert "- release: reuse the build when its inputs match (c3)" in text
+    assert "(a1)" not in text and "(b2)" not in text
+
+
+def test_release_messages_round_trip():
+    versions = {"memory-continuity": "5.0.0", "mc": "2.1.0rc1"}
+    message = changelog.commit_message(versions)
+    assert message == "release: memory-continuity v5.0.0, mc v2.1.0rc1"
+    assert changelog.parse_commit_message(message) == versions
+    assert changelog.parse_commit_message("release: the tooling got faster") == {}

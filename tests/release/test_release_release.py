@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from release_fixtures import MAIN, Repo, commit_file
+from release_fixtures import MAIN, Repo, commit_file, task_env
 
 from fleet.release.component import load_project
 from fleet.release.error import ReleaseError
@@ -16,6 +16,8 @@ from fleet.release.state import JOURNAL_NAME, Journal
 from fleet.release.verify import verify
 
 MC_FILES = {"fleet/plugins/mc/openclaw.plugin.json", "fleet/plugins/mc/package.json"}
+MC_DIR = "fleet/plugins/mc"
+MCONT_DIR = "fleet/plugins/memory_continuity"
 MCONT_FILES = {"fleet/plugins/memory_continuity/openclaw.plugin.json",
                "fleet/plugins/memory_continuity/package.json"}
 
@@ -163,11 +165,11 @@ def test_other_components_tag_with_their_name(repo):
 
 
 def test_changelog_holds_commits_since_the_previous_tag_only(repo):
-    commit_file(repo.path, "a.txt", "a", "feat: before the first release")
+    commit_file(repo.path, f"{MC_DIR}/a.txt", "a", "feat: before the first release")
     first, _ = release(repo, component="mc")
-    commit_file(repo.path, "b.txt", "b", "feat(mc): new command")
-    commit_file(repo.path, "c.txt", "c", "fix: a bug")
-    commit_file(repo.path, "d.txt", "d", "docs: words")
+    commit_file(repo.path, f"{MC_DIR}/b.txt", "b", "feat(mc): new command")
+    commit_file(repo.path, f"{MC_DIR}/c.txt", "c", "fix: a bug")
+    commit_file(repo.path, f"{MC_DIR}/d.txt", "d", "docs: words")
     second, _ = release(repo, component="mc")
     log = repo.read("CHANGELOG.md")
     top = log[log.index(f"## mc {second.version}"):log.index(f"## mc {first.version}")]
@@ -177,6 +179,135 @@ def test_changelog_holds_commits_since_the_previous_tag_only(repo):
     assert "before the first release" not in top
     assert "before the first release" in log[log.index(f"## mc {first.version}"):]
     assert log.startswith("# Changelog\n")
+
+
+def section_of(log: str, heading: str) -> str:
+    """The text of one changelog section, from its heading to the next `## `."""
+    start = log.index(heading)
+    end = log.find("\n## ", start + 1)
+    return log[start:] if end < 0 else log[start:end]
+
+
+def test_each_component_lists_only_the_commits_touching_what_it_ships(repo):
+    commit_file(repo.path, f"{MC_DIR}/cmd.py", "x", "feat(mc): /mc doctor")
+    commit_file(repo.path, f"{MCONT_DIR}/hook.py", "y", "fix: keep child output as data")
+    commit_file(repo.path, "README.md", "z", "docs: readme only")
+    repo.git("add", f"{MC_DIR}/cmd.py")
+    (repo.path / MC_DIR / "cmd.py").write_text("x2")
+    (repo.path / MCONT_DIR / "hook.py").write_text("y2")
+    repo.git("commit", "-qam", "feat: touches both plugins")
+    repo.git("push", "-q")
+    mc, _ = release(repo, component="mc")
+    log = repo.read("CHANGELOG.md")
+    mc_section = section_of(log, f"## mc {mc.version}")
+    assert "/mc doctor" in mc_section and "touches both plugins" in mc_section
+    assert "keep child output" not in mc_section and "readme only" not in mc_section
+    assert "initial import" in mc_section  # the first release lists the import of its files
+    mcont, _ = release(repo, component="memory-continuity")
+    mcont_section = section_of(repo.read("CHANGELOG.md"), f"## memory-continuity {mcont.version}")
+    assert "keep child output" in mcont_section and "touches both plugins" in mcont_section
+    assert "/mc doctor" not in mcont_section and "readme only" not in mcont_section
+
+
+def test_components_released_together_get_one_commit_and_one_tag(repo):
+    base = repo.git("rev-parse", "HEAD")
+    before = versions(repo)
+    commit_file(repo.path, f"{MC_DIR}/cmd.py", "x", "feat(mc): /mc doctor")
+    commit_file(repo.path, f"{MCONT_DIR}/hook.py", "y", "fix: recovery")
+    result, out = release(repo, component=["mc", "memory-continuity"], part="minor")
+    after = versions(repo)
+    assert result.versions == {"memory-continuity": after["memory-continuity"],
+                               "mc": after["mc"]}
+    assert after["fleet"] == before["fleet"]
+    assert after["mc"] != before["mc"] and after["memory-continuity"] != before["memory-continuity"]
+    subject = f"release: memory-continuity v{after['memory-continuity']}, mc v{after['mc']}"
+    assert repo.git("log", "-1", "--format=%s") == subject
+    assert repo.git("rev-list", "--count", f"{base}..HEAD") == "3"  # two work commits + release
+    assert result.tag == f"v{after['memory-continuity']}"  # the main component's tag
+    assert repo.git("tag", "--list") == result.tag
+    assert repo.remote_git("tag", "--list") == result.tag
+    assert repo.git("for-each-ref", "--format=%(contents:subject)", f"refs/tags/{result.tag}") \
+        == subject
+    changed = set(repo.git("show", "--name-only", "--format=", "HEAD").splitlines())
+    assert changed == MC_FILES | MCONT_FILES | {"CHANGELOG.md"}
+    log = repo.read("CHANGELOG.md")
+    mcont_section = section_of(log, f"## memory-continuity {after['memory-continuity']}")
+    mc_section = section_of(log, f"## mc {after['mc']}")
+    assert "recovery" in mcont_section and "/mc doctor" not in mcont_section
+    assert "/mc doctor" in mc_section and "recovery" not in mc_section
+    assert log.index("## memory-continuity") < log.index("## mc ")
+    # the next mc release finds the joint tag as its previous release
+    commit_file(repo.path, f"{MC_DIR}/later.py", "z", "fix(mc): later")
+    repo.git("push", "-q")
+    nxt, _ = release(repo, component="mc")
+    top = section_of(repo.read("CHANGELOG.md"), f"## mc {nxt.version}")
+    assert f"Changes since {result.tag}." in top
+    assert "later" in top and "/mc doctor" not in top
+
+
+def before_major(repo: Repo) -> str:
+    return versions(repo)["memory-continuity"].split(".")[0]
+
+
+def test_joint_dry_run_and_explicit_versions(repo):
+    before = repo.snapshot()
+    result, out = release(repo, component=["memory-continuity", "mc"],
+                          version=["memory-continuity=6.0.0", "mc=3.0.0"], dry_run=True)
+    assert repo.snapshot() == before
+    assert result.versions == {"memory-continuity": "6.0.0", "mc": "3.0.0"}
+    for path in MC_FILES | MCONT_FILES | {"CHANGELOG.md"}:
+        assert f"+++ b/{path}" in out
+    assert "commit: 'release: memory-continuity v6.0.0, mc v3.0.0'" in out
+    assert "tag: v6.0.0 (annotated" in out
+    # --part bumps the components without an explicit version
+    result, _ = release(repo, component=["memory-continuity", "mc"], part="major",
+                        version=["mc=3.0.0"], dry_run=True)
+    assert result.versions["mc"] == "3.0.0"
+    assert result.versions["memory-continuity"] == f"{int(before_major(repo)) + 1}.0.0"
+    # --version id=X alone selects the component
+    result, _ = release(repo, version=["mc=3.0.0"], dry_run=True)
+    assert result.versions == {"mc": "3.0.0"} and result.tag == "mc-v3.0.0"
+
+
+def test_joint_release_refusals_change_nothing(repo):
+    mc = versions(repo)["mc"]
+    refuse(repo, "--version <component>=<version>", component=["mc", "memory-continuity"],
+           version="9.0.0")
+    refuse(repo, "not among the components", component=["mc"], version=["memory-continuity=9.0"])
+    refuse(repo, "not greater", component=["mc", "memory-continuity"],
+           version=[f"mc={mc}", "memory-continuity=9.0.0"])
+    repo.git("tag", "mc-v2.9.0")  # a component's own tag for the new version already exists
+    refuse(repo, "tag mc-v2.9.0 already exists locally", component=["memory-continuity", "mc"],
+           version=["mc=2.9.0", "memory-continuity=9.0.0"])
+
+
+def test_joint_release_resumes_after_a_failed_push(repo):
+    reject_pushes(repo)
+    with pytest.raises(ReleaseError, match=r"release of memory-continuity v\S+ \+ mc v\S+ "
+                                           r"stopped at step 'push'"):
+        release(repo, component=["memory-continuity", "mc"])
+    with pytest.raises(ReleaseError, match="unfinished release of memory-continuity"):
+        release(repo, component="mc")
+    (repo.remote / "hooks" / "pre-receive").unlink()
+    result, _ = release(repo, resume=True)
+    assert result.pushed and set(result.versions) == {"memory-continuity", "mc"}
+    assert len(release_commits_on_remote(repo)) == 1
+    assert repo.remote_git("tag", "--list") == result.tag
+
+
+def test_an_old_single_component_journal_still_resumes(repo):
+    reject_pushes(repo)
+    with pytest.raises(ReleaseError):
+        release(repo, component="mc")
+    path = repo.path / ".git" / JOURNAL_NAME
+    data = json.loads(path.read_text())
+    versions_ = data.pop("versions")
+    (cid, ver), = versions_.items()
+    data.update(component=cid, version=ver, previous=data.pop("previous")[cid])
+    path.write_text(json.dumps(data))
+    (repo.remote / "hooks" / "pre-receive").unlink()
+    result, _ = release(repo, resume=True)
+    assert result.pushed and result.versions == {"mc": ver}
 
 
 # --- failures and --resume ---------------------------------------------------------------------
@@ -247,7 +378,8 @@ def test_resume_refuses_extra_options_and_other_branches(repo):
 # --- the task ----------------------------------------------------------------------------------
 def run_task(repo: Repo, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "release", *args],
-                          cwd=repo.path, capture_output=True, text=True, timeout=120)
+                          cwd=repo.path, capture_output=True, text=True, timeout=120,
+                          env=task_env())
 
 
 def test_task_dry_run_and_refusal_exit_codes(repo):
@@ -260,6 +392,15 @@ def test_task_dry_run_and_refusal_exit_codes(repo):
     proc = run_task(repo, "--component", "mc", "--version", current)
     assert proc.returncode == 1
     assert "not greater" in proc.stderr
+
+
+def test_task_releases_several_components_with_repeated_c(repo):
+    proc = run_task(repo, "-c", "memory-continuity", "-c", "mc", "--part", "minor", "--no-push")
+    assert proc.returncode == 0, proc.stderr
+    after = versions(repo)
+    assert f"released memory-continuity v{after['memory-continuity']} + mc v{after['mc']}" \
+        in proc.stdout
+    assert repo.git("tag", "--list") == f"v{after['memory-continuity']}"
 
 
 def test_task_failure_prints_the_resume_command(repo):

@@ -1,9 +1,9 @@
 """Which agents `/mc` shows, and where their memory lives, resolved as OpenClaw resolves them.
 
-Why: the anchor guessed `workspace/main` and `workspaces/<name>` and so missed every agent a real
-OpenClaw config places elsewhere. Here agents come from the OpenClaw config (and the state dir's
-`agents/` sessions) through `fleet.continuity.paths`, and a name typed by a person is validated
-before it becomes part of a path.
+Why: the original `/mc` guessed `workspace/main` and `workspaces/<name>` and so missed every
+agent a real OpenClaw config places elsewhere. Here agents come from the OpenClaw config (and
+the state dir's `agents/` sessions) through `fleet.continuity.paths`, and a name typed by a
+person is validated before it becomes part of a path.
 """
 
 from __future__ import annotations

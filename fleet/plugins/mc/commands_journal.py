@@ -39,7 +39,7 @@ def cmd_sessions(agents: Agents, args: str) -> str:
     agent_name, day = _agent_and_date(args)
     agent = agents.get(agent_name)
     if day is not None:
-        if not DAY_RE.match(day):
+        if not DAY_RE.fullmatch(day):
             return f"Invalid date: {day} (use YYYY-MM-DD)"
         text = store.read_text(sessionlog.sessions_dir(agent.workspace) / f"{day}.md")
         if text is None:
@@ -95,7 +95,7 @@ def cmd_summary(agents: Agents, args: str) -> str:
     if token is not None:
         weekly = "W" in token or kind == "weekly"
         pattern = WEEK_RE if weekly else DAY_RE
-        if not pattern.match(token):
+        if not pattern.fullmatch(token):
             return f"Invalid {'week' if weekly else 'date'}: {token} (use YYYY-Www or YYYY-MM-DD)"
         directory = summary.weekly_dir if weekly else summary.daily_dir
         text = store.read_text(directory(agent.workspace) / f"{token}.md")

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Tuple
 
-from fleet.continuity import archive, document, sessionlog, store, summary
+from fleet.continuity import archive, document, paths, sessionlog, store, summary
 from fleet.plugins.mc.agents import Agent, Agents
 from fleet.plugins.mc.textfmt import RULE, truncate
 
 SEARCH_USAGE = (
     "Usage: /mc search <keyword> [agent]\n"
-    "Searches state, archives, session logs and summaries."
+    "Searches state (subagents' too), archives, unsurfaced results, session logs and summaries."
 )
 RECALL_USAGE = "Usage: /mc recall <topic>\nFinds past sessions, summaries and archives on a topic."
-GROUPS = ("State", "Archive", "Session", "Daily", "Weekly")
+GROUPS = ("State", "Unsurfaced", "Archive", "Session", "Daily", "Weekly")
 PER_GROUP = 5
 
 _NON_WORD_RE = re.compile(r"[^A-Za-z0-9_\u4e00-\u9fff\u3400-\u4dbf-]+")
@@ -40,9 +40,16 @@ def _matching_lines(text: str, needle: str, limit: int) -> List[str]:
 
 
 def _sources(agent: Agent) -> List[Tuple[str, str, Path, int]]:
-    """(group, source label, file, lines to show) in the anchor's order and limits."""
+    """(group, source label, file, lines to show) in the original `/mc` order and limits."""
     ws = agent.workspace
     out = [("State", "CURRENT_STATE", agent.state_file, 3)]
+    # Subagents' own state files, and the recovery notes a full section moved to an archive
+    # (the agent's and each subagent's): results live there too.
+    children = agent.child_state_files()
+    out += [("State", f"subagents/{p.parent.name}/CURRENT_STATE", p, 3) for p in children]
+    unsurfaced = [("unsurfaced_archive", agent.memory)]
+    unsurfaced += [(f"subagents/{p.parent.name}/unsurfaced_archive", p.parent) for p in children]
+    out += [("Unsurfaced", label, d / paths.UNSURFACED_ARCHIVE, 2) for label, d in unsurfaced]
     out += [("Archive", p.stem, p, 2) for p in archive.list_archives(ws)[:30]]
     out += [("Session", p.stem, p, 2) for p in sessionlog.list_logs(ws)[:14]]
     out += [("Daily", p.stem, p, 2) for p in summary.list_daily(ws)[:10]]
@@ -135,7 +142,7 @@ def cmd_recall(agents: Agents, args: str, limit: int = 10) -> str:
     words = topic_words(topic)
     if not words:
         return RECALL_USAGE
-    # The anchor required 2 shared words, so a one-word topic could never match anything.
+    # The original required 2 shared words, so a one-word topic could never match anything.
     threshold = min(2, len(words))
     scored: List[Memory] = []
     for agent in agents.with_memory():

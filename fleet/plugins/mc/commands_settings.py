@@ -1,9 +1,9 @@
 """`/mc settings` and `/mc settings <key> <value>`: the memory-continuity plugin's config.
 
-Why: the anchor wrote to a top-level `entries` key OpenClaw never reads. Here the value goes to
-`plugins.entries["memory-continuity"].config` in `<state>/openclaw.json` (where the gateway reads
-it), is validated against the plugin manifest's configSchema first, and is written atomically
-under the file's lock, keeping every other key of the file.
+Why: the original `/mc` wrote to a top-level `entries` key OpenClaw never reads. Here the value
+goes to `plugins.entries["memory-continuity"].config` in `<state>/openclaw.json` (where the
+gateway reads it), is validated against the plugin manifest's configSchema first, and is written
+atomically under the file's lock, keeping every other key of the file.
 """
 
 from __future__ import annotations
@@ -12,11 +12,19 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
-from fleet.continuity import archive, paths, schema, store
+from fleet.continuity import archive, paths, schema, store, strictjson
+from fleet.continuity.pattern import compile_pattern
 from fleet.plugins.mc.agents import MC_PLUGIN_ID, Agents
 from fleet.plugins.mc.textfmt import RULE
 
 MANIFEST = Path(__file__).resolve().parent.parent / "memory_continuity" / "openclaw.plugin.json"
+# What is true once the file is written: the fleet gateway re-reads openclaw.json when it changes
+# and hands the plugin its config fresh on every hook call; OpenClaw hot-reloads a change under
+# `plugins.entries` (docs.openclaw.ai/gateway/configuration/hot-reload) unless reload is off.
+APPLIED = (
+    "  Applied: the running gateway uses it from the next agent run, no restart needed.\n"
+    "  (OpenClaw with gateway.reload.mode \"off\": openclaw plugins reload memory-continuity)"
+)
 
 
 def load_schema() -> Dict[str, Any]:
@@ -52,9 +60,9 @@ def _describe(agents: Agents, props: Mapping[str, Any]) -> str:
 
 def _parse(raw: str) -> Any:
     try:
-        return json.loads(raw)
-    except ValueError:
-        raise ValueError(f"Cannot parse value: {raw}") from None
+        return strictjson.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"Cannot parse value: {raw} ({exc})") from None
 
 
 def _section(parent: Dict[str, Any], key: str, where: str) -> Dict[str, Any]:
@@ -75,7 +83,9 @@ def _write(config_path: Path, key: str, value: Any) -> None:
             entry["enabled"] = True
         cfg = _section(entry, "config", f'plugins.entries["{MC_PLUGIN_ID}"].config')
         cfg[key] = value
-        store.atomic_write(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        store.atomic_write(
+            config_path, strictjson.dumps(config, indent=2, ensure_ascii=False) + "\n"
+        )
 
 
 def cmd_settings(agents: Agents, args: str) -> str:
@@ -93,7 +103,10 @@ def cmd_settings(agents: Agents, args: str) -> str:
     try:
         value = _parse(raw)
         schema.validate({key: value}, {"type": "object", "properties": {key: props[key]}})
+        if key == "ignorePatterns":  # user regexes run in the gateway: only the safe language
+            for item in value:
+                compile_pattern(item)
     except ValueError as exc:
         return f"\u2717 {exc}"
     _write(agents.config_path, key, value)
-    return f"\u2713 {key} = {_show(value)}\n  Restart gateway to apply."
+    return f"\u2713 {key} = {_show(value)}\n{APPLIED}"

@@ -1,7 +1,7 @@
 """`/mc state [agent]`, `state --all`, `compact [agent]` and `subagents`: reading the checkpoints.
 
 Why together: each reads CURRENT_STATE.md files through the lossless StateDocument, so sections
-are shown whole (the anchor showed only their first line).
+are shown whole (the original `/mc` showed only their first line).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def cmd_state_all(agents: Agents, args: str = "") -> str:
 
 
 def compact_text(text: str) -> List[str]:
-    """The anchor's compaction: title and timestamp lines, every `## ` heading, the first three
-    lines of each section plus any `- ` line; other text outside sections kept."""
+    """The original `/mc` compaction: title and timestamp lines, every `## ` heading, the first
+    three lines of each section plus any `- ` line; other text outside sections kept."""
     out = []
     in_section = False
     count = 0

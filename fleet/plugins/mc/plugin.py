@@ -2,7 +2,8 @@
 
 Entry file named by package.json `main`. The gateway imports it as a standalone module with the
 release root on `sys.path`, so everything is imported absolutely from `fleet.plugins.mc`.
-Replies are fenced monospace text as the anchor sends them; failures are `MC error: <message>`.
+Replies are fenced monospace text as the original `/mc` sends them; failures are
+`MC error: <message>`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping
 
 from fleet.plugins.mc import (
+    commands_doctor,
     commands_export,
     commands_history,
     commands_journal,
@@ -40,6 +42,7 @@ HELP = "\n".join([
     "/mc export [agent|all]  Export memory to file (--from/--to/--tag)",
     "/mc recall <topic>      Find past work on a topic",
     "/mc subagents           Subagent state overview across workspaces",
+    "/mc doctor [agent|--all]  Diagnose state files (never repairs)",
 ])
 
 Command = Callable[[Agents, str], str]
@@ -65,11 +68,19 @@ COMMANDS: Dict[str, Command] = {
     "tags": commands_journal.cmd_tags,
     "summary": commands_journal.cmd_summary,
     "subagents": commands_state.cmd_subagents,
+    "doctor": commands_doctor.cmd_doctor,
 }
 
 
+class UnknownSubcommand(ValueError):
+    """`/mc <name>` with a name that is no subcommand: an error whose reply is the help."""
+
+    def __init__(self, sub: str) -> None:
+        super().__init__(f"Unknown subcommand: {sub}\n\n{HELP}")
+
+
 def run(ctx: Mapping[str, Any]) -> str:
-    """The reply body (unfenced) for one `/mc` invocation."""
+    """The reply body (unfenced) for one `/mc` invocation; `UnknownSubcommand` for a bad name."""
     raw = str(ctx.get("args") or "").strip()
     sub, _, rest = raw.partition(" ")
     rest = rest.strip()
@@ -77,7 +88,7 @@ def run(ctx: Mapping[str, Any]) -> str:
         return HELP
     command = COMMANDS.get(sub)
     if command is None:
-        return f"Unknown subcommand: {sub}\n\n{HELP}"
+        raise UnknownSubcommand(sub)
     agents = Agents.from_ctx(ctx)
     try:
         return command(agents, rest)
@@ -85,12 +96,16 @@ def run(ctx: Mapping[str, Any]) -> str:
         return exc.reply()
 
 
-def handle(ctx: Mapping[str, Any]) -> Dict[str, str]:
-    """Command handler: `{"text": fenced reply}`, or `{"text": "MC error: ..."}` on failure."""
+def handle(ctx: Mapping[str, Any]) -> Dict[str, Any]:
+    """Command handler: `{"text": fenced reply}`; a failure is `{"text", "isError": True}` (the
+    field OpenClaw's reply payload has for it): the help for an unknown subcommand, else
+    `MC error: ...`."""
     try:
         return {"text": fence(run(ctx))}
-    except Exception as exc:  # every failure becomes a readable reply, as in the anchor
-        return {"text": f"MC error: {exc}"}
+    except UnknownSubcommand as exc:
+        return {"text": fence(str(exc)), "isError": True}
+    except Exception as exc:  # every failure becomes a readable reply, as in the original
+        return {"text": f"MC error: {exc}", "isError": True}
 
 
 def register(api: Any) -> None:

@@ -1,7 +1,7 @@
 """Text helpers shared by every `/mc` command: the fence, the rule line, relative times, truncation.
 
-Why: the anchor's outputs are monospace tables people read at a glance; keeping the primitives in
-one place keeps every command's format identical to the anchor's.
+Why: the original `/mc` outputs are monospace tables people read at a glance; keeping the
+primitives in one place keeps every command's format identical to the original's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def utcnow() -> datetime:
 
 
 def fence(text: str) -> str:
-    """A reply body in a monospace block, as the anchor sends it."""
+    """A reply body in a monospace block, as the original `/mc` sends it."""
     return f"{FENCE}\n{text}\n{FENCE}"
 
 
@@ -54,7 +54,7 @@ def parse_iso(value: Optional[str]) -> Optional[datetime]:
 
 def rel_time(value: Optional[str], now: Optional[datetime] = None) -> str:
     """`just now`, `<m>m ago`, `<h>h <m>m ago`, `<d>d ago`; `unknown` for a missing or invalid
-    timestamp (the anchor printed `NaNd ago`)."""
+    timestamp (the original printed `NaNd ago`)."""
     when = parse_iso(value)
     if when is None:
         return "unknown"

@@ -10,14 +10,22 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import clock, extraction, notes, settings
+from . import clock, extraction, handoff, notes, settings
 from .locate import Locator
+
+
+def _is_subagent(locator: Locator, ctx: Mapping[str, Any]) -> bool:
+    try:
+        _ws, key = locator.session(ctx)
+    except ValueError:
+        return False
+    return key is not None and key.is_subagent
 
 
 def _own(
@@ -33,7 +41,16 @@ def _own(
         return None, None
     own = paths.session_state_file(workspace, key)
     if key is not None and key.is_subagent:
-        # <ws>/memory/subagents/<child>: the child's own archive/journal root.
+        # <ws>/memory/subagents/<child>: the child's own archive/journal root (paths.memory_dir);
+        # a journal an older release left in <child>/memory/ moves here on first use.
+        if (own.parent / paths.MEMORY_DIR).is_dir():
+            from fleet.continuity import journal  # noqa: PLC0415
+
+            with store.locked(own):
+                moved = journal.adopt_legacy_child_journal(own.parent)
+            if moved:
+                log.info(f"{hook}: moved {len(moved)} journal file(s) of {key.normalized} "
+                         f"from {own.parent / paths.MEMORY_DIR} to {own.parent}")
         return own, own.parent
     return own, workspace
 
@@ -44,18 +61,36 @@ def _archive(journal_ws: Path, text: str, max_count: Any, moment: Any) -> Path:
     return archive_state(journal_ws, text, int(max_count), moment)
 
 
+def _record_handoff(
+    locator: Locator, ctx: Mapping[str, Any], messages: List[Any], log: Any
+) -> None:
+    """A subagent's run ended: record what its announce will carry (handoff.py)."""
+    own, child_dir = _own(locator, ctx, "agent_end", log)
+    if own is None or child_dir is None:
+        return
+    tasks = extraction.task_texts(messages, subagent=True)
+    record = handoff.build(messages, tasks[0] if tasks else "", to_iso(clock.now()))
+    path = handoff.write(child_dir, record)
+    log.info(f"agent_end: child result recorded in {path} (ok: {record['ok']['state']})")
+
+
 def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
     log = api.logger
     config = settings.plugin_config(api)
     messages = event.get("messages")
-    if not config["autoExtract"] or not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list) or not messages:
+        return
+    if config["subagentRecovery"] and _is_subagent(locator, ctx):
+        _record_handoff(locator, ctx, messages, log)
+    if not config["autoExtract"]:
         return
     own, journal_ws = _own(locator, ctx, "agent_end", log)
     if own is None or journal_ws is None:
         return
     from fleet.continuity import journal  # noqa: PLC0415
 
-    real = journal.real_user_texts(messages)
+    subagent = _is_subagent(locator, ctx)
+    real = extraction.task_texts(messages, subagent)
     patterns = extraction.compile_ignore_patterns(config["ignorePatterns"], log.warn)
     if real and any(p.search(real[0]) for p in patterns):
         log.info("agent_end: first user message matches ignorePatterns; run not recorded")
@@ -65,7 +100,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         journal.record_run(journal_ws, messages, config, moment)
     except (OSError, ValueError) as exc:
         log.warn(f"agent_end: journal step failed (non-fatal): {exc}")
-    new_text = extraction.extract_state(messages, to_iso(moment))
+    new_text = extraction.extract_state(messages, to_iso(moment), subagent)
     if new_text is None:
         log.info("agent_end: no real user message or a poisoned exchange; checkpoint kept")
         return

@@ -1,8 +1,12 @@
-"""What an agent run leaves behind: the auto-extracted state and the protected tail (anchor 2).
+"""What an agent run leaves behind: the auto-extracted state and the protected tail.
 
-Guards fixed from the anchor (its 3.5/7 "recovery death spiral"): a run checkpoints only when it
-has at least one real user message of substance, and never from a poisoned exchange (login/auth
-errors), so a trivial or broken run cannot overwrite a meaningful checkpoint.
+Guards against the original plugin's "recovery death spiral" (a model that ignored the injected
+state answered "I don't remember", and that run overwrote the checkpoint): a run checkpoints only
+when it has at least one real user message of substance, and never from a poisoned exchange
+(login/auth errors), so a trivial or broken run cannot overwrite a meaningful checkpoint. A
+subagent's user message is its task, given by its parent: it counts whatever its length (`run
+tests` is a task, not chatter), so a child with a short task still leaves the state its parent
+recovers.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from typing import Any, Callable, Iterable, List, Mapping, Optional
 
 from fleet.continuity.document import StateDocument
+from fleet.continuity.pattern import PatternError, SafePattern, compile_pattern
 from fleet.continuity.tokens import truncate_tokens
 
 OBJECTIVE_BUDGET = 300
@@ -48,17 +53,18 @@ def is_poisoned(text: str) -> bool:
 
 def compile_ignore_patterns(
     patterns: Iterable[Any], warn: Callable[[str], None]
-) -> List[re.Pattern[str]]:
-    """Case-insensitive regexes; too long or invalid ones are skipped with a warning."""
+) -> List[SafePattern]:
+    """Case-insensitive patterns in the safe (linear-time) language of `fleet.continuity.pattern`;
+    too long, invalid or unsupported ones are skipped with a warning saying why."""
     out = []
     for pattern in patterns or []:
         if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_LENGTH:
             warn(f"ignorePatterns: skipping {pattern!r:.60} (not a string of <= 100 characters)")
             continue
         try:
-            out.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as exc:
-            warn(f"ignorePatterns: skipping invalid regex {pattern!r}: {exc}")
+            out.append(compile_pattern(pattern))
+        except PatternError as exc:
+            warn(f"ignorePatterns: skipping {exc}")
     return out
 
 
@@ -73,14 +79,22 @@ def assistant_texts(messages: Iterable[Any]) -> List[str]:
     return out
 
 
-def extract_state(messages: List[Any], now_iso: str) -> Optional[str]:
+def task_texts(messages: Iterable[Any], subagent: bool = False) -> List[str]:
+    """The user messages a checkpoint may take its objective from: those of substance, or for a
+    subagent session every non-empty one (its task, whatever its length)."""
+    journal = _journal()
+    return journal.user_texts(messages) if subagent else journal.real_user_texts(messages)
+
+
+def extract_state(messages: List[Any], now_iso: str, subagent: bool = False) -> Optional[str]:
     """The new CURRENT_STATE.md text for a finished run, or None when the run must not checkpoint.
 
-    Objective = last real user message (<= 300 tokens), Current Step = message count, Unsurfaced
-    Results = last assistant text (<= 500 tokens), as the anchor extracts them.
+    Objective = last real user message (<= 300 tokens; for a subagent its last user message of
+    any length), Current Step = message count, Unsurfaced Results = last assistant text (<= 500
+    tokens), as the original plugin extracts them.
     """
     journal = _journal()
-    real = journal.real_user_texts(messages)
+    real = task_texts(messages, subagent)
     if not real:
         return None
     users = journal.user_texts(messages)
@@ -102,7 +116,8 @@ def extract_state(messages: List[Any], now_iso: str) -> Optional[str]:
 
 
 def protected_tail(messages: List[Any], count: int) -> Optional[str]:
-    """The last `count` substantial user/assistant pairs (anchor `extractTailMessages`)."""
+    """The last `count` substantial user/assistant pairs (the original plugin's
+    `extractTailMessages`)."""
     if count <= 0 or not messages:
         return None
     pairs = []

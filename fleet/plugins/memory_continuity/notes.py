@@ -1,6 +1,7 @@
 """Recovery notes in a parent's `## Unsurfaced Results`: format, append, bounded, archived.
 
-The anchor rewrote the section from its first line plus the new note (earlier notes were lost).
+The original plugin rewrote the section from its first line plus the new note (earlier notes
+were lost).
 Here notes are appended to the whole section; past the budget the oldest whole notes move to
 `memory/unsurfaced_archive.md` and one line says how many moved, so nothing is ever dropped.
 Child text is data: it is neutralised and indented, so it can never start a note, a heading or a
@@ -13,14 +14,14 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from fleet.continuity import store
+from fleet.continuity import paths, store
 from fleet.continuity.document import is_meaningful, neutralize
 from fleet.continuity.tokens import estimate_tokens, truncate_tokens
 
 SECTION_BUDGET = 500
 TASK_CHARS = 120
 RESULT_BUDGET = 200
-ARCHIVE_NAME = "unsurfaced_archive.md"
+ARCHIVE_NAME = paths.UNSURFACED_ARCHIVE
 ARCHIVE_HEADER = "# Unsurfaced Results Archive\n\n"
 
 _BLOCK_START_RE = re.compile(r"^\[[^\]\n]+\] ")
@@ -39,7 +40,8 @@ def format_note(
     partial: bool = False,
     child_file: Optional[str] = None,
 ) -> str:
-    """`[<iso>] Subagent "<id>" completed.` + indented Session/Task/Result lines (anchor 3.4)."""
+    """`[<iso>] Subagent "<id>" completed.` + indented Session/Task/Result lines (the original's
+    format, plus the Session line)."""
     status = "timed out (partial result)." if partial else "completed."
     lines = [f'[{now_iso}] Subagent "{child_agent}" {status}', f"  Session: {child_key}"]
     task = neutralize(objective).strip().split("\n")[0][:TASK_CHARS]

@@ -33,9 +33,12 @@ def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
         try:
             return body(api, locator, event if isinstance(event, dict) else {},
                         ctx if isinstance(ctx, dict) else {})
-        except Exception as exc:  # a hook must never break the agent run; say why it did nothing
+        except Exception as exc:
+            # Log here (the plugin's own prefix) and re-raise: the hook bus contains the failure
+            # (the run goes on) and reports it in the run's `hookErrors`; swallowing it here hid
+            # a plugin that had silently stopped checkpointing.
             api.logger.error(f"{hook} failed: {type(exc).__name__}: {exc}")
-            return None
+            raise
 
     return handle
 

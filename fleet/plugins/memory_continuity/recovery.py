@@ -1,10 +1,15 @@
-"""`subagent_ended`: a finished child's unsurfaced results become a note in its parent's state.
+"""`subagent_ended`: a finished child's result becomes a note in its parent's state.
+
+The result is the one the child's announce carried (handoff.py records it when the child's run
+ends; both gateways fire `subagent_ended` only once the announce has been delivered or skipped,
+never while it waits for a paused child): a silent answer, a child still waiting or one that
+left no answer merges nothing, and a timeout merges the partial progress the announce reported.
 
 Only `targetKind == "subagent"` ends are children (OpenClaw also fires this hook with
 `targetKind: "acp"` when a main session is reset). The ctx has no `workspaceDir` and no
 `agentId`: the child is `event.targetSessionKey`, the parent is `ctx.requesterSessionKey` (else
 the record `subagent_spawned` left, else the key's parent chain), and both workspaces come from
-the OpenClaw config. Fixed from the anchor (3.5): the child's state is its own per-child file,
+the OpenClaw config. Fixed from the original plugin: the child's state is its own per-child file,
 only `ok` (completed) and `timeout` (partial) are merged, each child is merged exactly once, and
 the whole read-modify-write holds the parent file's lock and replaces it atomically.
 """
@@ -17,9 +22,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from fleet.continuity import paths, store
-from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
+from fleet.continuity.document import StateDocument, template, to_iso
 
-from . import clock, lineage, notes, settings
+from . import clock, handoff, lineage, notes, settings
 from .locate import Locator
 
 MERGED_OUTCOMES = {"ok": False, "timeout": True}  # outcome -> partial?
@@ -109,26 +114,33 @@ def recover(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[s
     if child_file.resolve() == parent_file.resolve():
         log.info(f"subagent_ended: {child.normalized} shares its parent's state file; skipping")
         return
-    text = store.read_text(child_file, max_bytes=CHILD_READ_LIMIT)
-    if text is None:
-        log.info(f"subagent_ended: no state file for {child.normalized} ({child_file})")
+    record = handoff.read(child_file.parent)
+    if record is None:
+        log.info(f"subagent_ended: {child.normalized} finished no run; nothing to merge")
         return
-    child_doc = StateDocument.parse(text)
-    result = child_doc.get("Unsurfaced Results")
-    if not is_meaningful(result):
-        log.info(f"subagent_ended: {child.normalized} left no unsurfaced results")
+    choice = handoff.pick(record, outcome)
+    result = choice["text"]
+    if choice["state"] != "text" or not result or not result.strip():
+        why = {"silent": "answered with a silent token", "waiting": "is still waiting"}.get(
+            choice["state"], "left no answer")
+        log.info(f"subagent_ended: {child.normalized} {why}; not merged")
         return
+    # The task is the child's first user message (a continuation's "go on" is not the task);
+    # the checkpoint's objective only when the record has none.
+    objective = str(record.get("task") or "").strip()
+    if not objective:
+        text = store.read_text(child_file, max_bytes=CHILD_READ_LIMIT)
+        objective = StateDocument.parse(text).get("Objective") if text is not None else ""
     moment = clock.now()
     stamp = to_iso(moment)
-    shown_file = str(child_file)
     note = notes.format_note(
         stamp,
         child.agent_id,
         child.normalized,
-        child_doc.get("Objective"),
+        objective,
         result,
         partial=MERGED_OUTCOMES[outcome],
-        child_file=shown_file,
+        child_file=str(handoff.path(child_file.parent)),
     )
     ident = child.normalized
     merged_now = _merge_grouped(parent_file, ident, note, stamp, log)

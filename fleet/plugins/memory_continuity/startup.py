@@ -1,7 +1,7 @@
 """`before_prompt_build`: inject the session's own snapshot, related history and a parent seed.
 
 OpenClaw 2026.9.6 has no `before_agent_start`; `before_prompt_build` returning
-`prependSystemContext` is its system-context hook. Fixed from the anchor (3.5): a subagent reads
+`prependSystemContext` is its system-context hook. Fixed from the original plugin: a subagent reads
 its own per-child file; its parent is the requester session (recorded at `subagent_spawned`, see
 `lineage`; else the key's parent chain), not the agent named in its own key; the seed is given
 even when the child's own state is empty; and a child never gets its own file back as "parent".

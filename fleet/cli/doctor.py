@@ -1,0 +1,45 @@
+"""`invoke doctor --hosts H [--json] [--verbose]`: host and continuity health across the fleet.
+
+Thin: select hosts, run fleet.deploy.doctor, print one table (or JSON) and exit 0 healthy,
+1 warnings, 2 critical. Read-only on every host; safe to run from cron or a systemd timer.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import sys
+
+from invoke import Exit
+
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _options, _select
+from fleet.cli.flags import task
+from fleet.deploy import doctor as fleet_doctor
+from fleet.deploy import report
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+            "json": "one JSON document on stdout (severity, exit, hosts[].checks/continuity)",
+            "verbose": "list passing checks too"})
+def doctor(c, hosts="sandbox", inventory="", parallel="10", json_=False, verbose=False):
+    """Diagnose hosts (python, disk, clock, permissions, gateway, plugins, locks, temp files)
+    and every agent's state files; never repairs. Exit 0 healthy, 1 warnings, 2 critical."""
+    with Run("doctor", json_).guard():
+        options = _options(parallel)
+        _, selected = _select(hosts, inventory)
+    with report.LiveReport([h.name for h in selected], "doctor", quiet=True) as live:
+        results = fleet_doctor.doctor(selected, live.update, options)
+    severity = fleet_doctor.fleet_severity(results)
+    if json_:
+        sys.stdout.write(jsonlib.dumps(fleet_doctor.to_json(results), indent=2, sort_keys=True,
+                                       default=str) + "\n")
+    else:
+        console = report.stdout_console()
+        console.print(fleet_doctor.table(results, verbose))
+        console.print(f"Overall status: [{fleet_doctor.STYLE[severity]}]{severity.upper()}[/] "
+                      f"({len(results)} host(s))")
+    code = fleet_doctor.exit_code(severity)
+    if code:
+        raise Exit(code=code)
+
+
+TASKS = [doctor]

@@ -1,0 +1,45 @@
+"""Flags as Fabric users expect them, for every task: `-h` is help, `-H` is `--hosts`.
+
+Invoke gives each flag an automatic short form from its first free letter, so a task with a
+`hosts` argument took `-h`, and `invoke deploy -h` asked for a host list instead of printing help.
+`task` here is Invoke's decorator with a Task class that never hands out `-h` and maps `-H` to
+`--hosts` (Fabric's spelling). Numbers are taken as text and parsed by `number()`, so a bad value
+(`--parallel abc`) is a one-line error with exit 2, not a traceback from Invoke's parser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from invoke import Exit, Task
+from invoke import task as invoke_task
+
+USAGE_ERROR = 2  # exit code of a bad flag, inventory or host selection (nothing was changed)
+
+
+class FleetTask(Task):
+    """An Invoke task whose short flags leave `-h` to help and give `-H` to `--hosts`."""
+
+    def arg_opts(self, name: str, default: Any, taken_names: set) -> dict:
+        opts = super().arg_opts(name, default, taken_names | {"h", "H"})
+        if name == "hosts":
+            opts["names"] = ["hosts", "H"]
+        return opts
+
+
+def task(*args: Any, **kwargs: Any):
+    """`@task` / `@task(help=...)` with FleetTask (same signature as invoke.task)."""
+    kwargs.setdefault("klass", FleetTask)
+    return invoke_task(*args, **kwargs)
+
+
+def number(value: Any, flag: str, minimum: int = 1) -> int:
+    """A whole-number flag value, or a clear usage error naming the flag."""
+    try:
+        result = int(str(value).strip())
+    except ValueError:
+        raise Exit(f"error: {flag} {value!r}: expected a whole number (e.g. {flag} 4)",
+                   USAGE_ERROR) from None
+    if result < minimum:
+        raise Exit(f"error: {flag} {result}: use {minimum} or more", USAGE_ERROR)
+    return result

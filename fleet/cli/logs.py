@@ -1,0 +1,42 @@
+"""`invoke logs --hosts H [-n N] [-f]`: the gateway log of each host, prefixed by host.
+
+Thin: select hosts, call fleet.deploy.logs. `-f` follows (a poll per second per host, each
+bounded by a timeout) until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from invoke import Exit
+
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _select
+from fleet.cli.flags import FleetTask, number, task
+from fleet.deploy import logs as host_logs
+
+
+class _TailFlags(FleetTask):
+    """`-n N` for `--lines`, as tail and Kamal spell it (invoke would pick `-l`)."""
+
+    def arg_opts(self, name, default, taken_names):
+        opts = super().arg_opts(name, default, taken_names)
+        if name == "lines":
+            opts["names"] = ["lines", "n"]
+        return opts
+
+
+@task(klass=_TailFlags, help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
+            "lines": "how many of the last lines to show per host (default 50)",
+            "follow": "keep printing new lines as they are written, until Ctrl-C"})
+def logs(c, hosts="sandbox", inventory="", lines="50", follow=False):
+    """Show each host's gateway log (`<state>/logs/gateway.log`), each line prefixed by host."""
+    with Run("logs", False).guard():
+        count = number(lines, "--lines", minimum=0)
+        _, selected = _select(hosts, inventory)
+    try:
+        failed = host_logs.show(selected, count, follow)
+    except KeyboardInterrupt:
+        return
+    if failed and not follow:
+        raise Exit(code=1)
+
+
+TASKS = [logs]

@@ -1,0 +1,35 @@
+"""`invoke sandbox.down [--purge]`: stop every sandbox gateway, orphans included (thin)."""
+
+from __future__ import annotations
+
+from invoke import Collection, Exit
+
+from fleet.cli.flags import USAGE_ERROR, task
+
+INV_HELP = "inventory file (default: $FLEET_INVENTORY, else ./inventory.yaml)"
+
+
+@task(help={"inventory": INV_HELP,
+            "purge": "also remove the sandbox hosts' state dirs (releases, logs, workspaces)"})
+def down(c, inventory="", purge=False):
+    """Stop every gateway of the sandbox (by pidfile; orphans whose .fleet/ is gone too)."""
+    from fleet.deploy.inventory import InventoryError, default_inventory, load  # noqa: PLC0415
+    from fleet.deploy.sandbox import down as take_down  # noqa: PLC0415
+    from fleet.deploy.sandbox import sandbox_root  # noqa: PLC0415
+
+    try:
+        inv = load(inventory) if inventory else default_inventory()
+    except InventoryError as exc:
+        raise Exit(f"error: {exc}", USAGE_ERROR) from None
+    lines = take_down(inv, purge)
+    for line in lines:
+        print(line)
+    failed = [line for line in lines if "could not" in line]
+    print(f"sandbox: {sum('stopped' in line for line in lines)} gateway(s) stopped under "
+          f"{sandbox_root(inv)}" + (f", {len(failed)} failure(s)" if failed else ""))
+    if failed:
+        raise Exit(code=1)
+
+
+ns = Collection("sandbox")
+ns.add_task(down)

@@ -1,0 +1,76 @@
+"""Temp files of atomic writes: named so they can be recognised, and swept when their writer died.
+
+Every write of a state file, session index, ready file or link goes through a temp file and
+`os.replace`. A writer killed (kill -9, power loss) between the two leaves its temp file behind;
+before, nothing ever removed them (32 files, 5 MiB after 200 kills). The name carries a fixed tag
+and the writer's pid, `.<name>.fleet-tmp.<pid>.<random>`, so a starting gateway can remove exactly
+the ones whose writer is gone, and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Iterable, List
+
+TAG = ".fleet-tmp."
+_NAME = re.compile(r"\..+\.fleet-tmp\.(\d+)\.[A-Za-z0-9_]+")
+
+
+def temp_path(path: Path) -> Path:
+    """A temp name beside `path` for an atomic write by this process."""
+    return Path(path).with_name(f".{Path(path).name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
+
+
+def temp_prefix(path: Path) -> str:
+    """Prefix for `tempfile.mkstemp` (which adds the random part) giving the same shape."""
+    return f".{Path(path).name}{TAG}{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def sweep(dirs: Iterable[Path], recursive: Iterable[Path] = ()) -> List[Path]:
+    """Remove temp files of dead writers in `dirs` (and below each of `recursive`)."""
+    candidates: List[Path] = []
+    for d in dirs:
+        try:
+            candidates.extend(p for p in Path(d).iterdir() if TAG in p.name)
+        except OSError:
+            continue
+    for root in recursive:
+        for base, _subdirs, files in os.walk(str(root)):
+            candidates.extend(Path(base) / f for f in files if TAG in f)
+    removed = []
+    for p in candidates:
+        m = _NAME.fullmatch(p.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        try:
+            if p.is_symlink() or p.is_file():
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            continue
+    return removed
+
+
+def sweep_state_dir(state_dir: Path) -> List[Path]:
+    """The temp files a gateway's writers leave in a state dir: config, run files, session
+    indexes, links, and every workspace's memory tree."""
+    root = Path(state_dir)
+    dirs = [root, root / "run", root / "extensions"]
+    dirs += list(root.glob("agents/*/sessions"))
+    recursive = [p / "memory" for p in root.glob("workspace*")]
+    return sweep(dirs, recursive)

@@ -1,0 +1,44 @@
+"""First use of a host outside the sandbox needs the operator's explicit yes.
+
+A typo in `--hosts`, or a selector that reaches further than meant, must not change a real host
+(or the operator's own `~/.openclaw`) unasked. The first time a deploy, rollback or restart would
+change a host outside the sandbox, the CLI shows it and asks (TTY) or needs `--yes`; the answer is
+recorded per target in `.fleet/confirmed-hosts.json` beside the inventory. A target is the host's
+name with where it points (`Host.describe()`), so pointing a name somewhere else asks again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from fleet.continuity import store
+from fleet.deploy.inventory import Host
+
+
+def record_path(inventory_path: Path) -> Path:
+    return Path(inventory_path).parent / ".fleet" / "confirmed-hosts.json"
+
+
+def _load(inventory_path: Path) -> dict:
+    try:
+        data = json.loads(record_path(inventory_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def unconfirmed(inventory_path: Path, hosts: list[Host]) -> list[Host]:
+    """Hosts outside the sandbox whose target the operator has not confirmed before."""
+    known = _load(inventory_path)
+    return [h for h in hosts if not h.sandbox and known.get(h.name) != h.describe()]
+
+
+def confirm(inventory_path: Path, hosts: list[Host]) -> None:
+    """Remember these targets as confirmed (temp file + rename: never a torn record)."""
+    known = _load(inventory_path)
+    known.update({h.name: h.describe() for h in hosts})
+    path = record_path(inventory_path)
+    os.makedirs(path.parent, exist_ok=True)
+    store.atomic_write(path, json.dumps(known, indent=2, sort_keys=True) + "\n")

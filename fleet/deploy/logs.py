@@ -1,0 +1,205 @@
+"""`invoke logs`: each host's gateway log, prefixed by host; `-f` follows it.
+
+Every read is one short command per host (a stdlib Python snippet run by the host's python),
+so following is a loop of bounded polls, never a stream that can hang: each poll has a timeout,
+a host that fails is reported and asked again on the next round, and Ctrl-C stops the loop
+between or during polls. The snippet remembers nothing; the control side keeps, per host, the
+log file's inode and the offset read so far. When the gateway rotated the log between two polls
+(fleet/gateway/logfile.py: `gateway.log` becomes `gateway.log.1`), the rest of the old file is
+read from `.1` first, so no line is lost; only whole lines are returned.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from fleet.deploy.connection import connect
+from fleet.deploy.inventory import Host
+
+LOG_FILE = "logs/gateway.log"  # fleet.gateway.layout.Layout.log, relative to the state dir
+POLL_S = 1.0
+POLL_TIMEOUT_S = 20.0
+CHUNK = 1 << 20  # at most this many bytes per host per poll
+
+LOG_PY = """\
+import json, os, sys
+path = os.path.expanduser(sys.argv[1])
+ino, off, want, chunk = (int(a) for a in sys.argv[2:6])
+def read(p, start, limit):
+    try:
+        with open(p, "rb") as fh:
+            fh.seek(start)
+            return fh.read(limit)
+    except OSError:
+        return b""
+def size_of(p):
+    try:
+        return os.stat(p).st_size
+    except OSError:
+        return 0
+try:
+    st = os.stat(path)
+except OSError:
+    print(json.dumps({"ino": 0, "off": 0, "missing": path}))
+    sys.exit(0)
+data = b""
+if ino < 0:
+    size = st.st_size
+    start = max(0, size - chunk)
+    data = read(path, start, size - start)
+    if start:
+        data = data[data.find(b"\\n") + 1:]
+    if data.count(b"\\n") < want:
+        data = read(path + ".1", max(0, size_of(path + ".1") - chunk), chunk) + data
+    lines = data.splitlines(True)
+    if lines and not lines[-1].endswith(b"\\n"):
+        size -= len(lines.pop())
+    data = b"".join(lines[-want:]) if want > 0 else b""
+    off = size
+else:
+    if ino and st.st_ino != ino:
+        try:
+            if os.stat(path + ".1").st_ino == ino:
+                data = read(path + ".1", off, chunk)
+        except OSError:
+            pass
+        off = 0
+    if st.st_size < off:
+        off = 0
+    new = read(path, off, chunk)
+    cut = new.rfind(b"\\n") + 1
+    data += new[:cut]
+    off += cut
+sys.stdout.write(json.dumps({"ino": st.st_ino, "off": off}) + "\\n")
+sys.stdout.flush()
+sys.stdout.buffer.write(data)
+"""
+
+
+def read_command(host: Host, ino: int, off: int, lines: int) -> str:
+    """One read of the host's log: `ino < 0` is the first (last `lines` lines), else the whole
+    lines after `off` of the file with inode `ino` (and its rotated rest)."""
+    path = f"{host.state_dir.rstrip('/')}/{LOG_FILE}"
+    args = [path, str(ino), str(off), str(lines), str(CHUNK)]
+    return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(LOG_PY)} "
+            + " ".join(shlex.quote(a) for a in args))
+
+
+def parse(stdout: str) -> tuple[dict, str]:
+    """(header, text) of one read; ValueError when the output is not ours."""
+    head, _, text = stdout.partition("\n")
+    header = json.loads(head)
+    if not isinstance(header, dict) or "off" not in header:
+        raise ValueError(f"unexpected answer: {head[:200]!r}")
+    return header, text
+
+
+@dataclass
+class HostLog:
+    """Where one host's log was read up to, and its open connection."""
+
+    host: Host
+    ino: int = -1
+    off: int = 0
+    conn: object = None
+    error: str = ""
+    lines: list = field(default_factory=list)
+
+    def poll(self, lines: int, timeout: float) -> None:
+        """One read; fills `lines` (whole lines) or `error`; never raises."""
+        self.lines, self.error = [], ""
+        try:
+            if self.conn is None:
+                self.conn = connect(self.host)
+            res = self.conn.run(read_command(self.host, self.ino, self.off, lines), timeout)
+            if res.exit_code != 0:
+                tail = " ".join((res.stderr or res.stdout).strip().splitlines()[-2:])
+                raise RuntimeError(f"reading the log failed (exit {res.exit_code}): {tail[:300]}")
+            header, text = parse(res.stdout)
+        except Exception as exc:  # unreachable, timed out, bad answer: report, retry next round
+            self.error = str(exc) or type(exc).__name__
+            self.close()
+            return
+        if header.get("missing"):
+            self.error = f"no log yet at {header['missing']}"
+        self.ino, self.off = int(header.get("ino") or 0), int(header.get("off") or 0)
+        self.lines = text.splitlines()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+            self.conn = None
+
+
+Emit = Callable[[str, str, bool], None]  # (host, line, is_error)
+
+
+def printer(names: list[str], out=None, err=None) -> Emit:
+    """`host | line` on stdout (errors on stderr), host names padded to one width."""
+    width = max((len(n) for n in names), default=0)
+    lock = threading.Lock()
+
+    def emit(host: str, line: str, is_error: bool) -> None:
+        stream = (err or sys.stderr) if is_error else (out or sys.stdout)
+        with lock:
+            stream.write(f"{host:<{width}} | {line}\n")
+            stream.flush()
+
+    return emit
+
+
+def _round(logs: list[HostLog], pool: ThreadPoolExecutor, lines: int, timeout: float,
+           emit: Emit, reported: dict) -> int:
+    """Poll every host at once; print in inventory order. Returns the number of failed hosts."""
+    futures = [pool.submit(log.poll, lines, timeout) for log in logs]
+    for future in futures:
+        future.result(timeout=timeout + 15)  # poll() never raises and its command is bounded
+    failed = 0
+    for log in logs:
+        name = log.host.name
+        for line in log.lines:
+            emit(name, line, False)
+        if log.error:
+            failed += 1
+            if reported.get(name) != log.error:  # say it once, not every second
+                emit(name, f"error: {log.error}", True)
+            reported[name] = log.error
+        elif name in reported:
+            reported.pop(name)
+            emit(name, "(reachable again)", True)
+    return failed
+
+
+def show(hosts: list[Host], lines: int = 50, follow: bool = False, emit: Emit | None = None,
+         poll_s: float = POLL_S, timeout: float = POLL_TIMEOUT_S,
+         stop: threading.Event | None = None) -> int:
+    """Print the last `lines` lines of every host's gateway log; with `follow`, keep printing
+    new lines until `stop` is set or Ctrl-C. Returns how many hosts failed the first read."""
+    emit = emit or printer([h.name for h in hosts])
+    stop = stop or threading.Event()
+    logs = [HostLog(h) for h in hosts]
+    reported: dict = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(logs))))
+    try:
+        failed = _round(logs, pool, max(0, lines), timeout, emit, reported)
+        while follow and not stop.is_set():
+            deadline = time.monotonic() + poll_s
+            while not stop.is_set() and time.monotonic() < deadline:
+                stop.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            if not stop.is_set():
+                _round(logs, pool, 0, timeout, emit, reported)
+        return failed
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for log in logs:
+            log.close()

@@ -1,0 +1,183 @@
+"""Taking the sandbox down: stop every gateway that runs from the sandbox, orphans included.
+
+Sandbox hosts keep their state in `.fleet/` beside the inventory (fleet.deploy.inventory). A
+gateway whose state dir is still there is stopped by its pidfile (fleet.gateway.process: SIGTERM,
+SIGKILL after a grace period, done when the kernel released the pidfile's lock). One whose
+`.fleet/` was removed from under it has no pidfile left to read, so it is found by another record
+than `.fleet/`: the process table, filtered by the gateway's own protocol. A process counts only
+if its command line is the one `fleet.gateway.process.spawn` starts (`-m fleet.gateway
+--state-dir D run`), D lies under the sandbox directory, and (where /proc exists) it holds D's
+`run/gateway.pid` open, as every running gateway does. Never `pkill -f`: nothing is signalled by
+a name pattern alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.deploy.inventory import SANDBOX_DIR, Inventory
+from fleet.gateway.process import StopError, holder_pid, terminate
+
+GRACE_S = 10.0
+PIDFILE = os.path.join("run", "gateway.pid")
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """A running gateway process and the state dir it was started with."""
+
+    pid: int
+    state_dir: str
+    orphan: bool  # its state dir (or pidfile) is gone
+
+
+def sandbox_root(inv: Inventory) -> Path:
+    return Path(os.path.realpath(inv.path.parent / SANDBOX_DIR))
+
+
+def _state_dir_arg(args: list[str]) -> str | None:
+    """D of `... -m fleet.gateway --state-dir D run`, else None (not our gateway)."""
+    try:
+        start = next(i for i in range(len(args) - 1)
+                     if args[i] == "-m" and args[i + 1] == "fleet.gateway")
+    except StopIteration:
+        return None
+    rest = args[start + 2:]
+    if "run" not in rest or "--state-dir" not in rest[:-1]:
+        return None
+    return rest[rest.index("--state-dir") + 1]
+
+
+def _processes() -> list[tuple[int, list[str], str | None]]:
+    """(pid, argv, cwd or None) of every process we can see: /proc, else `ps`."""
+    found = []
+    proc = Path("/proc")
+    if proc.is_dir():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            found.append((int(entry.name), [a.decode("utf-8", "replace") for a in argv if a],
+                          cwd))
+        return found
+    out = subprocess.run(["ps", "-axo", "pid=,args="], capture_output=True, text=True,
+                         timeout=30).stdout
+    for line in out.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if pid.isdigit():
+            found.append((int(pid), args.split(), None))
+    return found
+
+
+def _holds_pidfile(pid: int, state_dir: str) -> bool:
+    """Whether `pid` has `<state_dir>/run/gateway.pid` open (True where /proc cannot tell)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    if not fd_dir.is_dir():
+        return True
+    want = os.path.join(state_dir, PIDFILE)
+    try:
+        for fd in fd_dir.iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.removesuffix(" (deleted)") == want:
+                return True
+    except OSError:
+        return False
+    return False
+
+
+def find_gateways(root: Path) -> list[Gateway]:
+    """Every gateway process whose state dir lies under `root` (which may be gone already)."""
+    root_s = str(root).rstrip("/") + "/"
+    me = os.getpid()
+    gateways = []
+    for pid, argv, cwd in _processes():
+        if pid == me:
+            continue
+        state = _state_dir_arg(argv)
+        if state is None:
+            continue
+        if not os.path.isabs(state) and cwd:
+            state = os.path.join(cwd.removesuffix(" (deleted)"), state)
+        state = os.path.realpath(state)
+        if not state.startswith(root_s) or not _holds_pidfile(pid, state):
+            continue
+        orphan = not os.path.exists(os.path.join(state, PIDFILE))
+        gateways.append(Gateway(pid, state, orphan))
+    return gateways
+
+
+def _stop_orphan(pid: int, grace_s: float) -> str:
+    """SIGTERM, SIGKILL after `grace_s`; its pidfile is gone, so wait on the process itself."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    for sig, wait in ((None, grace_s), (signal.SIGKILL, 5.0)):
+        if sig is not None:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return "terminated"
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return "terminated" if sig is None else "killed"
+            time.sleep(0.05)
+    raise StopError(f"gateway pid {pid} survived SIGKILL")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    try:  # a zombie (our child, not yet reaped) is dead for our purpose
+        return stat.read_text().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[str]:
+    """Stop the sandbox's gateways (by pidfile, then orphans); `purge` also removes the sandbox
+    hosts' state dirs. Returns one line per thing done."""
+    lines = []
+    root = sandbox_root(inv)
+    for host in (h for h in inv.hosts.values() if h.sandbox):
+        pidfile = Path(host.state_dir) / PIDFILE
+        try:
+            pid = holder_pid(pidfile)
+            if pid:
+                how = terminate(pidfile, pid, grace_s)
+                lines.append(f"{host.name}: gateway pid {pid} stopped ({how})")
+        except (StopError, OSError) as exc:
+            lines.append(f"{host.name}: could not stop its gateway: {exc}")
+    for gw in find_gateways(root):
+        try:
+            how = _stop_orphan(gw.pid, grace_s)
+        except (StopError, OSError) as exc:
+            lines.append(f"pid {gw.pid}: could not stop it: {exc}")
+            continue
+        what = "orphaned gateway" if gw.orphan else "gateway"
+        lines.append(f"{what} pid {gw.pid} ({gw.state_dir}) stopped ({how})")
+    if purge:
+        for host in (h for h in inv.hosts.values() if h.sandbox):
+            if os.path.lexists(host.state_dir):
+                shutil.rmtree(host.state_dir, ignore_errors=True)
+                lines.append(f"{host.name}: removed {host.state_dir}")
+    return lines

@@ -1,0 +1,151 @@
+"""`logs`: each host's gateway log prefixed by host; `-f` follows across rotation; Ctrl-C stops."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from fleet.deploy import logs
+from fleet.deploy.inventory import load
+
+INVENTORY = """\
+vars: {connection: local, gateway: {manager: fleet}}
+hosts:
+  alpha: {state_dir: hosts/alpha}
+  b: {state_dir: hosts/b}
+  empty: {state_dir: hosts/empty}
+groups:
+  two: {hosts: [alpha, b]}
+"""
+
+
+@pytest.fixture
+def fleet_dir(tmp_path):
+    (tmp_path / "inventory.yaml").write_text(INVENTORY)
+    for name in ("alpha", "b"):
+        log = tmp_path / "hosts" / name / "logs" / "gateway.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("".join(f"{name} line {i}\n" for i in range(5)))
+    (tmp_path / "hosts" / "empty").mkdir(parents=True)
+    return tmp_path
+
+
+def hosts(fleet_dir, names):
+    return load(fleet_dir / "inventory.yaml").select(names)
+
+
+class Collector:
+    def __init__(self):
+        self.out, self.err = [], []
+        self.lock = threading.Lock()
+
+    def __call__(self, host, line, is_error):
+        with self.lock:
+            (self.err if is_error else self.out).append((host, line))
+
+    def lines(self, host):
+        with self.lock:
+            return [line for h, line in self.out if h == host]
+
+
+def test_last_lines_of_every_host_and_a_missing_log(fleet_dir):
+    got = Collector()
+    failed = logs.show(hosts(fleet_dir, "alpha,b,empty"), lines=2, emit=got)
+    assert got.lines("alpha") == ["alpha line 3", "alpha line 4"]
+    assert got.lines("b") == ["b line 3", "b line 4"]
+    assert failed == 1 and got.err[0][0] == "empty" and "no log yet" in got.err[0][1]
+
+
+def test_first_read_takes_older_lines_from_the_rotated_file(fleet_dir):
+    log = fleet_dir / "hosts" / "b" / "logs" / "gateway.log"
+    os.replace(log, log.with_name("gateway.log.1"))
+    log.write_text("b new 0\npartial without newline")
+    got = Collector()
+    logs.show(hosts(fleet_dir, "b"), lines=3, emit=got)
+    assert got.lines("b") == ["b line 3", "b line 4", "b new 0"]
+
+
+def wait_for(cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
+    log = fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log"
+    got, stop = Collector(), threading.Event()
+    runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
+        hosts=hosts(fleet_dir, "alpha"), lines=1, follow=True, emit=got, poll_s=0.05,
+        stop=stop))
+    runner.start()
+    assert wait_for(lambda: got.lines("alpha") == ["alpha line 4"])
+    with open(log, "a") as fh:
+        fh.write("new 1\nhalf a li")
+    assert wait_for(lambda: "new 1" in got.lines("alpha"))
+    time.sleep(0.3)
+    assert got.lines("alpha")[-1] == "new 1"  # the half line waits for its end
+    with open(log, "a") as fh:
+        fh.write("ne\nlast before rotation\n")
+    os.replace(log, log.with_name("gateway.log.1"))  # rotated before the next poll sees it
+    log.write_text("first after rotation\n")
+    assert wait_for(lambda: "first after rotation" in got.lines("alpha"))
+    assert got.lines("alpha") == ["alpha line 4", "new 1", "half a line",
+                                  "last before rotation", "first after rotation"]
+    stop.set()
+    runner.join(timeout=10)
+    assert not runner.is_alive()
+
+
+def test_follow_reports_a_failing_host_once_and_keeps_the_others(fleet_dir):
+    got, stop = Collector(), threading.Event()
+    runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
+        hosts=hosts(fleet_dir, "b,empty"), lines=1, follow=True, emit=got, poll_s=0.05,
+        stop=stop))
+    runner.start()
+    time.sleep(0.6)
+    (fleet_dir / "hosts" / "b" / "logs" / "gateway.log").open("a").write("later\n")
+    assert wait_for(lambda: "later" in got.lines("b"))
+    stop.set()
+    runner.join(timeout=10)
+    assert [h for h, _ in got.err] == ["empty"]
+
+
+def fleet_cmd(*args):
+    return [sys.executable, "-c", "from fleet.cli.program import main; main()", *args]
+
+
+def test_task_prefixes_lines_by_host(fleet_dir):
+    proc = subprocess.run(fleet_cmd("logs", "--hosts", "two", "-n", "1"), cwd=fleet_dir,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["alpha | alpha line 4", "b     | b line 4"]
+
+
+def test_task_follow_stops_on_ctrl_c(fleet_dir):
+    proc = subprocess.Popen(fleet_cmd("logs", "--hosts", "alpha", "-n", "1", "-f"), cwd=fleet_dir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(60, proc.kill)  # a broken follower must not hang the suite
+    killer.start()
+    try:
+        assert proc.stdout.readline() == "alpha | alpha line 4\n"  # the first read is done
+        with open(fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log", "a") as fh:
+            fh.write("followed line\n")
+        first = proc.stdout.readline()  # blocks until the follower prints it
+        assert first == "alpha | followed line\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        killer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)

@@ -1,0 +1,371 @@
+"""What an operator meets on the command line: help, usage errors, reach of selectors, first-use
+confirmation, dirty builds, dry runs, failure kinds, --json for every outcome, and the output.
+
+Every test drives the `fleet` console script's entry point as a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from deploy_helpers import gateway_pids, make_tree
+
+INVENTORY = """\
+vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
+hosts:
+  box: {state_dir: .fleet/sandbox/box}
+  mine: {state_dir: state/mine}
+groups:
+  sandbox: {hosts: [box]}
+"""
+STATES = (Path(".fleet/sandbox/box"), Path("state/mine"))
+FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "inventory.yaml").write_text(INVENTORY)
+    yield tmp_path
+    gateway_pids([tmp_path / s for s in STATES])
+
+
+def fleet(cwd: Path, *args: str, stdin: str | None = None, env: dict | None = None):
+    import os
+    proc = subprocess.run([sys.executable, "-c", FLEET, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, input=stdin,
+                          env=dict(os.environ, **(env or {})))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def no_traceback(err: str) -> None:
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("task", ["deploy", "status", "rollback", "restart", "build", "test"])
+def test_dash_h_is_help_and_dash_capital_h_is_hosts(tmp_path, task):
+    code, out, err = fleet(tmp_path, task, "-h")
+    assert code == 0, err
+    assert "Usage:" in out
+    if task in ("deploy", "status", "rollback", "restart"):
+        assert "-H STRING, --hosts=STRING" in out
+
+
+def test_dash_capital_h_selects_hosts(workdir):
+    code, out, err = fleet(workdir, "status", "-H", "nosuch")
+    assert code == 2 and "unknown host or group 'nosuch'" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["deploy", "--parallel", "abc"], "--parallel 'abc': expected a whole number"),
+    (["status", "--parallel", "0"], "--parallel 0: use 1 or more"),
+    (["deploy", "--hosts", ""], "no hosts selected"),
+    (["deploy", "--hosts", ",", "--json"], "no hosts selected"),
+    (["status", "--hosts", "boxx"], "did you mean 'box'"),
+    (["deploy", "--batch", "x", "--artifact", "/nonexistent.pyz"], "not a fleet artifact"),
+])
+def test_usage_errors_are_one_line_exit_2_without_traceback(workdir, args, message):
+    code, out, err = fleet(workdir, *args)
+    assert code == 2 and message in err, (code, err)
+    no_traceback(err)
+    if "--json" in args:
+        doc = json.loads(out)
+        assert doc["ok"] is False and doc["exit_code"] == 2 and message in doc["error"]
+
+
+def test_wrong_build_hint_is_gone(workdir):
+    _, _, err = fleet(workdir, "deploy", "--artifact", str(workdir / "inventory.yaml"))
+    assert "invoke build" in err and "release.build" not in err
+
+
+def test_no_inventory_refuses_naming_where_it_looked_and_creates_nothing(tmp_path):
+    code, out, err = fleet(tmp_path, "deploy", env={"FLEET_INVENTORY": ""})
+    assert code == 2 and str(tmp_path / "inventory.yaml") in err and "FLEET_INVENTORY" in err
+    no_traceback(err)
+    assert list(tmp_path.iterdir()) == []
+    code, out, _ = fleet(tmp_path, "status", "--json", env={"FLEET_INVENTORY": ""})
+    doc = json.loads(out)
+    assert code == 2 and doc["exit_code"] == 2 and "no inventory" in doc["error"]
+    assert doc["hosts"] == [] and doc["schema"] == 1
+
+
+def test_all_never_reaches_the_sandbox_and_outside_hosts_need_a_yes_once(workdir, artifacts):
+    art = artifacts()
+    code, out, err = fleet(workdir, "deploy", "-H", "all", "--artifact", str(art.path))
+    assert code == 2 and "mine" in err and "--yes" in err
+    assert str(workdir / ".fleet") not in err  # the listed targets: all = mine only
+    assert f"mine (local, {workdir / 'state' / 'mine'})" in err  # shown before anything
+    assert not (workdir / "state").exists() and not (workdir / ".fleet" / "sandbox").exists()
+    code, out, err = fleet(workdir, "deploy", "-H", "all", "--artifact", str(art.path), "--json",
+                           stdin="y\n")  # not a terminal: the answer is not read
+    assert code == 2 and json.loads(out)["error"].startswith("error: refusing")
+    code, out, err = fleet(workdir, "deploy", "-H", "all", "--artifact", str(art.path), "--yes",
+                           "--json")
+    doc = json.loads(out)
+    assert code == 0 and [h["host"] for h in doc["hosts"]] == ["mine"], err
+    code, out, err = fleet(workdir, "restart", "-H", "mine", "--json")  # confirmed once: no ask
+    assert code == 0 and json.loads(out)["hosts"][0]["result"] == "restarted", err
+    code, _, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(art.path))
+    assert code == 0, err  # the sandbox never asks
+
+
+def test_a_dirty_build_goes_outside_the_sandbox_only_with_allow_dirty(workdir, tmp_path):
+    tree = make_tree(tmp_path / "tree")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tree)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    layout = tree / "fleet" / "gateway" / "layout.py"
+    layout.write_text(layout.read_text() + "# uncommitted\n")
+    from fleet.release.artifact import build_artifact
+    art = build_artifact(tree, tmp_path / "dist")
+    assert "+dirty." in art.version
+    args = ("--artifact", str(art.path), "--yes")
+    code, _, err = fleet(workdir, "deploy", "-H", "mine", *args)
+    assert code == 2 and "uncommitted" in err and "--allow-dirty" in err
+    assert not (workdir / "state").exists()
+    code, _, err = fleet(workdir, "deploy", "-H", "box", *args)
+    assert code == 0, err
+    code, out, err = fleet(workdir, "deploy", "-H", "mine", *args, "--allow-dirty", "--json")
+    assert code == 0 and json.loads(out)["artifact"]["version"] == art.version, err
+
+
+def test_dry_run_writes_nothing_not_even_the_artifact(tmp_path):
+    tree = make_tree(tmp_path / "tree")
+    (tree / "inventory.yaml").write_text(INVENTORY)
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    code, out, err = fleet(tree, "deploy", "-H", "box,mine", "--dry-run", "--json")
+    doc = json.loads(out)
+    assert code == 0 and {h["result"] for h in doc["hosts"]} == {"planned"}, err
+    assert doc["dry_run"] is True and doc["artifact"]["path"] is None
+    after = sorted(p.relative_to(tree) for p in tree.rglob("*") if "__pycache__" not in p.parts)
+    assert after == [p for p in before if "__pycache__" not in p.parts]  # no dist/, no .fleet/
+
+
+def test_output_force_restart_rollback_and_timing(workdir, artifacts):
+    base, bumped = artifacts(), artifacts(bump="5.0.1")
+    code, out, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(base.path))
+    assert code == 0, err
+    assert re.search(r"OK: 1 installed in \d+\.\ds", out)
+    lines = [ln for ln in err.splitlines() if " box " in f" {ln} " and "(local" not in ln]
+    assert lines and all(re.match(r"\d\d:\d\d:\d\d box ", ln) for ln in lines), err
+    assert all(a != b for a, b in zip(lines, lines[1:])), lines  # no line twice in a row
+    code, out, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(base.path),
+                           "--force", "--json")
+    assert code == 0 and json.loads(out)["hosts"][0]["result"] == "restarted"
+    fleet(workdir, "deploy", "-H", "box", "--artifact", str(bumped.path))
+    code, out, err = fleet(workdir, "rollback", "-H", "box")
+    assert code == 0 and "rolled_back" in out, err
+    assert "box rollback: " in err and "install:" not in err
+    assert re.search(r"in \d+\.\ds", out)
+
+
+def test_unreachable_host_and_paramiko_noise(workdir):
+    """A port that accepts and hangs up: paramiko would print its own banner error; we don't."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    port = server.getsockname()[1]
+
+    def serve():
+        for _ in range(2):
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    (workdir / "inventory.yaml").write_text(f"""\
+vars: {{known_hosts: kh, timeouts: {{connect: 3}}}}
+hosts:
+  hangup: {{host: 127.0.0.1, port: {port}}}
+  refused: {{host: 127.0.0.1, port: 1}}
+""")
+    try:
+        code, out, err = fleet(workdir, "status", "-H", "hangup,refused", "--json")
+    finally:
+        server.close()
+    doc = json.loads(out)
+    assert code == 1 and {h["host"]: h["result"] for h in doc["hosts"]} == {
+        "hangup": "unreachable", "refused": "unreachable"}, doc
+    assert "Exception (client)" not in err and "Socket exception" not in err
+    no_traceback(err)
+
+
+def test_failure_kinds_are_told_apart():
+    import paramiko
+
+    from fleet.deploy.connection import failure_kind
+    from fleet.deploy.hostkeys import HostKeyError
+    assert failure_kind(HostKeyError("x")) == "host_key"
+    assert failure_kind(paramiko.AuthenticationException("no")) == "auth_failed"
+    assert failure_kind(ConnectionRefusedError()) == "unreachable"
+    assert failure_kind(socket.gaierror()) == "unreachable"
+    assert failure_kind(paramiko.SSHException("Error reading SSH protocol banner")) == \
+        "unreachable"
+    assert failure_kind(RuntimeError("?")) == "failed"
+
+
+def test_status_table_keeps_names_whole_at_80_columns():
+    from rich.console import Console
+
+    from fleet.deploy.report import status_summary, status_table
+    from fleet.deploy.runner import HostResult
+    release = "5.0.1+dirty.0123abcd-0123456789ab"
+    results = [HostResult(f"sandbox-{i}", "ok", True, data={
+        "current": {"release": release, "components": {"memory-continuity": "5.0.1",
+                                                       "mc": "2.1.0"}},
+        "ready": True, "gateway": {"pid": 1234, "uptime_s": 5.0},
+        "disk_free_bytes": 5 * 1024 ** 3}) for i in (1, 2, 3)]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(status_table(results, console.width))
+    text = console.export_text()
+    for i in (1, 2, 3):
+        assert f"sandbox-{i}" in text
+    assert text.count(release) == 3 and text.count("5.0 GiB") == 3, text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    wide = Console(width=200, record=True, color_system=None)
+    wide.print(status_table(results, wide.width))
+    assert "memory-continuity 5.0.1" in wide.export_text()
+    summary = status_summary(results, 0.42)
+    assert "3 host(s): 3 ready" in summary and release in summary and "0.4s" in summary
+
+
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # our own gateways are not our children, but be safe about zombies
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def test_sandbox_down_stops_gateways_even_after_dot_fleet_was_removed(workdir, artifacts):
+    import shutil
+    (workdir / "inventory.yaml").write_text(INVENTORY.replace(
+        "groups:", "  box2: {state_dir: .fleet/sandbox/box2}\ngroups:"))
+    art = artifacts()
+    code, out, err = fleet(workdir, "deploy", "-H", "box,box2,mine", "--yes", "--json",
+                           "--artifact", str(art.path))
+    pids = {h["host"]: h["data"]["gateway"]["pid"] for h in json.loads(out)["hosts"]}
+    assert code == 0 and all(_alive(p) for p in pids.values()), err
+    try:
+        shutil.rmtree(workdir / ".fleet" / "sandbox" / "box2")  # box2 orphaned
+        code, out, err = fleet(workdir, "sandbox.down")
+        assert code == 0, err
+        assert f"box: gateway pid {pids['box']} stopped" in out
+        assert f"orphaned gateway pid {pids['box2']}" in out
+        assert not _alive(pids["box"]) and not _alive(pids["box2"])
+        assert _alive(pids["mine"])  # outside the sandbox: never touched
+        assert (workdir / ".fleet" / "sandbox" / "box").is_dir()
+        fleet(workdir, "deploy", "-H", "box", "--artifact", str(art.path))
+        shutil.rmtree(workdir / ".fleet")  # the whole .fleet/ gone from under it
+        code, out, err = fleet(workdir, "sandbox.down", "--purge")
+        assert code == 0 and "orphaned gateway pid" in out and "1 gateway(s) stopped" in out
+        code, out, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(art.path))
+        assert code == 0
+        code, out, err = fleet(workdir, "sandbox.down", "--purge")
+        assert code == 0 and "box: removed" in out
+        assert not (workdir / ".fleet" / "sandbox" / "box").exists()
+        assert (workdir / "state" / "mine").is_dir()
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                import os
+                os.kill(pid, 15)
+
+
+def test_invoke_test_unit_and_k_with_spaces_select_real_tests():
+    repo = Path(__file__).resolve().parents[2]
+    code, out, err = fleet(repo, "test", "--unit", "-k", "test_parse_count and not rejects",
+                           "--args", "--collect-only -q tests/deploy/test_runner.py")
+    collected = [ln for ln in out.splitlines() if "::" in ln]
+    assert code == 0, (out, err)
+    assert collected and all("test_parse_count[" in ln for ln in collected), out
+    code, out, _ = fleet(repo, "test", "--unit", "--args",
+                         "--collect-only -q tests/integration/test_ssh_config.py")
+    assert "no tests collected" in out or "deselected" in out  # docker tests left out
+    code, out, _ = fleet(repo, "test", "--docker", "--args",
+                         "--collect-only -q tests/integration/test_ssh_config.py")
+    assert "test_alias_and_jump_host_from_ssh_config" in out
+
+
+def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
+    """`pip install .` leaves no pyproject.toml: build from the installed package itself."""
+    import os
+    import shutil
+    repo = Path(__file__).resolve().parents[2]
+    site = tmp_path / "site-packages"
+    shutil.copytree(repo / "fleet", site / "fleet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "inv").mkdir()
+    (tmp_path / "inv" / "fleet.yaml").write_text(INVENTORY)
+    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-P", "-c", FLEET, *args], cwd=elsewhere,
+                              capture_output=True, text=True, timeout=300, env=env)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    code, out, err = run("build", "--json")
+    assert code == 0, err
+    built = json.loads(out)
+    assert Path(built["path"]).parent == tmp_path / "cache" / "fleet" / "dist"
+    from fleet.release.component import load_project
+    from fleet.release.verify import verify
+    assert built["components"] == verify(load_project(repo)).versions
+    try:
+        code, out, err = run("deploy", "--inventory", str(tmp_path / "inv" / "fleet.yaml"),
+                             "-H", "box", "--json")
+        doc = json.loads(out)
+        assert code == 0 and doc["hosts"][0]["result"] == "installed", err
+        assert doc["artifact"]["sha256"] == built["sha256"]  # the same build, reused
+    finally:
+        gateway_pids([tmp_path / "inv" / ".fleet" / "sandbox" / "box"])
+    assert list(elsewhere.iterdir()) == []  # nothing written where it ran
+
+
+@pytest.mark.parametrize("answer, code", [("n\n", 2), ("y\n", 0)])
+def test_on_a_terminal_first_use_asks_and_takes_the_answer(workdir, artifacts, answer, code):
+    import os
+    import pty
+    art = artifacts()
+    master, slave = pty.openpty()
+    seen: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    os.write(master, answer.encode())
+    proc = subprocess.run([sys.executable, "-c", FLEET, "deploy", "-H", "mine", "--artifact",
+                           str(art.path)], cwd=workdir, stdin=slave, stderr=slave,
+                          stdout=subprocess.PIPE, text=True, timeout=300)
+    os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    text = b"".join(seen).decode("utf-8", "replace")
+    assert "outside the sandbox: mine. Continue? [y/N]" in text
+    assert proc.returncode == code, text
+    assert (workdir / "state" / "mine" / "fleet" / "current").exists() == (code == 0)
+    assert (workdir / ".fleet" / "confirmed-hosts.json").exists() == (code == 0)
