@@ -80,7 +80,8 @@ def test_connection_dropped_mid_install_leaves_old_or_new_and_a_rerun_converges(
         proc = subprocess.Popen(
             [sys.executable, "-m", "invoke", "-r", str(REPO), "deploy", "--inventory",
              str(run.inventory_path), "--hosts", "all", "--artifact", str(upgrade.path),
-             "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--json", "--yes"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
             while not pi.exec(f"test -e {held}").ok:
