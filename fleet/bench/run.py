@@ -1,7 +1,8 @@
 """Run the selected benchmarks in one process and collect them into one Report.
 
 Order: the ones without Docker first (hooks, restart gap), then the harness start (it starts and
-removes its own 3 hosts), then the deploy benchmarks on one shared harness of `hosts` hosts.
+removes its own 3 hosts), the RTT one (its own 3 hosts behind network links), then the deploy
+benchmarks on one shared harness of `hosts` hosts.
 A benchmark that fails is recorded with its error and the others still run.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
-BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness")
+BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
 
 
@@ -71,6 +72,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "harness", "7. harness start",
                lambda: harnessstart.bench(workdir, reps, log=log), log)
+    if "rtt" in selected:
+        from fleet.bench import rtt  # noqa: PLC0415
+
+        _guard(report, "rtt", "8. deploy over RTT",
+               lambda: rtt.bench(base, workdir, reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

@@ -27,16 +27,24 @@ def _client():
         raise Exit(f"harness: no usable Docker engine: {exc}", code=1) from exc
 
 
-@task(help={"hosts": "number of hosts (default 3: cloud, pi, edge-1)",
-            "dir": f"where to write the run's files (default {DEFAULT_DIR})"})
-def up(c, hosts="3", dir=None):
-    """Build the host image if needed, start N SSH hosts, write inventory + known_hosts + key."""
+@task(help={"hosts": "number of hosts (default 3: cloud, pi, claw; then edge-1, ...)",
+            "dir": f"where to write the run's files (default {DEFAULT_DIR})",
+            "openclaw": "include claw, the systemd host with OpenClaw (default yes; needs "
+                        "`invoke openclaw.install`)"})
+def up(c, hosts="3", dir=None, openclaw=True):
+    """Build the host images if needed, start N SSH hosts, write inventory + known_hosts + key.
+
+    cloud is Debian bookworm (user opc), pi Debian bullseye with Python 3.9 (administrator),
+    claw has systemd as PID 1 and OpenClaw installed (opc; its gateway a systemd user service).
+    """
     from fleet.harness.cleanup import remove_run  # noqa: PLC0415
-    from fleet.harness.hosts import HostError  # noqa: PLC0415
+    from fleet.harness.hosts import HostError, default_specs, fleet_specs  # noqa: PLC0415
     from fleet.harness.image import ImageError  # noqa: PLC0415
     from fleet.harness.run import Harness, start_harness  # noqa: PLC0415
 
     directory = Path(dir) if dir else DEFAULT_DIR
+    count = number(hosts, "--hosts")
+    specs = fleet_specs(count) if openclaw else default_specs(count)
     client = _client()
     try:
         old = Harness.attach(client, directory)
@@ -46,8 +54,7 @@ def up(c, hosts="3", dir=None):
         removed = remove_run(client, old.run_id)
         print(f"harness: replaced the previous run {old.run_id} ({len(removed)} container(s))")
     try:
-        run, timing = start_harness(client, directory.resolve(), count=number(hosts, "--hosts"),
-                                    keep=True)
+        run, timing = start_harness(client, directory.resolve(), keep=True, specs=specs)
     except (ImageError, HostError) as exc:
         raise Exit(f"harness.up: {exc}", code=1) from exc
     for host in run.hosts.values():

@@ -29,11 +29,29 @@ class HostError(RuntimeError):
 
 @dataclass(frozen=True)
 class HostSpec:
-    """What to start: inventory name, login user, and optionally a small tmpfs state dir (MB)."""
+    """What to start: inventory name, login user, optionally a small tmpfs state dir (MB), the
+    Debian suite its image is built from (fleet.harness.image.SUITES), and its init: "tini"
+    (sshd under docker's init, the gateway run by fleet itself) or "systemd" (systemd as PID 1,
+    the gateway a systemd user service, deployed with the `systemd` manager)."""
 
     name: str
     user: str
     state_tmpfs_mb: int | None = None
+    suite: str = "bookworm"
+    init: str = "tini"
+    openclaw: bool = False  # Node + OpenClaw + the scripted model (fleet.harness.openclawlayer)
+
+    @property
+    def flavor(self) -> str:
+        name = self.suite if self.init == "tini" else f"{self.suite}+{self.init}"
+        return f"{name}+openclaw" if self.openclaw else name
+
+    @property
+    def manager(self) -> str:
+        """The gateway manager a deploy to this host uses."""
+        if self.openclaw:
+            return "openclaw"
+        return "systemd" if self.init == "systemd" else "fleet"
 
     @property
     def state_dir(self) -> str:
@@ -41,12 +59,24 @@ class HostSpec:
 
 
 def default_specs(count: int) -> list[HostSpec]:
-    """cloud (opc), pi (administrator), then edge-1, edge-2 ... (opc), like a real small fleet
-    (a cloud VM and a Raspberry Pi, then more edge hosts)."""
+    """cloud (bookworm, opc), pi (bullseye with Python 3.9, administrator), then edge-1,
+    edge-2 ... (bookworm, opc): the shape of a cloud VM plus a Raspberry Pi at home."""
     if count < 1:
         raise ValueError("a harness needs at least one host")
-    specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator")]
+    specs = [HostSpec("cloud", "opc"), HostSpec("pi", "administrator", suite="bullseye")]
     specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 1)]
+    return specs[:count]
+
+
+def fleet_specs(count: int) -> list[HostSpec]:
+    """The shape of a real fleet for `harness.up`: cloud (bookworm, opc), pi (bullseye,
+    administrator), then `claw`, a host with systemd as PID 1 and OpenClaw installed, whose
+    gateway is a systemd user service of opc; then edge-1, edge-2 ... as in default_specs."""
+    if count < 1:
+        raise ValueError("a harness needs at least one host")
+    specs = default_specs(2)
+    specs.append(HostSpec("claw", "opc", init="systemd", openclaw=True))
+    specs += [HostSpec(f"edge-{i}", "opc") for i in range(1, count - 2)]
     return specs[:count]
 
 
@@ -118,6 +148,14 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
     import docker.errors  # noqa: PLC0415
 
     tmpfs = {"/run": "rw,nosuid,nodev,size=16m"}
+    extra: dict = {"init": True}
+    if spec.init == "systemd":  # systemd as PID 1 (see docs/harness.md): no docker init
+        tmpfs = {"/run": "rw,nosuid,nodev,size=32m", "/run/lock": "rw,nosuid,nodev,size=4m",
+                 "/tmp": "rw,nosuid,nodev,size=64m"}
+        extra = {"volumes": {"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "ro"}},
+                 "stop_signal": "SIGRTMIN+3"}
+    if spec.openclaw:  # names resolve nowhere: OpenClaw can reach nothing beyond the container
+        extra["dns"] = ["127.0.0.1"]
     if spec.state_tmpfs_mb:
         uid = USERS[spec.user]
         tmpfs[spec.state_dir] = f"rw,size={spec.state_tmpfs_mb}m,uid={uid},gid={uid},mode=0755"
@@ -130,12 +168,12 @@ def create_host(client, image: str, spec: HostSpec, labels: dict[str, str], publ
             hostname=spec.name,
             labels={**labels, cleanup.HOST_NAME: spec.name},
             ports={"22/tcp": ("127.0.0.1", port)},
-            environment={"FLEET_AUTHORIZED_KEY": public_key},
-            init=True,
+            environment={"FLEET_AUTHORIZED_KEY": public_key, "container": "docker"},
             tmpfs=tmpfs,
-            mem_limit="512m",
+            # A gateway holds ~0.9 GB; with 1.5 GB two concurrent agent turns got it OOM-killed.
+            mem_limit="3g" if spec.openclaw else "512m",
             pids_limit=512,
-            stop_signal="SIGTERM",
+            **{"stop_signal": "SIGTERM", **extra},
         )
         try:
             container.start()
@@ -207,9 +245,14 @@ def wait_listening(host: Host, timeout: float = READY_TIMEOUT_S,
         if state in ("exited", "dead"):
             raise HostError(f"{host.name}: container {state}\n{host.logs(60)}")
         if state == "running":
-            logs = host.container.logs(since=since) if since else host.container.logs()
-            if LISTEN_RE.search(logs.decode(errors="replace")):
-                break
+            if host.spec.init == "systemd":  # sshd logs to the journal: wait for its key
+                if host.exec(f"test -s {HOST_KEY_PATH} && systemctl is-active -q ssh",
+                             timeout=10).ok:
+                    break
+            else:
+                logs = host.container.logs(since=since) if since else host.container.logs()
+                if LISTEN_RE.search(logs.decode(errors="replace")):
+                    break
         remaining()
         time.sleep(0.2)
     host.host_key = read_host_key(host)

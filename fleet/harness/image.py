@@ -26,6 +26,11 @@ from pathlib import Path
 BASE_REPO = "fleet-harness-base"
 HOST_REPO = "fleet-harness-host"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The Debian releases a host can be built from, with the python3 each ships: bookworm for the
+# cloud VM, bullseye for the Raspberry Pi of that generation (the oldest Python the host side
+# supports, so 3.9 is exercised on a real host through the real deploy path).
+SUITES = {"bookworm": "3.11", "bullseye": "3.9"}
+DEFAULT_SUITE = "bookworm"
 FILES_DIR = Path(__file__).with_name("files")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 DEBOOTSTRAP_TIMEOUT_S = 1800
@@ -34,22 +39,62 @@ BUILD_LOCK_TIMEOUT_S = 2400
 # The layer over the imported rootfs. Users log in as on the real hosts (opc on a cloud VM,
 # administrator on a Raspberry Pi), never root; their shadow field is '*' (no password, but not
 # locked: with UsePAM no a '!' would refuse keys).
-DOCKERFILE = """\
-FROM {base}
-COPY sshd-harness.conf /etc/ssh/sshd_config.d/00-fleet-harness.conf
-COPY host-init.sh /usr/local/sbin/host-init
-RUN chmod 0755 /usr/local/sbin/host-init \\
- && chmod 0644 /etc/ssh/sshd_config.d/00-fleet-harness.conf \\
+USERS_RUN = """\
  && rm -f /etc/ssh/ssh_host_* \\
  && useradd -m -s /bin/bash -p '*' opc \\
  && useradd -m -s /bin/bash -p '*' administrator \\
  && for u in opc administrator; do \\
       install -d -m 0700 -o $u -g $u /home/$u/.ssh; \\
       install -d -m 0755 -o $u -g $u /home/$u/.openclaw; \\
-    done
+    done"""
+
+# init "tini": host-init (under docker's tini) keeps sshd in the foreground, no service manager.
+DOCKERFILE = """\
+FROM {base}
+COPY sshd-harness.conf /etc/ssh/sshd_config.d/00-fleet-harness.conf
+COPY host-init.sh /usr/local/sbin/host-init
+RUN chmod 0755 /usr/local/sbin/host-init \\
+ && chmod 0644 /etc/ssh/sshd_config.d/00-fleet-harness.conf \\
+""" + USERS_RUN + """
 LABEL fleet.harness.image="1"
 CMD ["/usr/local/sbin/host-init"]
 """
+
+# init "systemd": systemd is PID 1; sshd is Debian's ssh.service, the run's keys come from a
+# oneshot before it, users linger (their systemd --user starts at boot) and have the gateway's
+# user unit, so the `systemd` gateway manager's `systemctl --user restart` acts for real.
+SYSTEMD_DOCKERFILE = """\
+FROM {base}
+COPY sshd-harness.conf /etc/ssh/sshd_config.d/00-fleet-harness.conf
+COPY sshd-systemd.conf /etc/ssh/sshd_config.d/01-fleet-systemd.conf
+COPY fleet-harness-keys.sh /usr/local/sbin/fleet-harness-keys
+COPY fleet-harness-keys.service /etc/systemd/system/fleet-harness-keys.service
+COPY fleet-gateway.service /etc/systemd/user/fleet-gateway.service
+RUN chmod 0755 /usr/local/sbin/fleet-harness-keys \\
+ && chmod 0644 /etc/ssh/sshd_config.d/*.conf /etc/systemd/user/fleet-gateway.service \\
+""" + USERS_RUN + """ \\
+ && install -d /var/lib/systemd/linger && touch /var/lib/systemd/linger/opc \\
+      /var/lib/systemd/linger/administrator \\
+ && systemctl enable fleet-harness-keys.service ssh.service \\
+ && systemctl mask getty.target console-getty.service systemd-udevd.service \\
+      systemd-modules-load.service sys-kernel-config.mount sys-kernel-debug.mount
+LABEL fleet.harness.image="1"
+STOPSIGNAL SIGRTMIN+3
+CMD ["/sbin/init"]
+"""
+# libatomic1: the Node binary of the OpenClaw layer (which goes over this image) links it.
+SYSTEMD_PACKAGES = ("systemd", "systemd-sysv", "dbus", "libpam-systemd", "libatomic1")
+INITS = ("tini", "systemd")
+
+
+def layer_files(init: str) -> list[Path]:
+    """The files the layer of `init` copies (its own directory plus the shared sshd drop-in)."""
+    return [FILES_DIR / "sshd-harness.conf", *sorted((FILES_DIR / init).iterdir())]
+
+
+def flavor(suite: str, init: str = "tini") -> str:
+    """The name an image is known by in a run: the suite, plus `+systemd` for systemd hosts."""
+    return suite if init == "tini" else f"{suite}+{init}"
 
 
 class ImageError(RuntimeError):
@@ -187,7 +232,7 @@ def build_rootfs(spec: RootfsSpec, cache_dir: Path, log=print) -> Path:
     if not Path(DEBIAN_KEYRING).is_file():
         raise ImageError(f"{DEBIAN_KEYRING} is missing, so debootstrap cannot verify Debian's "
                          "archive (apt-get install debian-archive-keyring)")
-    with _file_lock(cache_dir / "rootfs.lock", BUILD_LOCK_TIMEOUT_S):
+    with _file_lock(cache_dir / f"rootfs-{spec.key()}.lock", BUILD_LOCK_TIMEOUT_S):
         if tar_path.exists():
             return tar_path
         work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache_dir))
@@ -239,10 +284,14 @@ def _run(cmd: list[str], timeout: float, what: str) -> None:
         raise ImageError(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
-def layer_key(base_tag: str) -> str:
+def _dockerfile(init: str) -> str:
+    return SYSTEMD_DOCKERFILE if init == "systemd" else DOCKERFILE
+
+
+def layer_key(base_tag: str, init: str = "tini") -> str:
     """Hash of the layer's inputs: base tag, Dockerfile text and the files it copies."""
-    digest = hashlib.sha256(base_tag.encode() + DOCKERFILE.encode())
-    for path in sorted(FILES_DIR.iterdir()):
+    digest = hashlib.sha256(base_tag.encode() + _dockerfile(init).encode())
+    for path in layer_files(init):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -272,17 +321,17 @@ def import_base(client, tar_path: Path, key: str) -> str:
     return tag
 
 
-def build_layer(client, base_tag: str) -> str:
+def build_layer(client, base_tag: str, init: str = "tini") -> str:
     """Build the sshd/users layer over the base, offline (network none, no pull)."""
     import docker.errors  # noqa: PLC0415
 
-    tag = f"{HOST_REPO}:{layer_key(base_tag)}"
+    tag = f"{HOST_REPO}:{layer_key(base_tag, init)}"
     if _image_exists(client, tag):
         return tag
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
-        _add_bytes(tar, "Dockerfile", DOCKERFILE.format(base=base_tag).encode())
-        for path in sorted(FILES_DIR.iterdir()):
+        _add_bytes(tar, "Dockerfile", _dockerfile(init).format(base=base_tag).encode())
+        for path in layer_files(init):
             _add_bytes(tar, path.name, path.read_bytes())
     context.seek(0)
     try:
@@ -322,21 +371,29 @@ class ImageBuild:
 
 
 def ensure_image(client, cache_dir: Path | None = None, spec: RootfsSpec | None = None,
-                 log=print) -> ImageBuild:
-    """Return the host image tag, building only the parts whose inputs changed."""
+                 log=print, suite: str = DEFAULT_SUITE, init: str = "tini") -> ImageBuild:
+    """Return the host image tag for Debian `suite` with `init` ("tini": sshd under docker's
+    init; "systemd": systemd as PID 1), building only the parts whose inputs changed."""
     started = time.monotonic()
     cache_dir = cache_dir or default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    spec = spec or RootfsSpec(mirror=mirror_from_sources())
+    if suite not in SUITES:
+        raise ImageError(f"unknown Debian suite {suite!r} for a harness host; "
+                         f"one of {', '.join(SUITES)}")
+    if init not in INITS:
+        raise ImageError(f"unknown init {init!r} for a harness host; one of {', '.join(INITS)}")
+    if spec is None:
+        packages = RootfsSpec.packages + (SYSTEMD_PACKAGES if init == "systemd" else ())
+        spec = RootfsSpec(suite=suite, packages=packages, mirror=mirror_from_sources(suite=suite))
     key = spec.key()
     base_tag = f"{BASE_REPO}:{key}"
-    host_tag = f"{HOST_REPO}:{layer_key(base_tag)}"
+    host_tag = f"{HOST_REPO}:{layer_key(base_tag, init)}"
     if _image_exists(client, host_tag):
         return ImageBuild(host_tag, cache_dir / f"rootfs-{key}.tar",
                           time.monotonic() - started, False, False)
     tar_existed = (cache_dir / f"rootfs-{key}.tar").exists()
     tar_path = build_rootfs(spec, cache_dir, log=log)
     import_base(client, tar_path, key)
-    tag = build_layer(client, base_tag)
+    tag = build_layer(client, base_tag, init)
     return ImageBuild(tag, tar_path, time.monotonic() - started, not tar_existed, True)
 

@@ -17,9 +17,10 @@ TIMEOUTS = {"connect": 10, "command": 60, "transfer": 30, "ready": 30}
 
 
 def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict:
-    """Inventory mapping for hosts given as {name, port, user, state_dir}.
+    """Inventory mapping for hosts given as {name, port, user, state_dir[, manager]}.
 
-    Shared settings live in the `harness` group's vars; per host only what differs.
+    Shared settings live in the `harness` group's vars; per host only what differs (a systemd
+    host's gateway manager).
     """
     return {
         "vars": {
@@ -37,6 +38,10 @@ def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict
                 "port": int(h["port"]),
                 "user": h["user"],
                 "state_dir": h["state_dir"],
+                **({"gateway": {"manager": h["manager"],
+                                **({"options": h["options"]} if h.get("options") else {})}}
+                   if h.get("manager", "fleet") != "fleet" else {}),
+                **({"timeouts": h["timeouts"]} if h.get("timeouts") else {}),
             }
             for h in hosts
         },

@@ -36,16 +36,18 @@ class Harness:
     """The hosts of one run plus the files a deploy needs to reach them."""
 
     def __init__(self, client, directory: Path, run_id: str | None = None,
-                 owner_pid: int | None = None, keep: bool = False, image_tag: str = "",
+                 owner_pid: int | None = None, keep: bool = False,
+                 images: dict[str, str] | None = None,
                  key: keys.ClientKey | None = None) -> None:
         self.client = client
         self.directory = Path(directory)
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.owner_pid = os.getpid() if owner_pid is None else owner_pid
         self.keep = keep
-        self.image_tag = image_tag
+        self.images: dict[str, str] = dict(images or {})  # HostSpec.flavor -> host image tag
         self.key = key
         self.hosts: dict[str, hosts.Host] = {}
+        self.routes: dict[str, int] = {}  # host -> loopback port the inventory dials instead
 
     # files -------------------------------------------------------------------------------
     @property
@@ -63,20 +65,27 @@ class Harness:
     def write_files(self) -> None:
         """(Re)write known_hosts, inventory and harness.json for the current hosts."""
         ready = [h for h in self.hosts.values() if h.host_key]
-        inventory.write_atomic(
-            self.known_hosts_path, inventory.known_hosts_text([(h.port, h.host_key) for h in ready])
-        )
+        entries = [(h.port, h.host_key) for h in ready]
+        entries += [(self.routes[h.name], h.host_key) for h in ready if h.name in self.routes]
+        inventory.write_atomic(self.known_hosts_path, inventory.known_hosts_text(entries))
         rows = [
-            {"name": h.name, "port": h.port, "user": h.user, "state_dir": h.state_dir}
+            {"name": h.name, "port": self.routes.get(h.name, h.port), "user": h.user,
+             "state_dir": h.state_dir, "manager": h.spec.manager}
             for h in self.hosts.values()
         ]
+        for row, h in zip(rows, self.hosts.values()):
+            if h.spec.openclaw:
+                from fleet.harness import openclawlayer  # noqa: PLC0415
+
+                row["options"] = openclawlayer.gateway_options()
+                row["timeouts"] = dict(openclawlayer.TIMEOUTS)
         data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
         inventory.write_atomic(self.inventory_path, inventory.render_inventory(data))
         state = {
             "run_id": self.run_id,
             "owner_pid": self.owner_pid,
             "keep": self.keep,
-            "image": self.image_tag,
+            "images": self.images,
             "key": str(self.key.path),
             "hosts": [
                 {
@@ -85,6 +94,9 @@ class Harness:
                     "port": h.port,
                     "container": h.container.id,
                     "state_tmpfs_mb": h.spec.state_tmpfs_mb,
+                    "suite": h.spec.suite,
+                    "init": h.spec.init,
+                    "openclaw": h.spec.openclaw,
                     "host_key": h.host_key,
                 }
                 for h in self.hosts.values()
@@ -92,17 +104,47 @@ class Harness:
         }
         inventory.write_atomic(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
 
+    def set_routes(self, routes: dict[str, int]) -> None:
+        """Make the inventory dial these loopback ports (e.g. fleet.harness.network links in
+        front of the hosts) instead of the hosts' own; known_hosts lists both. {} undoes it."""
+        unknown = sorted(set(routes) - set(self.hosts))
+        if unknown:
+            raise hosts.HostError(f"no host {', '.join(unknown)} in run {self.run_id}")
+        self.routes = dict(routes)
+        self.write_files()
+
     # lifecycle ---------------------------------------------------------------------------
-    def prepare(self, log=print) -> image.ImageBuild:
-        """Sweep stale runs, make sure the image exists, generate this run's key."""
+    @property
+    def image_tag(self) -> str:
+        """The default (bookworm) host image of the run."""
+        return self.images.get(image.DEFAULT_SUITE, "")
+
+    def ensure_images(self, specs: list[hosts.HostSpec], log=print) -> list[image.ImageBuild]:
+        """Make sure the image of every spec's flavor (suite + init) exists (built if not)."""
+        builds = []
+        for spec in specs:
+            if spec.flavor not in self.images:
+                build = image.ensure_image(self.client, suite=spec.suite, init=spec.init,
+                                           log=log)
+                if spec.openclaw:
+                    from fleet.harness import openclawlayer  # noqa: PLC0415
+
+                    build.tag = openclawlayer.ensure_layer(self.client, build.tag,
+                                                           image.default_cache_dir(), log=log)
+                self.images[spec.flavor] = build.tag
+                builds.append(build)
+        return builds
+
+    def prepare(self, log=print, specs: list[hosts.HostSpec] | None = None
+                ) -> list[image.ImageBuild]:
+        """Sweep stale runs, make sure the images exist, generate this run's key."""
         swept = cleanup.sweep_stale(self.client)
         if swept:
             log(f"harness: removed {len(swept)} stale container(s): {', '.join(swept)}")
-        build = image.ensure_image(self.client, log=log)
-        self.image_tag = build.tag
+        builds = self.ensure_images(specs or [hosts.HostSpec("default", "opc")], log=log)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.key = keys.generate_key(self.directory)
-        return build
+        return builds
 
     def start_hosts(self, specs: list[hosts.HostSpec],
                     timeout: float = hosts.READY_TIMEOUT_S) -> list[hosts.Host]:
@@ -111,10 +153,12 @@ class Harness:
         for spec in specs:
             if spec.name in self.hosts:
                 raise hosts.HostError(f"host {spec.name} already exists in run {self.run_id}")
+        self.ensure_images(specs)
 
         def create(spec: hosts.HostSpec) -> hosts.Host:
             return hosts.create_host(
-                self.client, self.image_tag, spec, labels, self.key.public, self.name_prefix
+                self.client, self.images[spec.flavor], spec, labels, self.key.public,
+                self.name_prefix
             )
 
         workers = max(1, len(specs))
@@ -128,6 +172,12 @@ class Harness:
         with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
             list(pool.map(lambda h: hosts.check_login(h, self.key.path, self.known_hosts_path),
                           started))
+        claws = [h.name for h in started if h.spec.openclaw]
+        if claws:  # OpenClaw's own service, installed once as on a real host
+            from fleet.harness import openclawlayer  # noqa: PLC0415
+
+            with ThreadPoolExecutor(max_workers=len(claws)) as pool:
+                list(pool.map(lambda n: openclawlayer.prepare_host(self, n), claws))
         return started
 
     def restart_host(self, host: hosts.Host, timeout: float = hosts.READY_TIMEOUT_S) -> None:
@@ -173,12 +223,14 @@ class Harness:
         except FileNotFoundError:
             raise hosts.HostError(f"no harness run recorded in {directory}") from None
         run = cls(client, directory, run_id=state["run_id"], owner_pid=state["owner_pid"],
-                  keep=state.get("keep", False), image_tag=state.get("image", ""),
+                  keep=state.get("keep", False), images=state.get("images") or {},
                   key=keys.load_key(Path(state["key"])))
         import docker.errors  # noqa: PLC0415
 
         for row in state["hosts"]:
-            spec = hosts.HostSpec(row["name"], row["user"], row.get("state_tmpfs_mb"))
+            spec = hosts.HostSpec(row["name"], row["user"], row.get("state_tmpfs_mb"),
+                                  row.get("suite", image.DEFAULT_SUITE),
+                                  row.get("init", "tini"), row.get("openclaw", False))
             try:
                 container = client.containers.get(row["container"])
             except docker.errors.NotFound:
@@ -188,17 +240,21 @@ class Harness:
 
 
 def start_harness(client, directory: Path, count: int = 3, keep: bool = False,
-                  log=print) -> tuple[Harness, dict]:
-    """Start a whole run of `count` hosts; return it with timings (seconds) for reports."""
+                  log=print, specs: list[hosts.HostSpec] | None = None) -> tuple[Harness, dict]:
+    """Start a whole run of `count` hosts (default_specs), or of `specs`; return it with
+    timings (seconds) for reports."""
     t0 = time.monotonic()
     run = Harness(client, directory, keep=keep)
-    build = run.prepare(log=log)
+    specs = specs or hosts.default_specs(count)
+    builds = run.prepare(log=log, specs=specs)
     t1 = time.monotonic()
     try:
-        run.start_hosts(hosts.default_specs(count))
+        run.start_hosts(specs)
     except BaseException:
         run.close()
         raise
     t2 = time.monotonic()
-    return run, {"image_s": round(t1 - t0, 1), "built_rootfs": build.built_rootfs,
-                 "built_layer": build.built_layer, "hosts_ready_s": round(t2 - t1, 1)}
+    return run, {"image_s": round(t1 - t0, 1),
+                 "built_rootfs": any(b.built_rootfs for b in builds),
+                 "built_layer": any(b.built_layer for b in builds),
+                 "hosts_ready_s": round(t2 - t1, 1)}

@@ -17,6 +17,16 @@ def test_default_hosts_are_a_cloud_vm_a_pi_and_edge_hosts():
     specs = hosts.default_specs(4)
     assert [(s.name, s.user) for s in specs] == [
         ("cloud", "opc"), ("pi", "administrator"), ("edge-1", "opc"), ("edge-2", "opc")]
+    assert [s.suite for s in specs] == ["bookworm", "bullseye", "bookworm", "bookworm"]
+    assert [s.flavor for s in specs[:2]] == ["bookworm", "bullseye"]
+    systemd = hosts.HostSpec("svc", "opc", init="systemd")
+    assert (systemd.flavor, systemd.manager) == ("bookworm+systemd", "systemd")
+    fleet = hosts.fleet_specs(4)
+    assert [(s.name, s.user, s.flavor) for s in fleet] == [
+        ("cloud", "opc", "bookworm"), ("pi", "administrator", "bullseye"),
+        ("claw", "opc", "bookworm+systemd+openclaw"), ("edge-1", "opc", "bookworm")]
+    assert [s.name for s in hosts.fleet_specs(2)] == ["cloud", "pi"]
+    assert image.SUITES["bullseye"] == "3.9", "the Pi's Debian is the host side's oldest Python"
     assert [s.name for s in hosts.default_specs(1)] == ["cloud"]
     assert specs[1].state_dir == "/home/administrator/.openclaw"
     with pytest.raises(ValueError):
@@ -43,6 +53,7 @@ def test_rootfs_key_changes_with_every_input_and_only_then():
 def test_layer_key_depends_on_the_base():
     assert image.layer_key("a:1") != image.layer_key("a:2")
     assert image.layer_key("a:1") == image.layer_key("a:1")
+    assert image.layer_key("a:1", "systemd") != image.layer_key("a:1", "tini")
 
 
 def test_mirror_is_the_first_that_serves_the_suite(tmp_path, monkeypatch):
@@ -135,16 +146,19 @@ def test_generated_key_is_private_loadable_and_unique(tmp_path):
 
 def test_generated_inventory_loads_with_the_deploy_schema(tmp_path):
     deploy_inventory = pytest.importorskip("fleet.deploy.inventory")
-    rows = [{"name": "cloud", "port": 2201, "user": "opc", "state_dir": "/home/opc/.openclaw"}]
+    rows = [{"name": "cloud", "port": 2201, "user": "opc", "state_dir": "/home/opc/.openclaw"},
+            {"name": "svc", "port": 2202, "user": "opc", "state_dir": "/home/opc/.openclaw",
+             "manager": "systemd"}]
     data = inventory.inventory_data(rows, tmp_path / "key", tmp_path / "known_hosts")
     path = tmp_path / "inventory.yaml"
     path.write_text(inventory.render_inventory(data))
     loaded = deploy_inventory.load(path)
-    (host,) = loaded.select("all")
+    host, svc = loaded.select("all")
     assert (host.host, host.port, host.user) == ("127.0.0.1", 2201, "opc")
+    assert (host.manager, svc.manager) == ("fleet", "systemd")
     assert host.host_key_policy == "strict"
     assert host.known_hosts == str(tmp_path / "known_hosts")
-    assert loaded.select("harness") == [host]
+    assert loaded.select("harness") == [host, svc]
 
 
 def test_gateway_client_command_runs_the_deployed_release_with_quoted_args():

@@ -53,7 +53,7 @@ def fresh_fleet(docker_engine, harness, tmp_path, request):
     made: list[Harness] = []
 
     def make(specs: list[harness_hosts.HostSpec]) -> Harness:
-        run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", image_tag=harness.image_tag)
+        run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", images=harness.images)
         atexit.register(cleanup.remove_run, docker_engine, run.run_id)
         run.directory.mkdir(parents=True)
         from fleet.harness.keys import generate_key  # noqa: PLC0415
@@ -99,6 +99,21 @@ def pytest_runtest_makereport(item, call):
         for host in list(run.hosts.values()):
             report.sections.append((f"harness {run.run_id} {host.name}", _host_report(host)))
 
+
+
+@pytest.fixture(scope="session")
+def openclaw_toolchain():
+    """The project's Node + OpenClaw install (for OpenClaw hosts' image layer). Missing: skipped,
+    unless FLEET_REQUIRE_OPENCLAW is set, which installs it (`invoke openclaw.install`'s code)."""
+    from fleet.openclaw import toolchain  # noqa: PLC0415
+
+    found = toolchain.find()
+    if found is not None:
+        return found
+    if not os.environ.get("FLEET_REQUIRE_OPENCLAW"):
+        pytest.skip("the OpenClaw toolchain is not installed (invoke openclaw.install); "
+                    "set FLEET_REQUIRE_OPENCLAW=1 to install it and make this an error")
+    return toolchain.install(log=print)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.harness import hosts
+from fleet.harness.remote import RemoteGateway
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -70,3 +73,26 @@ def deploy(inventory: Path, artifact, hosts: str = "all", *extra: str) -> TaskRu
     """`invoke deploy --inventory <inv> --hosts <hosts> --artifact <pyz> --json`."""
     return invoke_task("deploy", "--inventory", str(inventory), "--hosts", hosts,
                        "--artifact", str(artifact.path), *extra)
+
+
+def health(harness, name: str) -> dict:
+    return RemoteGateway(harness, name).call("health")
+
+
+def current_release(host: hosts.Host) -> str:
+    """The release dir the host's `current` link points at (read via docker exec)."""
+    return host.exec_ok(f"basename $(readlink {host.state_dir}/fleet/current)").strip()
+
+
+def release_name(artifact) -> str:
+    return f"{artifact.version}-{artifact.sha256[:12]}"
+
+
+def assert_on(harness, artifact, names=None) -> None:
+    """Every named host answers with exactly this release's plugin versions."""
+    for name in names or list(harness.hosts):
+        h = health(harness, name)
+        assert h["ready"], (name, h)
+        assert h["release"] == release_name(artifact), (name, h["release"])
+        assert set(h["versions"]) == {"mc", "memory-continuity"}
+        assert h["versions"] == {k: artifact.components[k] for k in h["versions"]}, name

@@ -14,36 +14,21 @@ import sys
 import time
 
 import pytest
-from integration_helpers import REPO, deploy, invoke_task
+from integration_helpers import (
+    REPO,
+    assert_on,
+    current_release,
+    deploy,
+    health,
+    invoke_task,
+    release_name,
+)
 
 from fleet.harness import faults, hosts
-from fleet.harness.remote import RemoteGateway
 
 pytestmark = pytest.mark.docker
 
 NAMES = ["cloud", "pi", "edge-1"]
-
-
-def health(harness, name: str) -> dict:
-    return RemoteGateway(harness, name).call("health")
-
-
-def current_release(host: hosts.Host) -> str:
-    return host.exec_ok(f"basename $(readlink {host.state_dir}/fleet/current)").strip()
-
-
-def release_name(artifact) -> str:
-    return f"{artifact.version}-{artifact.sha256[:12]}"
-
-
-def assert_on(harness, artifact, names=None) -> None:
-    """Every named host answers with exactly this release's plugin versions."""
-    for name in names or list(harness.hosts):
-        h = health(harness, name)
-        assert h["ready"], (name, h)
-        assert h["release"] == release_name(artifact), (name, h["release"])
-        assert set(h["versions"]) == {"mc", "memory-continuity"}
-        assert h["versions"] == {k: artifact.components[k] for k in h["versions"]}, name
 
 
 def test_deploy_reaches_every_host_as_its_non_root_user(deployed, base_deploy, artifacts):
@@ -54,6 +39,15 @@ def test_deploy_reaches_every_host_as_its_non_root_user(deployed, base_deploy, a
         pid = health(deployed, name)["pid"]
         assert host.exec_ok(f"ps -o user= -p {pid}").strip() == host.user
         assert current_release(host) == release_name(artifacts())
+
+
+def test_pi_runs_the_deployed_gateway_on_debian_bullseye_python_3_9(deployed):
+    pi = deployed.hosts["pi"]
+    assert pi.exec_ok("cat /etc/debian_version").startswith("11.")
+    pid = health(deployed, "pi")["pid"]
+    exe = pi.exec_ok(f"readlink /proc/{pid}/exe", user=pi.user).strip()
+    version = pi.exec_ok(f"{exe} -c 'import sys; print(sys.version_info[:2])'").strip()
+    assert version == "(3, 9)", (exe, version)
 
 
 def test_redeploy_changes_nothing(deployed, artifacts):

@@ -111,7 +111,7 @@ def test_image_is_reused_when_inputs_are_unchanged(docker_engine, harness):
 
 def test_stale_runs_are_swept_and_runs_removed_by_id(docker_engine, harness, tmp_path):
     dead = Harness(docker_engine, tmp_path / "dead", owner_pid=2**22 + 12345,
-                   image_tag=harness.image_tag)
+                   images=harness.images)
     dead.directory.mkdir()
     from fleet.harness.keys import generate_key
 
