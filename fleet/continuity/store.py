@@ -88,7 +88,8 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or link in `directory` durable; best effort (some filesystems refuse)."""
     try:
         dfd = os.open(str(directory), os.O_RDONLY)
     except OSError:
@@ -130,7 +131,7 @@ def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(p.parent)
+    fsync_dir(p.parent)
 
 
 def read_text(path: PathLike, max_bytes: Optional[int] = None) -> Optional[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fleet.deploy.inventory import SANDBOX_DIR, Inventory
 from fleet.gateway.process import StopError, holder_pid, terminate
+from fleet.installer.lock import pid_alive
 
 GRACE_S = 10.0
 PIDFILE = os.path.join("run", "gateway.pid")
@@ -133,24 +134,11 @@ def _stop_orphan(pid: int, grace_s: float) -> str:
                 return "terminated"
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not pid_alive(pid):
                 return "terminated" if sig is None else "killed"
             time.sleep(0.05)
     raise StopError(f"gateway pid {pid} survived SIGKILL")
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    try:  # a zombie (our child, not yet reaped) is dead for our purpose
-        return stat.read_text().split(") ")[-1][:1] != "Z"
-    except OSError:
-        return True
 
 
 def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[str]:

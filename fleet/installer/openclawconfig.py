@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity.store import fsync_dir
+
 
 class ConfigError(RuntimeError):
     """openclaw.json cannot be used as it is; nothing was written."""
@@ -134,16 +136,7 @@ def write_candidate(path: Path, data: Dict[str, Any]) -> Path:
 def commit(candidate: Path, path: Path) -> None:
     """Put a validated candidate in place atomically."""
     os.replace(str(candidate), str(path))
-    try:
-        fd = os.open(str(path.parent), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def discard(candidate: Path) -> None:

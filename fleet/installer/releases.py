@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from fleet.continuity.store import fsync_dir
 from fleet.gateway.manifest import is_plugin_id, is_version_name
 
 META = "fleet_release.json"
@@ -237,18 +238,6 @@ def _atomic_link(link: Path, target: str) -> None:
     os.replace(str(tmp), str(link))
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
 
 def switch(state_dir: Path, release: Path, previous: Optional[Path],
            link_plugins: bool = True) -> List[str]:
@@ -268,7 +257,7 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path],
     if previous is not None and previous != release:
         _atomic_link(base / "previous", os.path.relpath(str(previous), str(base)))
     _atomic_link(base / "current", os.path.relpath(str(release), str(base)))
-    _fsync_dir(base)
+    fsync_dir(base)
     return notes + (link_extensions(state_dir, release) if link_plugins else [])
 
 
@@ -290,7 +279,7 @@ def link_extensions(state_dir: Path, release: Path) -> List[str]:
             os.rename(str(link), str(aside))
             notes.append(f"moved manual install {link} aside to {aside}")
         _atomic_link(link, want)
-    _fsync_dir(ext)
+    fsync_dir(ext)
     return notes
 
 
