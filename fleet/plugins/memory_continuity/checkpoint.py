@@ -16,7 +16,7 @@ from fleet.continuity import paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import clock, extraction, handoff, notes, settings
+from . import announceturn, clock, extraction, handoff, notes, settings
 from .locate import Locator
 
 
@@ -80,8 +80,15 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
     messages = event.get("messages")
     if not isinstance(messages, list) or not messages:
         return
+    announce = announceturn.is_announce_run(ctx, messages)
     if config["subagentRecovery"] and _is_subagent(locator, ctx):
+        # A child's announce turn (its own child ended) may be where it answers: recorded too.
         _record_handoff(locator, ctx, messages, log)
+    if announce:
+        # Delivering a child's result is not the user's work: Objective, Unsurfaced Results
+        # (where that child's note lands next) and the journal stay as they are.
+        log.info(f"agent_end: announce turn of {ctx.get('sessionKey')}; checkpoint kept")
+        return
     if not config["autoExtract"]:
         return
     own, journal_ws = _own(locator, ctx, "agent_end", log)

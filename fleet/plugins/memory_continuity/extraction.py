@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, List, Mapping, Optional
 
+from fleet.continuity import subagenttask
 from fleet.continuity.document import StateDocument
 from fleet.continuity.pattern import PatternError, SafePattern, compile_pattern
 from fleet.continuity.tokens import truncate_tokens
@@ -81,9 +82,12 @@ def assistant_texts(messages: Iterable[Any]) -> List[str]:
 
 def task_texts(messages: Iterable[Any], subagent: bool = False) -> List[str]:
     """The user messages a checkpoint may take its objective from: those of substance, or for a
-    subagent session every non-empty one (its task, whatever its length)."""
+    subagent session every non-empty one (its task, whatever its length; the task itself, not
+    the `[Subagent Context]` envelope OpenClaw puts around it)."""
     journal = _journal()
-    return journal.user_texts(messages) if subagent else journal.real_user_texts(messages)
+    if subagent:
+        return [subagenttask.unwrap(text) for text in journal.user_texts(messages)]
+    return journal.real_user_texts(messages)
 
 
 def extract_state(messages: List[Any], now_iso: str, subagent: bool = False) -> Optional[str]:
