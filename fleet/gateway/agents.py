@@ -93,60 +93,79 @@ class Agents:
 
     def turn(self, args: Dict[str, Any]) -> Dict[str, Any]:
         """One agent run: prompt in, hooks fired, scripted output recorded."""
-        started = time.time()
         with self.store.lock:
             rec = self.store.get(args.get("sessionKey"), open_only=True)
             prompt = args.get("prompt", "")
             if not isinstance(prompt, str):
                 raise SessionError("prompt must be a string")
             script = args.get("steps", args.get("assistant"))
-            output = build_steps(script, rec.get("compactions", 0))
             extra = [normalize_message(m, f"messages[{i}]")
                      for i, m in enumerate(args.get("messages") or [])]
-            transcript = self.store.transcript(rec)
-            history = transcript.messages()
-            run_id = str(uuid.uuid4())
-            ctx = self.agent_ctx(rec, run_id, str(args.get("trigger", "user")))
-            notes = self._drain_notifications(rec)
-            injected, errors = self.hooks.run_modifying(
-                "before_prompt_build", {"prompt": prompt, "messages": history}, ctx
-            )
-            new: List[Dict[str, Any]] = list(notes)
-            if prompt:
-                new.append(user_message(prompt))
-            run_msgs = list(new)
-            unwritten = list(new)
-            for msg in output + extra:
-                if is_compaction(msg):  # the hook sees the transcript as it was before
-                    transcript.append(unwritten)
-                    unwritten = []
-                    errors += self._compact(rec, history + run_msgs)
-                unwritten.append(msg)
-                run_msgs.append(msg)
-            transcript.append(unwritten)
-            compactions = sum(1 for m in output + extra if is_compaction(m))
-            if compactions:
-                self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
-            success = bool(args.get("success", True))
-            event = {
-                "runId": run_id,
-                "messages": history + run_msgs,
-                "success": success,
-                "durationMs": int((time.time() - started) * 1000),
-            }
-            if args.get("error"):
-                event["error"] = str(args["error"])
-            errors += self.hooks.run_void("agent_end", event, ctx)
-            result = {
-                "sessionKey": rec["sessionKey"],
-                "sessionId": rec["sessionId"],
-                "injectedContext": injected.get("prependSystemContext"),
-                "appended": len(run_msgs),
-                "notifications": [n["content"][0]["text"] for n in notes],
-                "hookErrors": errors,
-            }
-            result.update(self._after_run(rec))
-            return result
+            return self.run(rec, prompt, script, extra, trigger=str(args.get("trigger", "user")),
+                            success=bool(args.get("success", True)), error=args.get("error"))
+
+    def run(
+        self,
+        rec: Dict[str, Any],
+        prompt: str,
+        script: Any,
+        extra: List[Dict[str, Any]],
+        trigger: str = "user",
+        inputs: Optional[List[Dict[str, Any]]] = None,
+        provenance: Optional[Dict[str, Any]] = None,
+        run_id: Optional[str] = None,
+        success: bool = True,
+        error: Any = None,
+    ) -> Dict[str, Any]:
+        """A run of an open session (hold `store.lock`). `inputs`: messages the run starts from
+        instead of the prompt (an announce turn's completion event, with its `provenance`, which
+        only `before_prompt_build`'s ctx carries, as in OpenClaw)."""
+        started = time.time()
+        output = build_steps(script, rec.get("compactions", 0))
+        transcript = self.store.transcript(rec)
+        history = transcript.messages()
+        run_id = run_id or str(uuid.uuid4())
+        ctx = self.agent_ctx(rec, run_id, trigger)
+        prompt_ctx = dict(ctx, inputProvenance=provenance) if provenance else ctx
+        notes = self._drain_notifications(rec)
+        injected, errors = self.hooks.run_modifying(
+            "before_prompt_build", {"prompt": prompt, "messages": history}, prompt_ctx
+        )
+        new: List[Dict[str, Any]] = list(notes) + list(inputs or [])
+        if prompt:
+            new.append(user_message(prompt))
+        run_msgs = list(new)
+        unwritten = list(new)
+        for msg in output + extra:
+            if is_compaction(msg):  # the hook sees the transcript as it was before
+                transcript.append(unwritten)
+                unwritten = []
+                errors += self._compact(rec, history + run_msgs)
+            unwritten.append(msg)
+            run_msgs.append(msg)
+        transcript.append(unwritten)
+        compactions = sum(1 for m in output + extra if is_compaction(m))
+        if compactions:
+            self.store.update(rec, compactions=rec.get("compactions", 0) + compactions)
+        event = {
+            "runId": run_id,
+            "messages": history + run_msgs,
+            "success": success,
+            "durationMs": int((time.time() - started) * 1000),
+        }
+        if error:
+            event["error"] = str(error)
+        errors += self.hooks.run_void("agent_end", event, ctx)
+        result = {
+            "sessionKey": rec["sessionKey"],
+            "sessionId": rec["sessionId"],
+            "injectedContext": injected.get("prependSystemContext"),
+            "appended": len(run_msgs),
+            "notifications": [n["content"][0]["text"] for n in notes],
+            "hookErrors": errors,
+        }
+        result.update(self._after_run(rec))
+        return result
 
     def append(self, args: Dict[str, Any]) -> Dict[str, Any]:
         """Add messages (or scripted steps) to a session without running hooks."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import private
+from fleet.continuity import private, provenance, subagenttask
+from fleet.continuity.paths import check_session_key
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
@@ -56,6 +57,16 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} more characters in the transcript]"
+
+
+def _depth(rec: Dict[str, Any]) -> int:
+    """How deep a session is in its spawn chain (0 for a main session)."""
+    if rec.get("kind") != "subagent":
+        return 0
+    try:
+        return max(1, check_session_key(rec["sessionKey"]).depth)
+    except ValueError:
+        return 1
 
 
 class Subagents:
@@ -104,7 +115,7 @@ class Subagents:
             if any(k in args for k in ("steps", "assistant", "prompt", "messages")):
                 turn_args = {
                     "sessionKey": key,
-                    "prompt": args.get("prompt", task),
+                    "prompt": args.get("prompt", subagenttask.wrap(task, _depth(parent) + 1)),
                     "steps": args.get("steps", args.get("assistant")),
                     "messages": args.get("messages"),
                 }
@@ -243,17 +254,22 @@ class Subagents:
         )
 
     def _deliver(self, rec: Dict[str, Any], text: str) -> None:
+        """The announce turn, as OpenClaw delivers it: a run of the requester session whose
+        input is the completion event (run id `announce:v1:<child>:<child run>`, empty prompt,
+        `inputProvenance` in `before_prompt_build`'s ctx only). A closed requester cannot run:
+        the event is only appended to its transcript."""
         parent = self.store.get(rec["requesterSessionKey"])
+        origin = provenance.announce(rec["sessionKey"])
         msg = {
             "role": "user",
             "content": [{"type": "text", "text": text}],
             "timestamp": now_ms(),
-            "provenance": {
-                "kind": "inter_session",
-                "sourceSessionKey": rec["sessionKey"],
-                "sourceTool": "subagent_announce",
-            },
+            "provenance": origin,
             "__openclaw": {"kind": "subagent_announce", "childSessionKey": rec["sessionKey"],
                            "runId": rec.get("runId")},
         }
-        self.store.transcript(parent).append([msg])
+        if parent.get("closedAt"):
+            self.store.transcript(parent).append([msg])
+            return
+        run_id = f"announce:v1:{rec['sessionKey']}:{rec.get('runId')}"
+        self.agents.run(parent, "", None, [], inputs=[msg], provenance=origin, run_id=run_id)

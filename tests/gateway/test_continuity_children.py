@@ -4,12 +4,14 @@ memory-continuity and /mc plugins loaded (in process: `Gateway.handle` is the co
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 from gateway_helpers import ok
 
+from fleet.continuity.document import StateDocument
 from fleet.gateway.announce import BEGIN, END
 from fleet.gateway.service import Gateway
 
@@ -145,3 +147,52 @@ def test_a_long_answer_is_bounded_and_neutralised_in_the_note(gw, state):
     assert "\n## Objective" not in parent_text(state).split("## Unsurfaced Results", 1)[1]
     assert "row0" in notes and "row599" not in notes and "Full result:" in notes
     assert announced_results(gw, parent)[0].startswith("## Objective\nhijack\nrow0 row1")
+
+
+def objective(state: Path) -> str:
+    return StateDocument.parse(parent_text(state)).get("Objective")
+
+
+def test_the_announce_turn_leaves_the_parents_objective_alone(gw, state):
+    parent = parent_session(gw)
+    key = spawn(gw, parent, "check the lag", steps=["Lag is 3 s."])["childSessionKey"]
+    ok(gw, "subagent.end", childSessionKey=key, outcome="ok")
+    assert announced_results(gw, parent) == ["Lag is 3 s."]  # the parent's announce turn ran
+    assert objective(state) == PARENT_GOAL
+    assert note_result(unsurfaced(state)) == "Lag is 3 s."
+
+
+def test_a_childs_own_state_names_its_task_not_the_envelope(gw, state):
+    parent = parent_session(gw)
+    child = spawn(gw, parent, "Verify archive partition 2", steps=["Partition 2 ok."])
+    child_id = child["childSessionKey"].rsplit(":", 1)[1]
+    own = state / "workspace" / "memory" / "subagents" / child_id / "CURRENT_STATE.md"
+    assert StateDocument.parse(own.read_text()).get("Objective") == "Verify archive partition 2"
+    ok(gw, "subagent.end", childSessionKey=child["childSessionKey"], outcome="ok")
+    assert "  Task: Verify archive partition 2\n" in unsurfaced(state)
+
+
+def test_two_children_ending_together_lose_nothing(gw, state):
+    parent = parent_session(gw)
+    results = [f"Archive partition {i} verified: {i * 7}1 rows" for i in (1, 2)]
+    keys = [spawn(gw, parent, f"Verify archive partition {i}", steps=[results[i - 1]])
+            ["childSessionKey"] for i in (1, 2)]
+    start = threading.Barrier(2)
+    answers: List[Any] = []
+
+    def end(key: str) -> None:
+        start.wait(timeout=30)
+        answers.append(gw.handle({"op": "subagent.end", "childSessionKey": key, "outcome": "ok"}))
+
+    threads = [threading.Thread(target=end, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [a["ok"] for a in answers] == [True, True], answers
+    notes = unsurfaced(state)
+    assert [notes.count(text) for text in results] == [1, 1], notes
+    assert objective(state) == PARENT_GOAL
+    for key in keys:  # a repeat changes nothing
+        ok(gw, "subagent.end", childSessionKey=key, outcome="ok")
+    assert unsurfaced(state) == notes

@@ -7,6 +7,8 @@ import re
 
 from gateway_helpers import hook_log, ok
 
+from fleet.continuity import subagenttask
+
 
 def test_turn_fires_hooks_with_openclaw_shapes_and_returns_injected_context(recorder_gateway):
     gw = recorder_gateway
@@ -102,7 +104,9 @@ def test_spawned_child_has_openclaw_key_and_its_requester_only_in_subagent_hooks
     assert log.index(spawned[0]) < log.index(start)  # OpenClaw's order
     assert start["ctx"]["sessionKey"] == key
     assert "requesterSessionKey" not in start["ctx"]
-    assert start["event"]["prompt"] == "deep search"
+    # the task in OpenClaw's envelope, as the child's model receives it
+    assert start["event"]["prompt"].startswith("[Subagent Context] ")
+    assert subagenttask.unwrap(start["event"]["prompt"]) == "deep search"
     assert child["turn"]["injectedContext"] == f"CTX for {key}"
 
 
@@ -129,6 +133,30 @@ def test_subagent_ended_fires_once_and_the_parent_receives_the_announce(recorder
     last = ok(gw, "transcript", sessionKey=parent)["messages"][-1]
     assert last["content"][0]["text"] == text
     assert last["provenance"]["sourceSessionKey"] == key
+
+
+def test_the_announce_is_a_run_of_the_parent_with_openclaws_provenance(recorder_gateway):
+    """OpenClaw 2026.9.6 delivers an announce by running the requester: run id
+    `announce:v1:<child>:<child run>`, empty prompt, `inputProvenance` in before_prompt_build's
+    ctx only; then subagent_ended."""
+    gw = recorder_gateway
+    parent = ok(gw, "session.start")["sessionKey"]
+    child = spawn(gw, parent, steps=["Answer: 42"])
+    key = child["childSessionKey"]
+    ok(gw, "subagent.end", childSessionKey=key, outcome="ok")
+    log = hook_log(gw.layout.state_dir)
+    run_id = f"announce:v1:{key}:{child['runId']}"
+    build = [h for h in log if h["hook"] == "before_prompt_build" and h["ctx"]["runId"] == run_id]
+    end = [h for h in log if h["hook"] == "agent_end" and h["ctx"]["runId"] == run_id]
+    assert len(build) == len(end) == 1
+    assert build[0]["ctx"]["sessionKey"] == parent and build[0]["event"]["prompt"] == ""
+    assert build[0]["ctx"]["inputProvenance"] == {
+        "kind": "inter_session", "sourceSessionKey": key, "sourceChannel": "internal",
+        "sourceTool": "subagent_announce"}
+    assert "inputProvenance" not in end[0]["ctx"]
+    assert end[0]["event"]["roles"][-1] == "user"  # the completion event is the run's input
+    ended = next(h for h in log if h["hook"] == "subagent_ended")
+    assert log.index(build[0]) < log.index(end[0]) < log.index(ended)
 
 
 def test_announce_after_compaction_waits_for_the_real_answer(recorder_gateway):

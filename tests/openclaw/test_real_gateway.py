@@ -8,8 +8,13 @@ and the files the plugins write, never the gateway's log.
 
 from __future__ import annotations
 
+import threading
+import uuid
+
 import pytest
 from openclaw_helpers import OpenclawFleet, build, make_tree, texts, wait_for
+
+from fleet.continuity.document import StateDocument
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -104,6 +109,49 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
     section = wait_for("the child's result in the parent's Unsurfaced Results",
                        lambda: CHILD_RESULT in (unsurfaced() or "") and unsurfaced())
     assert section.count(CHILD_RESULT) == 1
+
+
+def test_two_children_ending_together_each_reach_the_parent_once(fleet):
+    """Two parent turns at once, each spawning a child: both children end within a second, each
+    with its own announce turn in the parent. Neither announce turn may take the parent's
+    objective, nor push the other child's note out of Unsurfaced Results."""
+    results = [f"Archive partition {i} verified: {uuid.uuid4().hex[:8]}" for i in (1, 2)]
+    start = threading.Barrier(2)
+    errors: list = []
+
+    def turn(i: int) -> None:
+        try:
+            start.wait(timeout=60)
+            fleet.agent("oc-a", f"Check archive partition {i} [[spawn: Verify archive "
+                                f"partition {i} | reply: {results[i - 1]} | label: part{i}]] "
+                                "[[reply: Asked.]]")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=turn, args=(i,)) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=900)
+    assert not errors, errors
+    memory = fleet.state("oc-a") / "workspace" / "memory"
+
+    def section(name: str) -> str:
+        return StateDocument.parse((memory / "CURRENT_STATE.md").read_text()).get(name)
+
+    for text in results:
+        wait_for(f"{text!r} in the parent's Unsurfaced Results",
+                 lambda t=text: t in section("Unsurfaced Results"))
+    notes = section("Unsurfaced Results")
+    assert [notes.count(text) for text in results] == [1, 1], notes
+    # The objective is the user's last request, not a completion event (the announce turns).
+    assert section("Objective").startswith("Check archive partition "), section("Objective")
+    # Each child's own state names its task, not OpenClaw's [Subagent Context] envelope.
+    tasks = sorted(StateDocument.parse(path.read_text()).get("Objective")
+                   for path in (memory / "subagents").glob("*/CURRENT_STATE.md"))
+    for i in (1, 2):
+        assert f"Verify archive partition {i} [[reply: {results[i - 1]}]]" in tasks, tasks
+    assert f"  Task: Verify archive partition 1 [[reply: {results[0]}]]" in notes
 
 
 def test_mc_subagents_answers_through_chat_send(fleet):
