@@ -150,7 +150,8 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(cl
              lambda: completion_turns(claw, before) >= 1)
     wait_for("the child's result in the parent's Unsurfaced Results",
              lambda: result in unsurfaced(claw))
-    assert unsurfaced(claw).count(result) == 1
+    # counted on the note's Result line: its Task line quotes the task, which names the reply
+    assert unsurfaced(claw).count(f"Result: {result}") == 1
 
 
 def test_two_children_ending_together_lose_nothing(claw):
@@ -180,7 +181,7 @@ def test_two_children_ending_together_lose_nothing(claw):
         wait_for(f"{text!r} in the parent's Unsurfaced Results",
                  lambda t=text: t in unsurfaced(claw))
     section = unsurfaced(claw)
-    assert [section.count(text) for text in results] == [1, 1], section
+    assert [section.count(f"Result: {text}") for text in results] == [1, 1], section
     # The parent's turns on the completions (announce, settle wake) do not take its objective.
     objective = parent_state(claw).partition("## Objective")[2].partition("\n## ")[0]
     assert "Check archive partition" in objective, objective

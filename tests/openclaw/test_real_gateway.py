@@ -108,7 +108,8 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
 
     section = wait_for("the child's result in the parent's Unsurfaced Results",
                        lambda: CHILD_RESULT in (unsurfaced() or "") and unsurfaced())
-    assert section.count(CHILD_RESULT) == 1
+    # counted on the note's Result line: its Task line quotes the task, which names the reply
+    assert section.count(f"Result: {CHILD_RESULT}") == 1
 
 
 def test_two_children_ending_together_each_reach_the_parent_once(fleet):
@@ -143,7 +144,7 @@ def test_two_children_ending_together_each_reach_the_parent_once(fleet):
         wait_for(f"{text!r} in the parent's Unsurfaced Results",
                  lambda t=text: t in section("Unsurfaced Results"))
     notes = section("Unsurfaced Results")
-    assert [notes.count(text) for text in results] == [1, 1], notes
+    assert [notes.count(f"Result: {text}") for text in results] == [1, 1], notes
     # The objective is the user's last request, not a completion event (the announce turns).
     assert section("Objective").startswith("Check archive partition "), section("Objective")
     # Each child's own state names its task, not OpenClaw's [Subagent Context] envelope.
