@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from openclaw_helpers import OpenclawFleet, build, make_tree, texts, wait_for
@@ -118,23 +119,14 @@ def test_two_children_ending_together_each_reach_the_parent_once(fleet):
     objective, nor push the other child's note out of Unsurfaced Results."""
     results = [f"Archive partition {i} verified: {uuid.uuid4().hex[:8]}" for i in (1, 2)]
     start = threading.Barrier(2)
-    errors: list = []
 
     def turn(i: int) -> None:
-        try:
-            start.wait(timeout=60)
-            fleet.agent("oc-a", f"Check archive partition {i} [[spawn: Verify archive "
-                                f"partition {i} | reply: {results[i - 1]} | label: part{i}]] "
-                                "[[reply: Asked.]]")
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        start.wait(timeout=60)
+        fleet.agent("oc-a", f"Check archive partition {i} [[spawn: Verify archive partition {i} "
+                            f"| reply: {results[i - 1]} | label: part{i}]] [[reply: Asked.]]")
 
-    threads = [threading.Thread(target=turn, args=(i,)) for i in (1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=900)
-    assert not errors, errors
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(turn, (1, 2)))  # a failed turn raises here
     memory = fleet.state("oc-a") / "workspace" / "memory"
 
     def section(name: str) -> str:
