@@ -9,6 +9,7 @@ are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,11 @@ def node() -> str:
     if os.environ.get("FLEET_REQUIRE_OPENCLAW"):
         pytest.fail(f"FLEET_REQUIRE_OPENCLAW is set but there is no usable Node: {found.note}")
     pytest.skip(f"{found.note} (set FLEET_REQUIRE_OPENCLAW=1 to make this an error)")
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """An empty state dir, `<tmp_path>/state`."""
+    d = tmp_path / "state"
+    d.mkdir()
+    return d
