@@ -7,7 +7,7 @@ restart: a deploy in the middle of a parent/child run loses nothing.
 Every change of one record rewrites its agent's whole index, so the store keeps each record's
 JSON text as written: a write serialises (and checks) only the changed record and joins the rest,
 instead of re-encoding every record of the agent on every session op (a burst of turns and
-children otherwise churns tens of thousands of short-lived objects per op, and the freed memory
+children otherwise churns thousands of short-lived objects per op, and the freed memory
 stays with the process). A finished session (closed, or a child whose end is settled: its
 `subagent_ended` fired and no announce is held) is kept only as that text, the same bytes as on
 disk, and parsed again when asked for: only open work is held as live records.
@@ -156,7 +156,7 @@ class SessionStore:
         return rec
 
     def find(self, key: str) -> Optional[Dict[str, Any]]:
-        """The record of `key` (a closed one parsed from its stored text), or None."""
+        """The record of `key` (a finished one parsed from its stored text), or None."""
         rec = self._sessions.get(key)
         if rec is None and key in self._texts:
             rec = json.loads(self._texts[key])
