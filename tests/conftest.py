@@ -9,6 +9,7 @@ are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -64,20 +65,7 @@ def _openclaw_required(request):
 
 def pytest_collection_modifyitems(config, items):
     _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
-    docker_items = [item for item in items if item.get_closest_marker("docker")]
-    if not docker_items:
-        return
-    problem = docker_problem()
-    if problem is None:
-        return
-    if os.environ.get("FLEET_REQUIRE_DOCKER"):
-        for item in docker_items:
-            item.add_marker(pytest.mark.usefixtures("_docker_required"))
-        config._fleet_docker_problem = problem
-        return
-    skip = pytest.mark.skip(reason=f"{problem} (set FLEET_REQUIRE_DOCKER=1 to make this an error)")
-    for item in docker_items:
-        item.add_marker(skip)
+    _require_or_skip(config, items, "docker", docker_problem, "FLEET_REQUIRE_DOCKER")
 
 
 @pytest.fixture
@@ -98,3 +86,11 @@ def node() -> str:
     if os.environ.get("FLEET_REQUIRE_OPENCLAW"):
         pytest.fail(f"FLEET_REQUIRE_OPENCLAW is set but there is no usable Node: {found.note}")
     pytest.skip(f"{found.note} (set FLEET_REQUIRE_OPENCLAW=1 to make this an error)")
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    """An empty state dir, `<tmp_path>/state`."""
+    d = tmp_path / "state"
+    d.mkdir()
+    return d

@@ -191,24 +191,6 @@ def _task_switch(doc: document.StateDocument, archive_root: Path) -> List[Findin
     return []
 
 
-def child_dirs(workspace: Path) -> List[Path]:
-    """`memory/subagents/<child>/` dirs that hold a state file, sorted by child id."""
-    root = Path(workspace) / "memory" / "subagents"
-    try:
-        dirs = sorted(p for p in root.iterdir() if p.is_dir())
-    except OSError:
-        return []
-    out = []
-    for d in dirs:
-        try:
-            path = paths.child_state_file(workspace, d.name)
-        except paths.InvalidAgentId:
-            continue
-        if path.is_file():
-            out.append(d)
-    return out
-
-
 def diagnose(state_dir: Path, config: Optional[Mapping[str, Any]] = None,
              agent: Optional[str] = None, now: Optional[float] = None) -> Report:
     """Check one agent (default: every known agent) and each of its children's state files.
@@ -236,8 +218,8 @@ def diagnose(state_dir: Path, config: Optional[Mapping[str, Any]] = None,
         main = paths.state_file(ws)
         report.targets.append(Target(aid, None, main, check_state(
             main, newest, ws, now, ran=newest is not None)))
-        for cdir in child_dirs(ws):
-            path = paths.child_state_file(ws, cdir.name)
+        for path in paths.child_state_files(ws):
+            cdir = path.parent
             # A child's transcript is not tied to its id on disk: no staleness check.
             report.targets.append(Target(aid, cdir.name, path,
                                          check_state(path, None, cdir, now)))

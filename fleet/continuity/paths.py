@@ -290,6 +290,25 @@ def child_state_file(workspace: Path, child_id: str) -> Path:
     return child_dir(workspace, child_id) / STATE_NAME
 
 
+def child_state_files(workspace: Path) -> List[Path]:
+    """The state files of `workspace`'s children that exist, sorted by child id: one per
+    `memory/subagents/<child_id>/` directory whose name is a valid, normalised child id."""
+    root = Path(workspace) / MEMORY_DIR / SUBAGENTS_DIR
+    try:
+        dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    out = []
+    for d in dirs:
+        try:
+            path = child_state_file(workspace, d.name)
+        except InvalidAgentId:
+            continue
+        if path.parent == d and path.is_file():
+            out.append(path)
+    return out
+
+
 def is_child_dir(root: Path) -> bool:
     """Whether `root` is a subagent's own directory (`child_dir`)."""
     root = Path(root)

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fleet.deploy import hostkeys
 from fleet.deploy.inventory import Host
@@ -227,11 +228,18 @@ class SshConnection:
                                    f"{_describe(exc)}") from exc
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
+        close_quietly(self.conn)
+
+
+def close_quietly(conn: Any) -> None:
+    """Close `conn` (None: nothing to do) ignoring its errors: closing happens on the way out,
+    often after the transport broke, and must not hide the error being reported."""
+    if conn is None:
+        return
+    try:
+        conn.close()
+    except Exception:
+        pass
 
 
 def _describe(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from fleet.deploy.connection import connect
+from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
 
 LOG_FILE = "logs/gateway.log"  # fleet.gateway.layout.Layout.log, relative to the state dir
@@ -133,12 +133,8 @@ class HostLog:
         self.lines = text.splitlines()
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
-            self.conn = None
+        close_quietly(self.conn)
+        self.conn = None
 
 
 Emit = Callable[[str, str, bool], None]  # (host, line, is_error)

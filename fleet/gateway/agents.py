@@ -249,10 +249,12 @@ class Agents:
             return out
 
     def transcript(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        tail = args.get("limit")
         with self.store.lock:
             rec = self.store.get(args.get("sessionKey"))
-            messages = self.store.transcript(rec).messages()
-        tail = args.get("limit")
-        if isinstance(tail, int) and tail >= 0:
-            messages = messages[-tail:] if tail else []
+            transcript = self.store.transcript(rec)
+            if isinstance(tail, int) and tail >= 0:
+                messages = transcript.tail(tail)
+            else:
+                messages = transcript.messages()
         return {"session": public(rec), "messages": messages}

@@ -89,17 +89,24 @@ _MALLOC_TRIM = getattr(_LIBC, "malloc_trim", None)  # glibc only; absent on macO
 if _MALLOC_TRIM is not None:
     _MALLOC_TRIM.argtypes = [ctypes.c_size_t]
 _M_ARENA_MAX = -8
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 64 * 1024
 
 
 def limit_arenas(count: int = 2) -> None:
     """Cap glibc's malloc arenas (default 8 per core): with a thread per connection, each
     concurrent burst otherwise spreads the heap over many arenas that are never given back, and
     the resident size ratchets up after every burst (the MALLOC_ARENA_MAX=2 remedy, applied
-    from inside). No-op where glibc's mallopt is absent."""
+    from inside). Also fix the mmap threshold at MMAP_THRESHOLD: glibc raises it (up to 32 MiB)
+    each time a large block is freed, after which large transient buffers (a connection's
+    64 KiB receive buffer, an index being written, a transcript being read) are carved from the
+    heaps and leave holes there; mapped on their own, they go back to the system when freed.
+    No-op where glibc's mallopt is absent."""
     mallopt = getattr(_LIBC, "mallopt", None)
     if mallopt is not None and _MALLOC_TRIM is not None:
         mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         mallopt(_M_ARENA_MAX, count)
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def release_memory() -> None:

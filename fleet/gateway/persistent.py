@@ -40,7 +40,7 @@ class PersistentManager:
 
     def _live(self, parent_key: Optional[str] = None) -> List[Dict[str, Any]]:
         return [
-            r for r in self.store.all()
+            r for r in self.store.all(closed=False)
             if r.get("kind") == "persistent" and not r.get("closedAt")
             and r.get("lifetime") == PERSISTENT
             and (parent_key is None or r.get("requesterSessionKey") == parent_key)

@@ -160,7 +160,7 @@ class Gateway:
 
     def sessions(self, args: Dict[str, Any]) -> Dict[str, Any]:
         with self.agents.store.lock:
-            recs = [public(r) for r in self.agents.store.all()]
+            recs = [public(r) for r in self.agents.store.all(closed=bool(args.get("all")))]
         if not args.get("all"):
             recs = [r for r in recs if not r.get("closedAt")]
         return {"sessions": sorted(recs, key=lambda r: r.get("createdAt") or 0)}

@@ -3,6 +3,14 @@
 The index of each agent's sessions lives in `<state>/agents/<agentId>/sessions/sessions.json`
 (written temp + fsync + rename), so sessions, children and pending announces survive a gateway
 restart: a deploy in the middle of a parent/child run loses nothing.
+
+Every change of one record rewrites its agent's whole index, so the store keeps each record's
+JSON text as written: a write serialises (and checks) only the changed record and joins the rest,
+instead of re-encoding every record of the agent on every session op (a burst of turns and
+children otherwise churns thousands of short-lived objects per op, and the freed memory
+stays with the process). A finished session (closed, or a child whose end is settled: its
+`subagent_ended` fired and no announce is held) is kept only as that text, the same bytes as on
+disk, and parsed again when asked for: only open work is held as live records.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from fleet.continuity import strictjson, tempfiles
 from fleet.gateway.layout import Layout, validate_agent_id
@@ -42,9 +50,13 @@ def agent_of(key: str) -> str:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
+                      + "\n")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tempfiles.temp_path(path)
-    text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -64,13 +76,35 @@ def atomic_write_json(path: Path, data: Any) -> None:
         os.close(fd)
 
 
+def record_text(rec: Dict[str, Any]) -> str:
+    """One record as the index stores it (strict JSON, keys sorted, one line)."""
+    return strictjson.dumps(rec, sort_keys=True, ensure_ascii=False)
+
+
+def index_text(texts: Dict[str, str]) -> str:
+    """An agent's index from its records' texts: a JSON object sorted by session key."""
+    rows = [f" {json.dumps(key, ensure_ascii=False)}: {texts[key]}" for key in sorted(texts)]
+    return "{\n" + ",\n".join(rows) + "\n}\n" if rows else "{}\n"
+
+
+def finished(rec: Dict[str, Any]) -> bool:
+    """Closed, or a child whose end is settled (`subagent_ended` fired, no announce held):
+    nothing will change it but an explicit later request."""
+    if rec.get("closedAt"):
+        return True
+    return bool(rec.get("endedHookAt")) and (rec.get("announce") or {}).get("state") != "pending"
+
+
 class SessionStore:
     """Session records by key, persisted per agent."""
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self.lock = threading.RLock()
-        self._sessions: Dict[str, Dict[str, Any]] = {}
+        self._sessions: Dict[str, Dict[str, Any]] = {}  # unfinished sessions, as live records
+        self._texts: Dict[str, str] = {}  # every session: its record's text in the index
+        self._agents: Dict[str, str] = {}  # every session: its agent
+        self._closed: Set[str] = set()  # the keys of closed sessions
         self._load()
 
     def _load(self) -> None:
@@ -85,20 +119,36 @@ class SessionStore:
             if isinstance(data, dict):
                 for key, rec in data.items():
                     if isinstance(rec, dict) and rec.get("sessionId"):
-                        self._sessions[key] = rec
+                        try:
+                            self._keep(key, rec, record_text(rec))
+                        except ValueError:
+                            continue  # not writable again (e.g. NaN): as a broken record
 
-    def _save(self, agent_id: str, key: Optional[str] = None,
-              rec: Optional[Dict[str, Any]] = None) -> None:
-        """Persist an agent's index, with `rec` in place of `key` when given (not yet in memory:
-        the in-memory record changes only after this write succeeded)."""
-        mine = {k: v for k, v in self._sessions.items() if v.get("agentId") == agent_id}
-        if key is not None and rec is not None:
-            mine[key] = rec
-        atomic_write_json(self.layout.session_index(agent_id), mine)
+    def _keep(self, key: str, rec: Dict[str, Any], text: str) -> None:
+        """Hold `rec` as written: live while open, only as its text once finished."""
+        self._texts[key] = text
+        self._agents[key] = str(rec.get("agentId"))
+        if rec.get("closedAt"):
+            self._closed.add(key)
+        else:
+            self._closed.discard(key)
+        if finished(rec):
+            self._sessions.pop(key, None)
+        else:
+            self._sessions[key] = rec
+
+    def _save(self, agent_id: str, key: str, rec: Dict[str, Any]) -> str:
+        """Persist an agent's index with `rec` in place of `key` (not yet in memory: the
+        in-memory record changes only after this write succeeded); returns `rec`'s text."""
+        text = record_text(rec)
+        mine = {k: t for k, t in self._texts.items() if self._agents.get(k) == agent_id}
+        mine[key] = text
+        atomic_write_text(self.layout.session_index(agent_id), index_text(mine))
+        return text
 
     def get(self, key: Any, open_only: bool = False) -> Dict[str, Any]:
         key = normalize_key(key)
-        rec = self._sessions.get(key)
+        rec = self.find(key)
         if rec is None:
             raise SessionError(f"unknown session {key!r}: start it with session.start first")
         if open_only and rec.get("closedAt"):
@@ -106,7 +156,11 @@ class SessionStore:
         return rec
 
     def find(self, key: str) -> Optional[Dict[str, Any]]:
-        return self._sessions.get(key)
+        """The record of `key` (a finished one parsed from its stored text), or None."""
+        rec = self._sessions.get(key)
+        if rec is None and key in self._texts:
+            rec = json.loads(self._texts[key])
+        return rec
 
     def create(self, key: str, agent_id: str, workspace: Path, **extra: Any) -> Dict[str, Any]:
         """A new session record with a fresh session id and an empty transcript."""
@@ -123,23 +177,33 @@ class SessionStore:
         }
         rec.update(extra)
         self.transcript(rec).create(session_id, key, str(workspace))
-        self._save(agent_id, key, rec)
-        self._sessions[key] = rec
+        self._keep(key, rec, self._save(agent_id, key, rec))
         return rec
 
     def update(self, rec: Dict[str, Any], **changes: Any) -> None:
         """Apply `changes` to `rec` once they are on disk; a failed write changes nothing."""
-        self._save(rec["agentId"], rec["sessionKey"], dict(rec, **changes))
+        key = rec["sessionKey"]
+        text = self._save(rec["agentId"], key, dict(rec, **changes))
         rec.update(changes)
+        self._keep(key, rec, text)
 
     def transcript(self, rec: Dict[str, Any]) -> Transcript:
         return Transcript(Path(rec["transcript"]))
 
     def children(self, parent_key: str) -> List[Dict[str, Any]]:
-        return [r for r in self._sessions.values() if r.get("requesterSessionKey") == parent_key]
+        return [r for r in self.all() if r.get("requesterSessionKey") == parent_key]
 
-    def all(self) -> List[Dict[str, Any]]:
-        return list(self._sessions.values())
+    def all(self, closed: bool = True) -> List[Dict[str, Any]]:
+        """Every session (without `closed`: every one not closed), in the order they were
+        first stored."""
+        out = []
+        for key in self._texts:
+            if not closed and key in self._closed:
+                continue
+            rec = self.find(key)
+            if rec is not None:
+                out.append(rec)
+        return out
 
 
 def public(rec: Dict[str, Any]) -> Dict[str, Any]:

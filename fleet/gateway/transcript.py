@@ -13,15 +13,51 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
-_locks: Dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
+# Appends to one file are serialised by one of a fixed set of locks (chosen by the path), so
+# the locks stay bounded however many sessions the gateway has seen (one lock per transcript
+# path, kept forever, grew with every session).
+_LOCKS = tuple(threading.Lock() for _ in range(64))
+_TAIL_BLOCK = 64 * 1024  # `tail` reads the file backwards in blocks of this size
 
 
 def _lock_for(path: Path) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(str(path), threading.Lock())
+    return _LOCKS[hash(str(path)) % len(_LOCKS)]
+
+
+def _parse(line: str) -> Optional[Dict[str, Any]]:
+    """One transcript line as a dict; None for a blank, torn or non-object line."""
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
+def _last_messages(fh: Any, count: int) -> List[Dict[str, Any]]:
+    """Up to `count` messages from the end of the open binary file `fh`, newest first."""
+    pos, rest, found = fh.seek(0, os.SEEK_END), b"", []
+    while pos > 0 and len(found) < count:
+        step = min(_TAIL_BLOCK, pos)
+        pos -= step
+        fh.seek(pos)
+        lines = (fh.read(step) + rest).split(b"\n")
+        rest = lines.pop(0) if pos > 0 else b""  # may be cut: completed by the next block
+        for raw in reversed(lines):
+            item = _parse(raw.decode("utf-8", errors="replace"))
+            if item is not None and _is_message(item):
+                found.append(item["message"])
+                if len(found) == count:
+                    break
+    return found
+
+
+def _is_message(entry: Dict[str, Any]) -> bool:
+    return entry.get("type") in ("message", "compaction") and isinstance(entry.get("message"),
+                                                                          dict)
 
 
 def iso_now(ts: Optional[float] = None) -> str:
@@ -84,26 +120,33 @@ class Transcript:
 
     def entries(self) -> List[Dict[str, Any]]:
         """Every parseable line; a torn last line (crash mid-write) is skipped."""
-        try:
-            raw = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(item, dict):
-                out.append(item)
-        return out
+        return list(self._each())
 
     def messages(self) -> List[Dict[str, Any]]:
-        """The session's messages in order (compaction markers included)."""
-        return [
-            e["message"]
-            for e in self.entries()
-            if e.get("type") in ("message", "compaction") and isinstance(e.get("message"), dict)
-        ]
+        """The session's messages in order (compaction markers included). Each line's wrapper
+        (type, id, timestamp) is dropped as soon as it is read: a turn reads its whole
+        session, and only the messages are kept."""
+        return [e["message"] for e in self._each() if _is_message(e)]
+
+    def _each(self) -> Iterator[Dict[str, Any]]:
+        """The parseable lines, read one at a time (never the whole file as one string)."""
+        try:
+            with open(self.path, encoding="utf-8", errors="replace", newline="\n") as fh:
+                for line in fh:
+                    item = _parse(line)
+                    if item is not None:
+                        yield item
+        except FileNotFoundError:
+            return
+
+    def tail(self, count: int) -> List[Dict[str, Any]]:
+        """The last `count` messages, as `messages()[-count:]`, reading only the end of the file
+        (a client asking for the last few messages of a long session)."""
+        if count <= 0:
+            return []
+        try:
+            with open(self.path, "rb") as fh:
+                found = _last_messages(fh, count)
+        except FileNotFoundError:
+            return []
+        return found[::-1]

@@ -11,13 +11,6 @@ from continuity_fakes import FakeApi
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "state"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
 def openclaw_config() -> Dict[str, Any]:
     return {"agents": {"list": [{"id": "main", "default": True}, {"id": "coder"}]}}
 

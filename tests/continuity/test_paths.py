@@ -8,6 +8,7 @@ from fleet.continuity.paths import (
     InvalidAgentId,
     check_session_key,
     child_state_file,
+    child_state_files,
     list_agents,
     load_config,
     parse_session_key,
@@ -93,3 +94,15 @@ def test_child_state_file_stays_under_the_workspace(tmp_path):
         tmp_path / "memory" / "subagents" / "abc-1" / "CURRENT_STATE.md")
     with pytest.raises(InvalidAgentId):
         child_state_file(tmp_path, "../evil")
+
+
+def test_child_state_files_lists_each_child_once_sorted(tmp_path):
+    """Only directories named by a valid, normalised child id and holding a state file count;
+    `Child-B/` names the same child as `child-b/` and would report its file twice."""
+    for name in ("child-b", "child-a", "Child-B", "bad id", "empty"):
+        (tmp_path / "memory" / "subagents" / name).mkdir(parents=True)
+    for name in ("child-b", "child-a", "bad id"):
+        (tmp_path / "memory" / "subagents" / name / "CURRENT_STATE.md").write_text("x")
+    assert child_state_files(tmp_path) == [child_state_file(tmp_path, "child-a"),
+                                           child_state_file(tmp_path, "child-b")]
+    assert child_state_files(tmp_path / "no-such-workspace") == []

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from source_tree import break_python_entry, snapshot
 
 from fleet.release.artifact import build_artifact
 
@@ -33,23 +34,12 @@ def make_tree(dst: Path, bump: str | None = None, broken: bool = False,
               rebuild: str | None = None) -> Path:
     """Copy the repo's sources; optionally set memory-continuity's version, break its import, or
     change a file without changing any version (`rebuild`: same versions, different SHA-256)."""
-    shutil.copytree(REPO / "fleet", dst / "fleet",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
-        if (REPO / name).exists():
-            shutil.copy(REPO / name, dst / name)
-    plugin = dst / "fleet" / "plugins" / "memory_continuity"
-    if bump:
-        for name in ("openclaw.plugin.json", "package.json"):
-            data = json.loads((plugin / name).read_text())
-            data["version"] = bump
-            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    plugin = snapshot(dst, version=bump)
     if rebuild:
         with open(plugin / "__init__.py", "a") as fh:
             fh.write(f"# rebuild {rebuild}\n")
     if broken:
-        main = json.loads((plugin / "package.json").read_text())["fleet"]["entry"]
-        (plugin / main).write_text('raise RuntimeError("broken release: import fails")\n')
+        break_python_entry(plugin, "broken release: import fails")
     return dst
 
 

@@ -14,10 +14,9 @@ from fleet.gateway.service import Gateway
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> Path:
-    s = tmp_path / "state"
-    s.mkdir()
-    return s
+def state(state_dir: Path) -> Path:
+    """The shared empty state dir (tests/conftest.py), by the name the gateway tests use."""
+    return state_dir
 
 
 @pytest.fixture

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from source_tree import PROJECT_FILES, break_python_entry, snapshot
 
 from fleet.harness import hosts
 from fleet.harness.remote import RemoteGateway
@@ -52,20 +53,9 @@ def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Pa
     """A snapshot of the repo's sources, optionally with memory-continuity at `version` or with
     a plugin that fails to import (a bad release). Snapshots keep artifacts stable while others
     edit the working tree."""
-    shutil.copytree(REPO / "fleet", dst / "fleet",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
-        if (REPO / name).exists():
-            shutil.copy(REPO / name, dst / name)
-    plugin = dst / "fleet" / "plugins" / "memory_continuity"
-    if version:
-        for name in ("openclaw.plugin.json", "package.json"):
-            data = json.loads((plugin / name).read_text())
-            data["version"] = version
-            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    plugin = snapshot(dst, (*PROJECT_FILES, "CHANGELOG.md"), version)
     if broken:
-        main = json.loads((plugin / "package.json").read_text())["fleet"]["entry"]
-        (plugin / main).write_text('raise RuntimeError("bad release: plugin import fails")\n')
+        break_python_entry(plugin, "bad release: plugin import fails")
     return dst
 
 

@@ -8,12 +8,13 @@ what the scripted model received (its request log) and the files the plugins wro
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
+
+from source_tree import snapshot
 
 from fleet.deploy import api
 from fleet.deploy.inventory import load
@@ -33,16 +34,7 @@ def free_port() -> int:
 def make_tree(dst: Path, bump: str | None = None, throw_at_load: bool = False) -> Path:
     """The repo's sources; memory-continuity at version `bump`, or with an entry that throws
     when OpenClaw loads it."""
-    shutil.copytree(REPO / "fleet", dst / "fleet",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, dst / name)
-    plugin = dst / "fleet" / "plugins" / "memory_continuity"
-    if bump:
-        for name in ("openclaw.plugin.json", "package.json"):
-            data = json.loads((plugin / name).read_text())
-            data["version"] = bump
-            (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
+    plugin = snapshot(dst, version=bump)
     if throw_at_load:
         entry = plugin / "index.js"
         entry.write_text('throw new Error("broken release: the entry throws at load");\n'

@@ -46,20 +46,7 @@ class Agent:
 
     def child_state_files(self) -> List[Path]:
         """Per-child state files `memory/subagents/<child_id>/CURRENT_STATE.md`, sorted by id."""
-        root = self.memory / "subagents"
-        try:
-            dirs = sorted(p for p in root.iterdir() if p.is_dir())
-        except OSError:
-            return []
-        out = []
-        for d in dirs:
-            try:
-                path = paths.child_state_file(self.workspace, d.name)
-            except paths.InvalidAgentId:
-                continue
-            if path.parent == d and path.is_file():
-                out.append(path)
-        return out
+        return paths.child_state_files(self.workspace)
 
 
 class Agents:
