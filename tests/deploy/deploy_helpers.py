@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.gateway import process
+from fleet.gateway.layout import Layout
 from fleet.release.artifact import build_artifact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,9 +148,7 @@ class Sandbox:
         return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
     def health(self, name: str) -> dict | None:
-        from fleet.installer.manager import socket_health
-
-        return socket_health(self.state(name))
+        return process.probe(Layout(self.state(name)))
 
     def audit(self, name: str) -> list[dict]:
         path = self.state(name) / "fleet" / "audit.jsonl"
@@ -164,4 +164,3 @@ class Sandbox:
 
 def release_of(built: Built) -> str:
     return f"{built.version}-{built.sha256[:12]}"
-
