@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleet.continuity import tempfiles
+from fleet.continuity.atomicfile import atomic_write
 from fleet.gateway import client, logfile, process
 from fleet.gateway.control import ControlServer
 from fleet.gateway.layout import ConfigError, Layout
@@ -133,21 +133,10 @@ def ready_record(health: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], str]
 
 
 def write_ready(path: Path, record: Dict[str, Any]) -> None:
-    """One line of `json.dumps(record, sort_keys=True)`, atomically: temp file in the same dir,
-    fsync, os.replace. The no-op check greps this exact form (fleet.deploy.commands.noop_check:
-    the sorted keys pid, ready, release are adjacent, so keep any new key out of that range)."""
-    tmp = tempfiles.temp_path(path)
-    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        try:
-            os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(str(tmp), str(path))
-    except OSError:
-        tmp.unlink()
-        raise
+    """One line of `json.dumps(record, sort_keys=True)`, atomically (temp file, fsync, replace).
+    The no-op check greps this exact form (fleet.deploy.commands.noop_check: the sorted keys pid,
+    ready, release are adjacent, so keep any new key out of that range)."""
+    atomic_write(path, json.dumps(record, sort_keys=True) + "\n")
 
 
 def release_root() -> Path:

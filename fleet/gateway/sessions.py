@@ -8,13 +8,13 @@ restart: a deploy in the middle of a parent/child run loses nothing.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import strictjson, tempfiles
+from fleet.continuity import strictjson
+from fleet.continuity.atomicfile import atomic_write
 from fleet.gateway.layout import Layout, validate_agent_id
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
@@ -42,26 +42,9 @@ def agent_of(key: str) -> str:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tempfiles.temp_path(path)
-    text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    fd = os.open(str(path.parent), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """`data` as sorted, indented JSON, replaced atomically (fleet.continuity.atomicfile)."""
+    text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
+    atomic_write(path, text + "\n")
 
 
 class SessionStore:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from fleet.continuity import store
+from fleet.continuity.atomicfile import atomic_write
 from fleet.release.component import has_config, installed_project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.verify import verify
@@ -201,8 +201,8 @@ def build_artifact(root: Path, out_dir: Path) -> Artifact:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / artifact_name(manifest["version"])
-    store.atomic_write(path, data, 0o755)
-    store.atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
+    atomic_write(path, data, 0o755)
+    atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
     return Artifact(path, digest, manifest["version"], manifest["components"])
 
 
