@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+import fleet
 from fleet.continuity.atomicfile import atomic_write
 from fleet.gateway import client, logfile, process
 from fleet.gateway.control import ControlServer
@@ -141,8 +142,6 @@ def write_ready(path: Path, record: Dict[str, Any]) -> None:
 
 def release_root() -> Path:
     """The realpath of the directory holding the `fleet` package we run from."""
-    import fleet
-
     return Path(fleet.__file__).resolve().parent.parent
 
 
