@@ -8,6 +8,7 @@ Contenders run alternately (fleet.bench.stats.alternation), every contender once
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -105,8 +106,6 @@ def fanout(fleet: fixture.Fleet, sizes: list[int], reps: int) -> dict:
     """The control side's fan-out alone: connect (strict host keys) and run `true` on n hosts
     through the deploy runner, as a deploy connects; the host work is next to nothing, so this
     is what a fleet deploy's scaling would be if every host had its own CPU."""
-    import statistics  # noqa: PLC0415
-
     from fleet.deploy.connection import connect  # noqa: PLC0415
     from fleet.deploy.runner import HostResult, RunOptions, run  # noqa: PLC0415
 
@@ -133,8 +132,6 @@ def fanout(fleet: fixture.Fleet, sizes: list[int], reps: int) -> dict:
 
 
 def _cpu_medians(rows: list[dict]) -> dict:
-    import statistics  # noqa: PLC0415
-
     out = {}
     for key in ("wall_s", "hosts_cpu_s", "control_cpu_s", "docker_cpu_s", "machine_busy_s"):
         values = [r[key] for r in rows if r.get(key) is not None]

@@ -8,6 +8,7 @@ fleet.deploy's own loader, so every contender reaches the hosts with strict host
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,8 +184,6 @@ def deploy(hosts: list[Host], artifact: api.ArtifactRef, expect: str = "installe
 
 def step_medians(results: list[list[HostResult]]) -> dict[str, float]:
     """Median per step (control-side and installer `host.*` steps) over hosts and repetitions."""
-    import statistics  # noqa: PLC0415
-
     per: dict[str, list[float]] = {}
     for batch in results:
         for res in batch:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.bench import stats
+from fleet.continuity.atomicfile import atomic_write
 
 
 @dataclass
@@ -135,11 +136,7 @@ class Report:
                           for s in self.sections for g in s.goals]}
 
     def write_json(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(self.as_dict(), indent=2, sort_keys=False) + "\n")
 
     def header(self) -> str:
         m = self.machine

@@ -14,6 +14,7 @@ manager); the restart is the one `invoke restart` runs (installer `restart`: loc
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -131,8 +132,6 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
 
 
 def _stop_gateway(state: Path) -> None:
-    import subprocess  # noqa: PLC0415
-
     current = state / "fleet" / "current"
     if current.exists():
         subprocess.run([sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "stop"],

@@ -12,6 +12,7 @@ import time
 import traceback
 from pathlib import Path
 
+import fleet
 from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
@@ -45,7 +46,6 @@ def _guard(report: Report, name: str, title: str, fn, log) -> None:
 
 def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None = None,
         log=print) -> Report:
-    import fleet  # noqa: PLC0415
     from fleet.deploy import api  # noqa: PLC0415
 
     root = Path(fleet.__file__).resolve().parent.parent

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shlex
+import subprocess
 import sys
+
+from invoke import Exit
 
 from fleet.cli.flags import task
 
@@ -11,8 +16,6 @@ def pytest_command(k: str = "", docker: bool = False, unit: bool = False,
                    args: str = "", openclaw: bool = False) -> list[str]:
     """The pytest argument list (a list, never one shell string: `-k "a and not b"` stays one
     argument and `-m "not docker"` is not split into three)."""
-    import shlex  # noqa: PLC0415
-
     cmd = [sys.executable, "-m", "pytest"]
     if docker:
         cmd += ["-m", "docker"]
@@ -29,10 +32,6 @@ def pytest_command(k: str = "", docker: bool = False, unit: bool = False,
 
 def _run(cmd: list[str]) -> None:
     """Run an argument list in the foreground; exit with its code (no shell in between)."""
-    import subprocess  # noqa: PLC0415
-
-    from invoke import Exit  # noqa: PLC0415
-
     code = subprocess.call(cmd)
     if code:
         raise Exit(code=code)
@@ -49,27 +48,31 @@ def _run(cmd: list[str]) -> None:
 )
 def test(c, k="", docker=False, unit=False, openclaw=False, args=""):
     """Run the test suite (the README's test command)."""
-    import importlib.util  # noqa: PLC0415
-
-    from invoke import Exit  # noqa: PLC0415
-
     if importlib.util.find_spec("pytest") is None:
         raise Exit("error: pytest is not installed here; the test tools are an extra: "
                    "pip install -e '.[dev]'", 2)
     _run(pytest_command(k, docker, unit, args, openclaw))
 
 
+VULTURE_PATHS = ["fleet", "tests", "tasks.py", "vulture_whitelist.py"]
+
+
 @task
 def lint(c, fix=False):
-    """ruff over the whole tree."""
-    import importlib.util  # noqa: PLC0415
-
-    from invoke import Exit  # noqa: PLC0415
-
-    if importlib.util.find_spec("ruff") is None:
-        raise Exit("error: ruff is not installed here: pip install -e '.[dev]'", 2)
+    """ruff over the whole tree, then vulture: no unused code in `fleet/` (tests count as users;
+    names only a framework calls are listed, with the reason, in vulture_whitelist.py)."""
+    for tool in ("ruff", "vulture"):
+        if importlib.util.find_spec(tool) is None:
+            raise Exit(f"error: {tool} is not installed here: pip install -e '.[dev]'", 2)
     _run([sys.executable, "-m", "ruff", "check", *(["--fix"] if fix else []),
-          "fleet", "tests", "tasks.py"])
+          "fleet", "tests", "tasks.py", "vulture_whitelist.py"])
+    found = subprocess.run([sys.executable, "-m", "vulture", *VULTURE_PATHS],
+                           capture_output=True, text=True)
+    dead = [line for line in found.stdout.splitlines() if not line.startswith("tests/")]
+    if found.returncode not in (0, 3) or dead:  # 3: vulture found something (maybe in tests/)
+        print("\n".join(dead) or found.stderr.strip())
+        raise Exit("error: unused code in fleet/: remove it, or (for a name only a framework "
+                   "calls) add it to vulture_whitelist.py with the reason", 1)
 
 
 TASKS = [test, lint]

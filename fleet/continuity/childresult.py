@@ -22,8 +22,6 @@ YIELD_TOOL = "sessions_yield"
 MAX_FRAGMENTS = 3
 TOOL_CALL_TYPES = ("toolCall", "tool_use", "toolUse", "functionCall", "function_call")
 ANNOUNCE_SKIP = "ANNOUNCE_SKIP"
-NO_REPLY = "NO_REPLY"
-SILENT_TOKENS = (NO_REPLY, ANNOUNCE_SKIP)
 _NO_REPLY_RE = re.compile(r"^\s*NO_REPLY(?:\s+NO_REPLY)*\s*$", re.IGNORECASE)
 
 

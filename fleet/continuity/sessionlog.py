@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Tuple
 
 from fleet.continuity import store
 from fleet.continuity.paths import memory_dir
@@ -135,14 +135,3 @@ def count_roles(messages: Iterable[Any]) -> Tuple[int, int]:
         elif role == "assistant":
             assistants += 1
     return users, assistants
-
-
-def date_of(path: Path) -> Optional[date]:
-    """The date a log file is named after (None if the name is not a valid date)."""
-    m = _DATE_FILE_RE.match(path.name)
-    if not m:
-        return None
-    try:
-        return date.fromisoformat(m.group(1))
-    except ValueError:
-        return None

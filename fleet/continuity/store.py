@@ -11,13 +11,12 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional, Union
 
-from fleet.continuity import tempfiles
+from fleet.continuity.atomicfile import atomic_write
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 _POLL = 0.01
@@ -86,52 +85,6 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or link in `directory` durable; best effort (some filesystems refuse)."""
-    try:
-        dfd = os.open(str(directory), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; the rename is still atomic
-    finally:
-        os.close(dfd)
-
-
-def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = None) -> None:
-    """Write `text` (str as UTF-8, exact line endings; or bytes) via temp file + fsync +
-    `os.replace` + dir fsync, so a crash leaves the old file or the new one, never a torn one.
-
-    `mode` sets the permissions; by default the file keeps its own, and a new file gets the usual
-    umask-based mode.
-    """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="replace")
-    if mode is None:
-        try:
-            mode = os.stat(p).st_mode & 0o7777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=str(p.parent), prefix=tempfiles.temp_prefix(p))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(p.parent)
 
 
 def read_text(path: PathLike, max_bytes: Optional[int] = None) -> Optional[str]:

@@ -24,11 +24,6 @@ def temp_path(path: Path) -> Path:
     return Path(path).with_name(f".{Path(path).name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
 
 
-def temp_prefix(path: Path) -> str:
-    """Prefix for `tempfile.mkstemp` (which adds the random part) giving the same shape."""
-    return f".{Path(path).name}{TAG}{os.getpid()}."
-
-
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True

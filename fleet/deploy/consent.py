@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from fleet.continuity import store
+from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy.inventory import Host
 
 
@@ -41,4 +41,4 @@ def confirm(inventory_path: Path, hosts: list[Host]) -> None:
     known.update({h.name: h.describe() for h in hosts})
     path = record_path(inventory_path)
     os.makedirs(path.parent, exist_ok=True)
-    store.atomic_write(path, json.dumps(known, indent=2, sort_keys=True) + "\n")
+    atomic_write(path, json.dumps(known, indent=2, sort_keys=True) + "\n")

@@ -31,10 +31,6 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def known_hosts_name(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
 class RefuseUnknown(paramiko.MissingHostKeyPolicy):
     """`strict`: refuse any host whose key is not in known_hosts."""
 

@@ -26,7 +26,6 @@ from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.installer.lock import pid_alive
 
-LEASE_FILE = "fleet/run.lease"
 TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
 
 

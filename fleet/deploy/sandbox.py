@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.deploy.inventory import SANDBOX_DIR, Inventory
-from fleet.gateway.process import StopError, holder_pid, terminate
+from fleet.gateway import process
+from fleet.gateway.layout import Layout
+from fleet.gateway.process import StopError
 from fleet.installer.lock import pid_alive
 
 GRACE_S = 10.0
@@ -147,12 +149,10 @@ def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[
     lines = []
     root = sandbox_root(inv)
     for host in (h for h in inv.hosts.values() if h.sandbox):
-        pidfile = Path(host.state_dir) / PIDFILE
         try:
-            pid = holder_pid(pidfile)
-            if pid:
-                how = terminate(pidfile, pid, grace_s)
-                lines.append(f"{host.name}: gateway pid {pid} stopped ({how})")
+            stopped = process.stop(Layout(host.state_dir), grace_s)
+            if stopped:
+                lines.append(f"{host.name}: gateway pid {stopped[0]} stopped ({stopped[1]})")
         except (StopError, OSError) as exc:
             lines.append(f"{host.name}: could not stop its gateway: {exc}")
     for gw in find_gateways(root):

@@ -190,7 +190,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if ns.cmd == "call":
             return _cmd_call(layout, ns)
         if ns.cmd == "init":
-            from fleet.gateway.scaffold import init
+            from fleet.gateway.scaffold import init  # only `init` needs sessions and transcripts
 
             res = init(layout, ns.link_plugins_from)
             links = ", ".join(f"{k} ({v})" for k, v in sorted(res["plugins"].items()))

@@ -72,15 +72,6 @@ class PluginApi:
         """`plugins.entries.<id>.config`, validated with defaults; fresh on every read."""
         return dict(self._plugin_config_source())
 
-    # camelCase aliases, so code ported from the JS plugins reads naturally
-    @property
-    def pluginConfig(self) -> Dict[str, Any]:  # noqa: N802
-        return self.plugin_config
-
-    @property
-    def config(self) -> Dict[str, Any]:
-        return self.openclaw_config
-
     def on(self, hook_name: str, handler: Callable, priority: Any = 0) -> None:
         """Register a hook handler; `priority` is an int or `{"priority": n, "timeoutMs": n}`."""
         timeout_s = None
@@ -93,5 +84,3 @@ class PluginApi:
     def register_command(self, name: str, handler: Callable, description: str = "") -> None:
         """Register `/name`; handler(ctx) -> {"text": str}."""
         self._commands.register(name, handler, description, self.id)
-
-    registerCommand = register_command  # noqa: N815

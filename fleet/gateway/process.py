@@ -1,33 +1,110 @@
-"""The gateway process seen from outside: start it detached, stop it by its pidfile.
+"""The gateway seen from outside: spawn it, stop it, probe it, and wait until it is ready.
 
-One protocol for the gateway CLI (fleet.gateway.daemon) and the installer's `fleet` manager
-(fleet.installer.gatewayproc), light to import (stdlib + the pidfile): "running" means "holds
-the pidfile's flock"; a gateway is stopped by the pid in that file, SIGTERM first and SIGKILL
-after a grace period, and is gone when the kernel has released the lock.
+The one home of the gateway's life cycle for everyone who is not the gateway process itself:
+the gateway CLI (fleet.gateway.daemon: start/stop/restart), the installer's managers
+(fleet.installer.manager, fleet.installer.transaction) and the sandbox (fleet.deploy.sandbox).
+Light to import (stdlib, the pidfile and the socket client), so the installer does not pay for the
+gateway's own imports.
+
+- Running means "holds the pidfile's flock"; a gateway is stopped by the pid in that file,
+  SIGTERM first and SIGKILL after a grace period, and is gone when the kernel released the lock.
+- A killed gateway cleans up nothing: `stop` removes its socket and its `ready.json`, the latter
+  only while the file still names the killed pid (a successor's is never touched).
+- Readiness is a typed answer (`Readiness`) judged from one `health` answer: ready, not yet
+  (nothing answers, or still the old pid), plugin failed, wrong version or release, or dead
+  (the started process exited). Only "not yet" is waited for, by the one `wait_ready`.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
+from fleet.gateway import client
+from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
 
+log = logging.getLogger("fleet.gateway.process")
+POLL_S = 0.01
+STOP_GRACE_S = 10.0
+KILL_WAIT_S = 5.0
 
-def spawn(python: str, state_dir: Path, log: Path, env: Dict[str, str]) -> subprocess.Popen:
+READY = "ready"
+NOT_YET = "not_yet"  # nothing answers yet, or the old gateway still does: keep waiting
+PLUGIN_FAILED = "plugin_failed"  # the new gateway answers with a plugin's load error: final
+MISMATCH = "mismatch"  # the new gateway runs other versions or another release: final
+DEAD = "dead"  # the process we started exited: final
+
+
+def spawn(python: str, state_dir: Path, log_path: Path, env: Dict[str, str]) -> subprocess.Popen:
     """`python -m fleet.gateway --state-dir D run`, detached (own session, stdin from /dev/null,
-    output appended to `log`, cwd the state dir); `env` is its whole environment, with the
+    output appended to `log_path`, cwd the state dir); `env` is its whole environment, with the
     release to run first on its PYTHONPATH."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(log), "ab") as logf, open(os.devnull, "rb") as devnull:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(log_path), "ab") as logf, open(os.devnull, "rb") as devnull:
         return subprocess.Popen(
             [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"],
             stdin=devnull, stdout=logf, stderr=logf, close_fds=True, start_new_session=True,
             cwd=str(state_dir), env=env)
+
+
+class Spawned:
+    """A gateway started detached; knows where its log output began, and whether it died."""
+
+    def __init__(self, layout: Layout, python: str, env: Dict[str, str]) -> None:
+        self.layout = layout
+        try:
+            self.log_from = layout.log.stat().st_size
+        except OSError:
+            self.log_from = 0
+        self.proc = spawn(python, layout.state_dir, layout.log, env)
+
+    def exited(self) -> Optional[str]:
+        """Why the gateway is already gone, or None while it runs. A start that lost the
+        pidfile race to a concurrent one says so."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        other = running_pid(self.layout.pidfile)
+        if other:
+            return (f"gateway already running (pid {other}, started concurrently); this start "
+                    "did nothing")
+        return f"gateway exited with code {code} before it was ready"
+
+    def log_tail(self, lines: int = 12) -> str:
+        return read_log_tail(self.layout.log, self.log_from, lines)
+
+    def abandon(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop a gateway that never became ready (it may not have reached its pidfile)."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=KILL_WAIT_S)
+            clean_after_kill(self.layout, self.proc.pid)
+
+
+def read_log_tail(log_path: Path, offset: int, lines: int) -> str:
+    """The last `lines` lines a process wrote to `log_path` since `offset`, framed for an error
+    message ("" when there are none): what a gateway said before it failed to become ready."""
+    try:
+        with open(str(log_path), "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    tail = "\n".join(text.strip().splitlines()[-lines:])
+    return f"\n--- {log_path} (tail) ---\n{tail}" if tail else ""
 
 
 class StopError(RuntimeError):
@@ -56,13 +133,12 @@ def _wait_released(path: Path, pid: int, seconds: float, poll_s: float) -> bool:
     return True
 
 
-def terminate(path: Path, pid: int, grace_s: float, poll_s: float = 0.01,
-              kill_wait_s: float = 5.0) -> str:
+def terminate(path: Path, pid: int, grace_s: float, poll_s: float = POLL_S,
+              kill_wait_s: float = KILL_WAIT_S) -> str:
     """SIGTERM `pid`, wait until the lock at `path` is no longer its, SIGKILL after `grace_s`.
 
-    Returns how it ended: "gone" (no such process), "terminated" or "killed". The one stop
-    protocol of the gateway CLI (fleet.gateway.daemon) and the installer (fleet.installer).
-    A killed gateway cleans nothing up; the caller removes its socket and ready file.
+    Returns how it ended: "gone" (no such process), "terminated" or "killed". A killed gateway
+    cleans nothing up (`stop` does it for the caller).
     """
     try:
         os.kill(pid, signal.SIGTERM)
@@ -77,3 +153,151 @@ def terminate(path: Path, pid: int, grace_s: float, poll_s: float = 0.01,
     if not _wait_released(path, pid, kill_wait_s, poll_s):
         raise StopError(f"gateway pid {pid} survived SIGKILL for {kill_wait_s:.0f}s")
     return "killed"
+
+
+def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Optional[Tuple[int, str]]:
+    """Stop the gateway holding the pidfile: (its pid, how it ended), None when nothing was
+    running. StopError when it names no pid or survives SIGKILL."""
+    pid = holder_pid(layout.pidfile)
+    if pid is None:
+        return None
+    how = terminate(layout.pidfile, pid, grace_s)
+    if how == "killed":
+        clean_after_kill(layout, pid)
+    return pid, how
+
+
+def clean_after_kill(layout: Layout, pid: int) -> None:
+    """Remove what a killed gateway could not: its socket, and its ready file while that still
+    names `pid`."""
+    try:
+        layout.socket.unlink()
+    except FileNotFoundError:
+        pass
+    remove_ready(layout.ready_file, pid)
+
+
+def ready_pid(path: Path) -> Optional[int]:
+    """The pid a ready file names, None if there is none (or it is unreadable)."""
+    try:
+        pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def remove_ready(path: Path, pid: Optional[int]) -> None:
+    """Remove the ready file if it names `pid` (any file when pid is None: only for a caller
+    holding the pidfile lock, so no live gateway can own it); a successor's is never touched."""
+    if pid is not None and ready_pid(path) != pid:
+        return
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", path, exc)
+
+
+def probe(layout: Layout, timeout_s: float = 2.0) -> Optional[Dict[str, Any]]:
+    """The gateway's `health` answer, None when nothing answers (or it answers an error)."""
+    try:
+        resp = client.request(layout.socket, {"op": "health"}, timeout_s=timeout_s, retry_s=0)
+    except client.ClientError:
+        return None
+    result = resp.get("result")
+    return result if resp.get("ok") and isinstance(result, dict) else None
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """One judgement of a health answer: `state` is one of READY, NOT_YET, PLUGIN_FAILED,
+    MISMATCH, DEAD; `reason` says why it is not READY, for the operator."""
+
+    state: str
+    reason: str = ""
+
+    @property
+    def final(self) -> bool:
+        """Whether waiting longer cannot help."""
+        return self.state not in (READY, NOT_YET)
+
+
+def versions_problem(versions: Dict[str, Any], expect: Dict[str, str]) -> Optional[str]:
+    """None when every expected plugin runs at its expected version, else what differs."""
+    wrong = [f"{k} is {versions.get(k) or 'not loaded'} (want {v})"
+             for k, v in sorted(expect.items()) if versions.get(k) != v]
+    return ", ".join(wrong) or None
+
+
+def judge(health: Optional[Dict[str, Any]], expect: Dict[str, str],
+          old_pid: Optional[int] = None, release: Optional[str] = None,
+          pid: Optional[int] = None) -> Readiness:
+    """Is this health answer 'ready with the expected versions'?
+
+    `old_pid`: the gateway that answered before a restart; while it answers, not yet. A known old
+    pid makes any other answer the new gateway's, so a wrong version or release is final; without
+    one only a plugin's load error is (the old process may still answer). `pid`: only that
+    process's answer counts (a start that may lose the pidfile race). `release` (a release dir
+    name) is checked when the gateway reports one, so a gateway still running an older build with
+    the same version numbers is never mistaken for the new one.
+    """
+    if health is None:
+        return Readiness(NOT_YET, "gateway does not answer")
+    answering = health.get("pid")
+    if old_pid is not None and answering == old_pid:
+        return Readiness(NOT_YET, f"the old gateway (pid {old_pid}) is still the one answering")
+    if pid is not None and answering != pid:
+        return Readiness(NOT_YET, f"another gateway (pid {answering}) is answering")
+    new = old_pid is not None or pid is not None
+    reported = health.get("release")
+    if release and isinstance(reported, str) and reported and reported != release:
+        return Readiness(MISMATCH if new else NOT_YET,
+                         f"gateway runs release {reported}, not {release}")
+    if health.get("ready") is False:
+        return Readiness(PLUGIN_FAILED, f"plugin load failed: {health.get('error') or '?'}")
+    plugins = health.get("plugins") or {}
+    for plugin_id, info in sorted(plugins.items()):
+        if isinstance(info, dict) and (info.get("error") or info.get("loaded") is False):
+            return Readiness(PLUGIN_FAILED, "plugin {} failed to load: {}".format(
+                plugin_id, info.get("error") or "?"))
+    wrong = versions_problem(health.get("versions") or {}, expect)
+    if wrong:
+        return Readiness(MISMATCH if new else NOT_YET, f"gateway reports {wrong}")
+    return Readiness(READY)
+
+
+class NotReady(RuntimeError):
+    """`wait_ready` gave up: `readiness` is the final answer (or the last one, at the timeout)."""
+
+    def __init__(self, message: str, readiness: Readiness) -> None:
+        super().__init__(message)
+        self.readiness = readiness
+
+
+def wait_ready(probe_fn: Callable[[], Optional[Dict[str, Any]]], expect: Dict[str, str],
+               timeout_s: float, old_pid: Optional[int] = None, release: Optional[str] = None,
+               pid: Optional[int] = None,
+               exited: Callable[[], Optional[str]] = lambda: None) -> Dict[str, Any]:
+    """Poll `probe_fn` until `judge` says ready and return that health answer.
+
+    Raises NotReady at once on a final answer or when `exited()` names why the started process
+    is gone, and after `timeout_s` while it is still "not yet". A gateway is ready in ~0.1-0.2 s:
+    look often at first, then back off.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        health = probe_fn()
+        verdict = judge(health, expect, old_pid, release, pid)
+        if verdict.state == READY and health is not None:
+            return health
+        if verdict.final:
+            raise NotReady(verdict.reason, verdict)
+        gone = exited()
+        if gone:
+            raise NotReady(gone, Readiness(DEAD, gone))
+        now = time.monotonic()
+        if now >= deadline:
+            raise NotReady(f"not ready within {timeout_s:.0f}s: {verdict.reason}", verdict)
+        time.sleep(0.02 if now - started < 2.0 else 0.2)

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import private, tempfiles
+from fleet.continuity import private
+from fleet.continuity.atomicfile import atomic_symlink
 from fleet.gateway.layout import Layout
 from fleet.gateway.sessions import atomic_write_json
 
@@ -41,9 +42,7 @@ def _link(target: Path, link: Path) -> str:
         raise ScaffoldError(
             f"{link} exists and is not a symlink; move it away to let init link {target}"
         )
-    tmp = tempfiles.temp_path(link)
-    os.symlink(str(target), str(tmp))
-    os.replace(str(tmp), str(link))
+    atomic_symlink(link, target)
     return "linked"
 
 

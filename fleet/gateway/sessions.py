@@ -16,13 +16,13 @@ disk, and parsed again when asked for: only open work is held as live records.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from fleet.continuity import strictjson, tempfiles
+from fleet.continuity import strictjson
+from fleet.continuity.atomicfile import atomic_write
 from fleet.gateway.layout import Layout, validate_agent_id
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
@@ -50,30 +50,9 @@ def agent_of(key: str) -> str:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
-                      + "\n")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = tempfiles.temp_path(path)
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    fd = os.open(str(path.parent), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """`data` as sorted, indented JSON, replaced atomically (fleet.continuity.atomicfile)."""
+    text = strictjson.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
+    atomic_write(path, text + "\n")
 
 
 def record_text(rec: Dict[str, Any]) -> str:
@@ -143,7 +122,7 @@ class SessionStore:
         text = record_text(rec)
         mine = {k: t for k, t in self._texts.items() if self._agents.get(k) == agent_id}
         mine[key] = text
-        atomic_write_text(self.layout.session_index(agent_id), index_text(mine))
+        atomic_write(self.layout.session_index(agent_id), index_text(mine))
         return text
 
     def get(self, key: Any, open_only: bool = False) -> Dict[str, Any]:

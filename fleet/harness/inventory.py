@@ -7,7 +7,6 @@ real fleet: the generated inventory names the run's key and known_hosts file, an
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
@@ -58,13 +57,3 @@ def render_inventory(data: dict) -> str:
 def known_hosts_text(entries: list[tuple[int, str]]) -> str:
     """OpenSSH known_hosts lines `[127.0.0.1]:PORT TYPE KEY` for (port, 'type key') pairs."""
     return "".join(f"[127.0.0.1]:{port} {key}\n" for port, key in sorted(entries))
-
-
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write via temp + rename so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

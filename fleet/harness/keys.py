@@ -6,12 +6,13 @@ their environment at creation), so an image or a leaked container never opens an
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fleet.continuity.atomicfile import atomic_write
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,7 @@ def generate_key(
     ).decode()
     public = f"{public} {comment}"
     path = directory / name
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private)
-    os.replace(tmp, path)
+    atomic_write(path, private, 0o600)
     path.with_name(path.name + ".pub").write_text(public + "\n")
     return ClientKey(path=path, public=public)
 

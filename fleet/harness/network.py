@@ -289,10 +289,6 @@ class Link:
             self.heal()
 
     # state ---------------------------------------------------------------------------------
-    @property
-    def open_connections(self) -> int:
-        with self._lock:
-            return len(self._live)
 
     def account(self, direction: str, size: int) -> bool:
         """Count bytes about to be sent; False when a pending drop says to reset instead."""

@@ -11,6 +11,7 @@ each container on its own loopback, as a systemd user service of that user on sy
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shlex
 import tarfile
@@ -122,8 +123,6 @@ def ensure_layer(client, base_tag: str, cache_dir: Path, log=print) -> str:
 
 
 def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
-    import io  # noqa: PLC0415
-
     data = text.encode()
     info = tarfile.TarInfo(name)
     info.size = len(data)

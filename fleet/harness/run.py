@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleet.continuity.atomicfile import atomic_write
 from fleet.harness import cleanup, hosts, image, inventory, keys, ssh
 
 if TYPE_CHECKING:  # the docker SDK is an optional extra: import it only where it is used
@@ -67,7 +68,7 @@ class Harness:
         ready = [h for h in self.hosts.values() if h.host_key]
         entries = [(h.port, h.host_key) for h in ready]
         entries += [(self.routes[h.name], h.host_key) for h in ready if h.name in self.routes]
-        inventory.write_atomic(self.known_hosts_path, inventory.known_hosts_text(entries))
+        atomic_write(self.known_hosts_path, inventory.known_hosts_text(entries), 0o644)
         rows = [
             {"name": h.name, "port": self.routes.get(h.name, h.port), "user": h.user,
              "state_dir": h.state_dir, "manager": h.spec.manager}
@@ -80,7 +81,7 @@ class Harness:
                 row["options"] = openclawlayer.gateway_options()
                 row["timeouts"] = dict(openclawlayer.TIMEOUTS)
         data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
-        inventory.write_atomic(self.inventory_path, inventory.render_inventory(data))
+        atomic_write(self.inventory_path, inventory.render_inventory(data), 0o644)
         state = {
             "run_id": self.run_id,
             "owner_pid": self.owner_pid,
@@ -102,7 +103,7 @@ class Harness:
                 for h in self.hosts.values()
             ],
         }
-        inventory.write_atomic(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
+        atomic_write(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n", 0o644)
 
     def set_routes(self, routes: dict[str, int]) -> None:
         """Make the inventory dial these loopback ports (e.g. fleet.harness.network links in
@@ -187,15 +188,6 @@ class Harness:
         hosts.wait_listening(host, timeout=timeout, since=since)
         self.write_files()
         hosts.check_login(host, self.key.path, self.known_hosts_path)
-
-    def remove_host(self, name: str, logs_dir: Path | None = None) -> None:
-        """Remove one host (e.g. a fresh host a fault test damaged) and drop it from the files."""
-        host = self.hosts.pop(name)
-        if logs_dir is not None:
-            logs_dir.mkdir(parents=True, exist_ok=True)
-            (logs_dir / f"{name}.log").write_text(host.logs(2000))
-        cleanup.remove_container(host.container)
-        self.write_files()
 
     def close(self, logs_dir: Path | None = None) -> list[str]:
         """Remove every container of the run (logs saved first when asked) and the run files."""

@@ -7,7 +7,6 @@ refused (paramiko RejectPolicy), exactly as the deploy side must behave.
 
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,8 +120,3 @@ def run_on(client: paramiko.SSHClient, command: str, timeout: float = COMMAND_TI
     code = channel.recv_exit_status()
     channel.close()
     return CommandResult(code, out.decode(errors="replace"), err.decode(errors="replace"))
-
-
-def quote_env(env: dict[str, str]) -> str:
-    """`K=V ...` prefix for a remote shell command, each value quoted."""
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

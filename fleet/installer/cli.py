@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> dict:
     if args.command == "status":
         return transaction.status(state_dir, manager)
     if args.command == "doctor":
+        # only `doctor` needs it, and with it most of fleet.continuity: importing it at the top
+        # would add tens of ms to every install's start-up (docs/benchmarks.md)
         from fleet.installer import doctor
 
         return doctor.run(state_dir, manager)

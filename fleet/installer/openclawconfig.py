@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity.store import fsync_dir
+from fleet.continuity.atomicfile import fsync_dir
 
 
 class ConfigError(RuntimeError):

@@ -35,7 +35,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.installer import gatewayproc, openclawconfig, releases
+from fleet.gateway.process import read_log_tail
+from fleet.installer import openclawconfig, releases
 from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
@@ -405,7 +406,7 @@ class SupervisedGateway:
                 f"ready{self.log_tail()}")
 
     def log_tail(self, lines: int = 15) -> str:
-        return gatewayproc.read_log_tail(self.log, self.log_from, lines)
+        return read_log_tail(self.log, self.log_from, lines)
 
 
 def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bool:

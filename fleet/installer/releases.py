@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from fleet.continuity.store import fsync_dir
+from fleet.continuity.atomicfile import atomic_symlink, fsync_dir
 from fleet.gateway.manifest import is_plugin_id, is_version_name
 
 META = "fleet_release.json"
@@ -230,15 +230,6 @@ def link_target(state_dir: Path, name: str) -> Optional[Path]:
     return target if target.is_dir() else None
 
 
-def _atomic_link(link: Path, target: str) -> None:
-    tmp = link.with_name(f".{link.name}.tmp-{os.getpid()}")
-    if os.path.lexists(str(tmp)):
-        os.unlink(str(tmp))
-    os.symlink(target, str(tmp))
-    os.replace(str(tmp), str(link))
-
-
-
 def switch(state_dir: Path, release: Path, previous: Optional[Path],
            link_plugins: bool = True) -> List[str]:
     """Point `previous` then `current` at releases, then make sure every plugin link exists
@@ -255,8 +246,8 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path],
             os.rename(str(path), str(aside))
             notes.append(f"moved manual {path} aside to {aside}")
     if previous is not None and previous != release:
-        _atomic_link(base / "previous", os.path.relpath(str(previous), str(base)))
-    _atomic_link(base / "current", os.path.relpath(str(release), str(base)))
+        atomic_symlink(base / "previous", os.path.relpath(str(previous), str(base)), sync=False)
+    atomic_symlink(base / "current", os.path.relpath(str(release), str(base)), sync=False)
     fsync_dir(base)
     return notes + (link_extensions(state_dir, release) if link_plugins else [])
 
@@ -278,7 +269,7 @@ def link_extensions(state_dir: Path, release: Path) -> List[str]:
             aside.parent.mkdir(parents=True, exist_ok=True)
             os.rename(str(link), str(aside))
             notes.append(f"moved manual install {link} aside to {aside}")
-        _atomic_link(link, want)
+        atomic_symlink(link, want, sync=False)
     fsync_dir(ext)
     return notes
 

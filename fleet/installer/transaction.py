@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
+from fleet.gateway import process
 from fleet.installer import audit, faults, releases
 from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
-from fleet.installer.manager import Manager, ManagerError, readiness_problem
+from fleet.installer.manager import Manager, ManagerError
 from fleet.installer.releases import ReleaseError
 
 
@@ -168,34 +169,15 @@ class Transaction:
 
 def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
                old_pid: Optional[int]) -> dict:
-    """Poll until the gateway answers from `release` with `expect`.
-
-    Only "not answering yet" (no answer, or still the old pid) is waited for: a new gateway that
-    answers has loaded its plugins before binding its socket, so a plugin error, a wrong version
-    or a wrong release in its answer is final and fails at once (no 60 s wait before rollback).
-    """
-    started = time.monotonic()
-    deadline = started + timeout
-    problem = "gateway does not answer"
-    while True:
-        health = manager.probe(release)
-        problem = readiness_problem(health, expect, old_pid, release.name)
-        if problem is None:
-            return health
-        # A different pid answering is a new gateway: its problem is final. With no old pid known
-        # (an OpenClaw service may answer before fleet learns its pid) only a plugin's own load
-        # error is final; a version mismatch may still be the old process.
-        if health is not None and health.get("pid") != old_pid and (
-                old_pid is not None or problem.startswith("plugin ")):
-            raise ManagerError(problem + manager.log_tail())
-        gone = manager.failure()
-        if gone:
-            raise ManagerError(gone)
-        now = time.monotonic()
-        if now >= deadline:
-            raise ManagerError(f"not ready within {timeout:.0f}s: {problem}{manager.log_tail()}")
-        # A gateway is ready in ~0.1-0.2 s: look often at first, then back off.
-        time.sleep(0.02 if now - started < 2.0 else 0.2)
+    """Wait until the gateway answers from `release` with `expect` (fleet.gateway.process.
+    wait_ready): a plugin error, a wrong version or release from a new gateway, or a gateway that
+    died fails at once (no 60 s wait before rollback); the error carries the gateway's log."""
+    try:
+        return process.wait_ready(lambda: manager.probe(release), expect, timeout, old_pid,
+                                  release.name, exited=manager.failure)
+    except process.NotReady as exc:
+        tail = "" if exc.readiness.state == process.DEAD else manager.log_tail()
+        raise ManagerError(f"{exc}{tail}") from None
 
 
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
@@ -228,7 +210,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     if current is not None and current.name == name and not force:
         want = expected_versions(releases.read_meta(current) or {}, expect)
         health = tx.manager.probe(current)
-        if readiness_problem(health, want, release=current.name) is None:
+        if process.judge(health, want, release=current.name).state == process.READY:
             res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
             tx.record()
             return tx.finish()
@@ -353,8 +335,8 @@ def status(state_dir: Path, manager: Manager) -> dict:
     if holder is not None:
         holder = dict(holder, stale=stale_reason(holder))
         holder.pop("token", None)
-    problem = (readiness_problem(health, expected_versions(meta, {}), release=current.name)
-               if meta and current is not None else "not installed")
+    problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
+               if meta and current is not None else "not installed") or None
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
             "state_dir": str(state_dir), "current": summary(meta),
             "previous": summary(releases.read_meta(releases.link_target(state_dir, "previous"))),

@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy.inventory import Host
 from fleet.openclaw import model, toolchain
 
@@ -108,10 +109,7 @@ def prepare(hosts: list[Host]) -> None:
             (state / sub).mkdir(parents=True, exist_ok=True)
         config = state / "openclaw.json"
         if not config.exists():
-            tmp = config.with_name(".openclaw.json.new")
-            tmp.write_text(json.dumps(base_config(host), indent=2) + "\n", encoding="utf-8")
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, config)
+            atomic_write(config, json.dumps(base_config(host), indent=2) + "\n", 0o600)
         start_model(host)
 
 

@@ -17,6 +17,7 @@ another interpreter (other bytes) is never taken for the current one.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -30,9 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from fleet.continuity import store
-from fleet.release.component import has_config, installed_project, load_project
+import fleet
+from fleet.continuity.atomicfile import atomic_write
+from fleet.release.component import find_root, has_config, installed_project, load_project
 from fleet.release.error import ReleaseError
+from fleet.release.git import Git, GitError
 from fleet.release.verify import verify
 
 HOST_FILES = ("fleet/__init__.py",)
@@ -99,11 +102,6 @@ def _wanted(name: str) -> bool:
     return not (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
 
 
-def expected_manifest(root: Path) -> dict:
-    """The manifest a build of `root` would embed (also the "is it current?" input hash)."""
-    return _contents(Path(root))[0]
-
-
 def _contents(root: Path, bytecode: bool = True) -> tuple:
     """(manifest, entries): every file of the zip but the manifest, name -> bytes (without the
     `.pyc` files and their manifest lines when `bytecode` is False)."""
@@ -137,8 +135,6 @@ def dirty_tag(root: Path, sources: dict) -> Optional[str]:
     """`dirty.<hash8>` when a shipped file differs from (or is missing in) the checkout's HEAD
     commit, else None (also outside a git checkout). The hash is over the shipped contents, so
     the same uncommitted sources always get the same PEP 440 local version."""
-    from fleet.release.git import Git, GitError  # noqa: PLC0415
-
     git = Git(root)
     try:
         listing = git.run("ls-tree", "-r", "--full-tree", "HEAD", "--", *HOST_FILES,
@@ -201,8 +197,8 @@ def build_artifact(root: Path, out_dir: Path) -> Artifact:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / artifact_name(manifest["version"])
-    store.atomic_write(path, data, 0o755)
-    store.atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
+    atomic_write(path, data, 0o755)
+    atomic_write(path.with_name(path.name + ".sha256"), f"{digest}\n".encode(), 0o644)
     return Artifact(path, digest, manifest["version"], manifest["components"])
 
 
@@ -234,8 +230,6 @@ def current_artifact(root: Path, out_dir: Path) -> Optional[Artifact]:
 
 def _pycs_match(headers: dict, files: dict, entries: dict) -> bool:
     """Every source has a listed `.pyc` whose header names this interpreter and that source."""
-    import importlib.util  # noqa: PLC0415
-
     sources = [rel for rel in entries if rel.endswith(".py")]
     if set(headers) != {rel + "c" for rel in sources} or not set(headers) <= set(files):
         return False
@@ -249,8 +243,6 @@ def _pycs_match(headers: dict, files: dict, entries: dict) -> bool:
 
 def package_root() -> Path:
     """The directory holding the imported `fleet` package: a checkout, or site-packages."""
-    import fleet  # noqa: PLC0415
-
     return Path(fleet.__file__).resolve().parent.parent
 
 
@@ -264,8 +256,6 @@ def default_source(cwd: Optional[Path] = None) -> tuple:
     """(root, out_dir) of a build when none is named: the checkout at or above `cwd` into its
     `dist/`; else the imported package (its checkout's `dist/`, or, installed with
     `pip install .`, the user's cache)."""
-    from fleet.release.component import find_root  # noqa: PLC0415
-
     try:
         root = find_root(Path.cwd() if cwd is None else cwd)
     except ReleaseError:

@@ -44,9 +44,6 @@ class Component:
     def tag(self, version: str) -> str:
         return self.tag_format.format(id=self.id, version=version)
 
-    def tag_glob(self) -> str:
-        return self.tag_format.format(id=self.id, version="*")
-
     def tag_version(self, tag: str) -> Optional[str]:
         """The version a tag of this component names, or None if the tag is not one of ours."""
         prefix, _, suffix = self.tag_format.format(id=self.id, version="\0").partition("\0")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from fleet.openclaw import toolchain
 from fleet.release.component import Project
 
 MIN_NODE_MAJOR = 24
@@ -66,11 +67,7 @@ def _version(node: str) -> Optional[str]:
 
 def find_node() -> Node:
     """The project's pinned Node (`invoke openclaw.install`), else `node` on PATH if >= 24."""
-    try:
-        from fleet.openclaw import toolchain  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - the toolchain module ships with this package
-        toolchain = None
-    tool = toolchain.find() if toolchain is not None else None
+    tool = toolchain.find()
     if tool is not None:
         return Node(str(tool.node), tool.node_version, f"node {tool.node_version} (pinned)")
     on_path = shutil.which("node")

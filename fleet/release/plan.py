@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from fleet.continuity import store
+from fleet.continuity.atomicfile import atomic_write
 from fleet.release import changelog
 from fleet.release.changelog import commit_message
 from fleet.release.component import Project
@@ -129,4 +129,4 @@ def file_changes(project: Project, versions: dict, section: str) -> list:
 
 def write_text(path: Path, text: str) -> None:
     """Replace a file atomically (temp + fsync + rename), keeping its permission bits."""
-    store.atomic_write(path, text.encode("utf-8"))
+    atomic_write(path, text.encode("utf-8"))

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.atomicfile import atomic_write
 from fleet.release.error import ReleaseError
 
 JOURNAL_NAME = "fleet-release.json"
@@ -79,18 +79,7 @@ class Journal:
         """Write atomically (temp file + fsync + rename) so a crash never leaves half a journal."""
         assert self.path is not None
         data = {k: v for k, v in asdict(self).items() if k != "path"}
-        fd, tmp = tempfile.mkstemp(prefix=".fleet-release.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2, sort_keys=True)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n", 0o600)
 
     @property
     def label(self) -> str:

@@ -16,6 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from fleet.release import entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
 
@@ -110,8 +111,6 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
     if js:
-        from fleet.release import entries  # noqa: PLC0415
-
         node = entries.find_node()
         found, _ = entries.entries(project)
         report.problems.extend(entries.import_problems(project, node))

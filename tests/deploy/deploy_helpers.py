@@ -14,6 +14,8 @@ from pathlib import Path
 
 from source_tree import break_python_entry, snapshot
 
+from fleet.gateway import process
+from fleet.gateway.layout import Layout
 from fleet.release.artifact import build_artifact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,9 +138,7 @@ class Sandbox:
         return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
     def health(self, name: str) -> dict | None:
-        from fleet.installer.manager import socket_health
-
-        return socket_health(self.state(name))
+        return process.probe(Layout(self.state(name)))
 
     def audit(self, name: str) -> list[dict]:
         path = self.state(name) / "fleet" / "audit.jsonl"
@@ -154,4 +154,3 @@ class Sandbox:
 
 def release_of(built: Built) -> str:
     return f"{built.version}-{built.sha256[:12]}"
-

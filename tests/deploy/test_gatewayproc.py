@@ -4,13 +4,16 @@ before it is ready fails the deploy at once, with its log, instead of after the 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
 
 from deploy_helpers import REPO, build, make_tree, release_of
 
-from fleet.installer import gatewayproc
+from fleet.gateway import process
+from fleet.gateway.layout import Layout
 
 HOLDER = """
 import signal, sys, time
@@ -34,19 +37,31 @@ def hold_pidfile(state, mode):
 
 def test_stop_terminates_the_lock_holder_and_reports_nothing_running_after(tmp_path):
     proc = hold_pidfile(tmp_path, "polite")
-    assert gatewayproc.stop(tmp_path, grace_s=5) == "terminated"
+    assert process.stop(Layout(tmp_path), grace_s=5) == (proc.pid, "terminated")
     assert proc.wait(timeout=5) != 0
-    assert gatewayproc.stop(tmp_path) is None
+    assert process.stop(Layout(tmp_path)) is None
 
 
 def test_stop_kills_a_gateway_ignoring_sigterm_and_clears_its_files(tmp_path):
     proc = hold_pidfile(tmp_path, "stubborn")
-    files = gatewayproc.run_paths(tmp_path)
-    files["socket"].write_text("")
-    files["ready"].write_text("{}")
-    assert gatewayproc.stop(tmp_path, grace_s=0.3) == "killed"
+    layout = Layout(tmp_path)
+    layout.socket.write_text("")
+    layout.ready_file.write_text(json.dumps({"pid": proc.pid, "ready": True}))
+    assert process.stop(layout, grace_s=0.3) == (proc.pid, "killed")
     assert proc.wait(timeout=5) == -9
-    assert not files["socket"].exists() and not files["ready"].exists()
+    assert not layout.socket.exists() and not layout.ready_file.exists()
+
+
+def test_killing_a_gateway_leaves_a_ready_file_naming_another_live_gateway(tmp_path):
+    """Every killer checks the pid first: a ready file that names another (live) gateway is
+    that gateway's, and removing it would make a healthy host look not ready."""
+    proc = hold_pidfile(tmp_path, "stubborn")
+    layout = Layout(tmp_path)
+    other = json.dumps({"pid": os.getpid(), "ready": True, "release": "x"}, sort_keys=True)
+    layout.ready_file.write_text(other + "\n")
+    assert process.stop(layout, grace_s=0.3) == (proc.pid, "killed")
+    assert proc.wait(timeout=5) == -9
+    assert layout.ready_file.read_text() == other + "\n"
 
 
 def test_gateway_dying_at_start_fails_the_deploy_at_once_with_its_log(sandbox, artifacts,

@@ -258,6 +258,19 @@ def test_service_managers_restart_through_their_tool(artifacts, host_states, tmp
     assert data["gateway"]["versions"]["memory-continuity"] == art.version
 
 
+def test_a_first_install_whose_plugin_fails_is_reported_at_once(artifacts, host_states):
+    """No gateway answered before (no old pid to tell the new one by): a plugin's load error in
+    the first answer is still final, not 'not yet' until the timeout."""
+    broken, state = artifacts(bump="5.0.2", broken=True), host_states[0]
+    code, data = run_installer(broken.path, "install", "--state-dir", str(state), "--sha256",
+                               broken.sha256, "--timeout", "60", "--manager", "fleet")
+    assert code != 0 and data["result"] == "rolled_back", data
+    assert data["reason"].startswith("plugin load failed: ") and "broken release" in \
+        data["reason"], data["reason"]
+    assert "not ready within" not in data["reason"]
+    assert current(state) is None
+
+
 def test_a_release_whose_plugin_fails_rolls_back_without_waiting_for_the_timeout(
         artifacts, host_states):
     """The new gateway answers at once with the load error: that is final, not 'not yet'."""

@@ -8,7 +8,8 @@ import os
 import sys
 import time
 
-from fleet.installer.manager import make_manager, readiness_problem
+from fleet.gateway.process import NOT_YET, PLUGIN_FAILED, READY, judge
+from fleet.installer.manager import make_manager
 from fleet.installer.openclawgw import health_from_listing
 
 OURS = ["memory-continuity", "mc"]
@@ -28,27 +29,28 @@ def test_ready_when_every_plugin_is_active_at_the_version():
                "diagnostics": [{"level": "warn", "message": "catalog fallback: offline"}]}
     health = health_from_listing(listing, OURS, "2026.9.6", 42)
     assert health["versions"] == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
-    assert readiness_problem(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"}) is None
-    assert "memory-continuity is 5.0.1 (want 5.0.2)" in readiness_problem(
-        health, {"memory-continuity": "5.0.2"})
+    assert judge(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"}).state == READY
+    assert "memory-continuity is 5.0.1 (want 5.0.2)" in judge(
+        health, {"memory-continuity": "5.0.2"}).reason
 
 
 def test_a_load_error_or_a_diagnostic_naming_a_plugin_is_a_plugin_failure():
     broken = {"plugins": [_entry("memory-continuity", "5.0.2", state="unloaded",
                                  error="Error: boom"), _entry("mc", "2.1.0")]}
-    problem = readiness_problem(health_from_listing(broken, OURS, None, None), {})
-    assert problem.startswith("plugin memory-continuity failed to load: Error: boom")
+    problem = judge(health_from_listing(broken, OURS, None, None), {})
+    assert problem.state == PLUGIN_FAILED
+    assert problem.reason.startswith("plugin memory-continuity failed to load: Error: boom")
     named = {"plugins": [_entry("memory-continuity", "5.0.1"), _entry("mc", "2.1.0")],
              "diagnostics": [{"pluginId": "mc", "message": "manifest invalid"}]}
-    assert readiness_problem(health_from_listing(named, OURS, None, None), {}).startswith(
+    assert judge(health_from_listing(named, OURS, None, None), {}).reason.startswith(
         "plugin mc failed to load: manifest invalid")
 
 
 def test_a_plugin_still_loading_or_not_yet_discovered_is_waited_for():
     listing = {"plugins": [_entry("memory-continuity", "5.0.1", state="loading")]}
     health = health_from_listing(listing, OURS, None, None)
-    problem = readiness_problem(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"})
-    assert not problem.startswith("plugin ") and "missing" in problem
+    problem = judge(health, {"memory-continuity": "5.0.1", "mc": "2.1.0"})
+    assert problem.state == NOT_YET and "mc is not loaded" in problem.reason
 
 
 FAKE_GATEWAY = """

@@ -101,7 +101,7 @@ def test_expect_mismatch_fails_start(tmp_path, state, gateways):
     init_with(tmp_path, state, recorder=RECORDER)
     res = start(state, gateways, "--expect", "recorder=9.9.9", "--json")
     assert res.returncode == 1
-    assert "recorder expected 9.9.9, running 2.0.0" in json.loads(res.stdout)["error"]
+    assert "recorder is 2.0.0 (want 9.9.9)" in json.loads(res.stdout)["error"]
     assert status(state)["running"] is False
 
 

@@ -10,6 +10,7 @@ import paramiko
 import pytest
 import yaml
 
+from fleet.continuity.atomicfile import atomic_write
 from fleet.harness import cleanup, hosts, image, inventory, keys
 
 
@@ -130,8 +131,8 @@ def test_inventory_and_known_hosts_files(tmp_path):
     kh = inventory.known_hosts_text([(2202, "ssh-ed25519 BBB"), (2201, "ssh-ed25519 AAA")])
     assert kh == "[127.0.0.1]:2201 ssh-ed25519 AAA\n[127.0.0.1]:2202 ssh-ed25519 BBB\n"
     path = tmp_path / "sub" / "inv.yaml"
-    inventory.write_atomic(path, text)
-    assert path.read_text() == text and not list(path.parent.glob(".*tmp"))
+    atomic_write(path, text, 0o644)
+    assert path.read_text() == text and not list(path.parent.glob(".*fleet-tmp*"))
 
 
 def test_generated_key_is_private_loadable_and_unique(tmp_path):
