@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Optional
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.process import StopError, holder_pid, spawn, terminate
 
 POLL_S = 0.01
@@ -28,10 +29,10 @@ class GatewayProcessError(RuntimeError):
 
 
 def run_paths(state_dir: Path) -> Dict[str, Path]:
-    """The gateway's files under a state dir (fleet/gateway/layout.py names the same ones)."""
-    run = state_dir / "run"
-    return {"pidfile": run / "gateway.pid", "socket": run / "gateway.sock",
-            "ready": run / "ready.json", "log": state_dir / "logs" / "gateway.log"}
+    """The gateway's files under a state dir (named by fleet.continuity.statelayout)."""
+    layout = StateLayout(state_dir)
+    return {"pidfile": layout.pidfile, "socket": layout.socket, "ready": layout.ready_file,
+            "log": layout.log}
 
 
 def stop(state_dir: Path, grace_s: float = STOP_GRACE_S) -> Optional[str]:

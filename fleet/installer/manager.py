@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.installer import gatewayproc
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
@@ -74,7 +75,7 @@ def run_command(cmd: Union[str, Sequence[str]], env: Optional[Dict[str, str]] = 
 
 def socket_health(state_dir: Path, timeout: float = 2.0) -> Optional[dict]:
     """Ask `<state>/run/gateway.sock` for `health`; None when nothing answers."""
-    path = state_dir / "run" / "gateway.sock"
+    path = StateLayout(state_dir).socket
     if not path.exists():
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
