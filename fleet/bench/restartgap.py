@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fleet.bench.report import Section
 from fleet.bench.stats import alternation
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import api
 from fleet.deploy.inventory import DEFAULT_TIMEOUTS, Host
 from fleet.deploy.runner import RunOptions
@@ -83,7 +84,7 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
     res = api.deploy([host], artifact, lambda *a: None, RunOptions(parallel=1))
     if not res[0].ok:
         raise RuntimeError(f"restart gap: local deploy failed: {res[0].note}")
-    sock = state / "run" / "gateway.sock"
+    sock = StateLayout(state).socket
     per_mode: dict[str, list[dict]] = {"no retry": [], "CLI retry": []}
     try:
         for rep, mode in alternation(list(per_mode), reps):
@@ -133,7 +134,7 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
 def _stop_gateway(state: Path) -> None:
     import subprocess  # noqa: PLC0415
 
-    current = state / "fleet" / "current"
+    current = StateLayout(state).current
     if current.exists():
         subprocess.run([sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "stop"],
                        env={"PYTHONPATH": str(current.resolve()), "PATH": "/usr/bin:/bin"},

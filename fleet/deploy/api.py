@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.continuity.statelayout import release_name
 from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, connect
 from fleet.deploy.inventory import Host
@@ -220,7 +221,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
         meta = parse_json(res.stdout) or {}
-        current = {"release": f"{meta.get('version')}-{str(meta.get('sha256', ''))[:12]}",
+        current = {"release": release_name(str(meta.get("version")), str(meta.get("sha256", ""))),
                    "version": meta.get("version"), "sha256": meta.get("sha256"),
                    "components": meta.get("components", {})}
         return HostResult(host.name, "unchanged", True, from_release=current,
