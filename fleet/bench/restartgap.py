@@ -24,7 +24,7 @@ from fleet.bench.report import Section
 from fleet.bench.stats import alternation
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import api
-from fleet.deploy.inventory import DEFAULT_TIMEOUTS, Host
+from fleet.deploy.inventory import Host
 from fleet.deploy.runner import RunOptions
 from fleet.gateway import client
 
@@ -72,7 +72,7 @@ def analyse(samples: list[Sample]) -> dict:
 
 def local_host(state_dir: Path) -> Host:
     return Host(name="gap", connection="local", state_dir=str(state_dir),
-                python=sys.executable, timeouts=dict(DEFAULT_TIMEOUTS))
+                python=sys.executable)
 
 
 def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Section:

@@ -35,10 +35,10 @@ _INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/fleet/installer/cli.py
 
 def common_args(host: Host, owner: str) -> list[str]:
     args = ["--manager", host.manager, "--owner", owner,
-            "--timeout", str(int(host.timeouts.get("ready", 60) or 60))]
+            "--timeout", str(int(host.timeouts.ready))]
     for key, value in sorted(host.manager_options.items()):
         args += ["--manager-opt", f"{key}={value}"]
-    lock_wait = host.timeouts.get("lock", 0) or 0
+    lock_wait = host.timeouts.lock
     if lock_wait:  # wait this long for a busy host lock before refusing
         args += ["--lock-wait", str(lock_wait)]
     return args

@@ -33,7 +33,7 @@ TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
 def take_timeout(host: Host) -> float:
     """How long taking or releasing a lease may take on `host`: a paused or unreachable host
     must not hold up the run longer than a connect plus one short command."""
-    return float(host.timeouts.get("connect", 10) or 10) + TAKE_MARGIN_S
+    return host.timeouts.connect + TAKE_MARGIN_S
 
 LEASE_PY = """\
 import json, os, sys, time

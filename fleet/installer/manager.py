@@ -37,8 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import gatewayproc
-
-MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+from fleet.installer.protocol import MANAGERS
 
 
 class ManagerError(RuntimeError):

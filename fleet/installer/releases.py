@@ -52,7 +52,8 @@ def verify_artifact(path: Path, expected: str) -> None:
     actual = sha256_file(path)
     if actual != expected.lower():
         note = "corrupt or partial upload; deploy again to re-upload"
-        if path.parent.name == "artifacts" and path.name == f"{expected.lower()}.pyz":
+        stored = path.parent.name == Path(StateLayout.ARTIFACTS).name
+        if stored and path.name == f"{expected.lower()}.pyz":
             try:  # never leave a bad file under the good name: the next deploy re-uploads
                 path.unlink()
                 note = "corrupt or partial upload, removed; the next deploy uploads it again"
