@@ -81,6 +81,9 @@ class Timeouts:
         """From an inventory's `timeouts` mapping; InventoryError names the host and key."""
         if isinstance(values, Timeouts):
             return values
+        if values is not None and not isinstance(values, Mapping):
+            raise InventoryError(f"host {host}: timeouts: expected a mapping of seconds, got "
+                                 f"{values!r}")
         defaults = cls()
         chosen: dict[str, float] = {}
         for key, value in (values or {}).items():

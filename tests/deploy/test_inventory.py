@@ -275,6 +275,7 @@ def test_timeouts_are_typed_with_defaults_and_zero_means_the_default(tmp_path):
     ({"ready": "soon"}, "timeouts.ready: expected a number of seconds >= 0"),
     ({"connect": -3}, "timeouts.connect: expected a number of seconds >= 0"),
     ({"redy": 5}, "timeouts.redy: unknown key; use one of connect, command"),
+    ([("ready", 5)], "timeouts: expected a mapping of seconds"),
 ])
 def test_a_host_built_in_python_with_bad_timeouts_names_host_and_key(timeouts, what):
     from fleet.deploy.inventory import Host
