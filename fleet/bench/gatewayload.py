@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import client
 
 WARMUP = 20  # requests per client before "before" is measured
@@ -113,7 +114,7 @@ def run_load(clients: int, total: int, state: Path, rounds: int = 1) -> dict:
     started = _gateway(state, "start")
     if started.returncode != 0:
         raise RuntimeError(f"gateway did not start: {started.stderr}")
-    sock = state / "run" / "gateway.sock"
+    sock = StateLayout(state).socket
     try:
         pid = client.request(sock, {"op": "health"})["result"]["pid"]
         # Warm-up of the same shape (all clients at once, WARMUP requests each): code paths,

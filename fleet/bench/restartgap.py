@@ -23,8 +23,9 @@ from pathlib import Path
 
 from fleet.bench.report import Section
 from fleet.bench.stats import alternation
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import api
-from fleet.deploy.inventory import DEFAULT_TIMEOUTS, Host
+from fleet.deploy.inventory import Host
 from fleet.deploy.runner import RunOptions
 from fleet.gateway import client
 
@@ -72,7 +73,7 @@ def analyse(samples: list[Sample]) -> dict:
 
 def local_host(state_dir: Path) -> Host:
     return Host(name="gap", connection="local", state_dir=str(state_dir),
-                python=sys.executable, timeouts=dict(DEFAULT_TIMEOUTS))
+                python=sys.executable)
 
 
 def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Section:
@@ -84,7 +85,7 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
     res = api.deploy([host], artifact, lambda *a: None, RunOptions(parallel=1))
     if not res[0].ok:
         raise RuntimeError(f"restart gap: local deploy failed: {res[0].note}")
-    sock = state / "run" / "gateway.sock"
+    sock = StateLayout(state).socket
     per_mode: dict[str, list[dict]] = {"no retry": [], "CLI retry": []}
     try:
         for rep, mode in alternation(list(per_mode), reps):
@@ -132,7 +133,7 @@ def bench(artifact: api.ArtifactRef, workdir: Path, reps: int, log=print) -> Sec
 
 
 def _stop_gateway(state: Path) -> None:
-    current = state / "fleet" / "current"
+    current = StateLayout(state).current
     if current.exists():
         subprocess.run([sys.executable, "-m", "fleet.gateway", "--state-dir", str(state), "stop"],
                        env={"PYTHONPATH": str(current.resolve()), "PATH": "/usr/bin:/bin"},

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from fleet.continuity import archive, document, paths, store
+from fleet.continuity.statelayout import StateLayout
 
 SEVERITIES = ("ok", "info", "warning", "critical")
 STALE_GRACE_S = 300.0  # a state file this much older than the newest transcript is stale
@@ -99,7 +100,7 @@ def newest_transcript(state_dir: Path, agent_id: str) -> Optional[float]:
     """mtime of the agent's newest session transcript (`agents/<id>/sessions/*.jsonl`)."""
     newest = None
     try:
-        entries = list(os.scandir(Path(state_dir) / "agents" / agent_id / "sessions"))
+        entries = list(os.scandir(StateLayout(state_dir).agents_dir / agent_id / "sessions"))
     except OSError:
         return None
     for entry in entries:
@@ -199,7 +200,7 @@ def diagnose(state_dir: Path, config: Optional[Mapping[str, Any]] = None,
     """
     state_dir = Path(state_dir)
     if config is None:
-        config = paths.load_config(state_dir / "openclaw.json")
+        config = paths.load_config(state_dir / StateLayout.CONFIG)
     known = paths.list_agents(config, state_dir)
     if agent is not None:
         aid = paths.validate_agent_id(agent)

@@ -23,12 +23,18 @@ STATE_NAME = "CURRENT_STATE.md"
 STATE_FILE = Path(MEMORY_DIR) / STATE_NAME
 UNSURFACED_ARCHIVE = "unsurfaced_archive.md"
 DEFAULT_AGENT_ID = "main"
+CONFIG_NAME = "openclaw.json"
 # Always `fullmatch`: with `match`, "$" also accepts a trailing newline ("evil\n").
 _ID_RE = re.compile(r"[a-z0-9_-]{1,128}")
 
 
 class InvalidAgentId(ValueError):
     """An agent or child id that is empty, too long or could escape a directory."""
+
+
+class ConfigError(ValueError):
+    """The OpenClaw config file is unusable; the message names the file, what is wrong and the
+    fix."""
 
 
 def _env(env: Optional[Mapping[str, str]]) -> Mapping[str, str]:
@@ -66,28 +72,28 @@ def resolve_config_path(
     explicit = e.get("OPENCLAW_CONFIG_PATH", "").strip()
     if explicit:
         return _expand(explicit, e, Path.cwd())
-    return Path(state_dir if state_dir is not None else resolve_state_dir(e)) / "openclaw.json"
+    return Path(state_dir if state_dir is not None else resolve_state_dir(e)) / CONFIG_NAME
 
 
 def load_config(path: Path) -> dict:
-    """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a clear error."""
+    """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a `ConfigError`."""
     p = Path(path)
     try:
         raw = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(
+        raise ConfigError(
             f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"
         ) from exc
     try:
         data = strictjson.loads(raw) if raw.strip() else {}
     except ValueError as exc:
-        raise ValueError(
+        raise ConfigError(
             f"{p}: invalid JSON: {exc}; fix the syntax (OpenClaw reads the same file)"
         ) from exc
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")
+        raise ConfigError(f"{p}: the top level must be a JSON object, got {type(data).__name__}")
     return data
 
 

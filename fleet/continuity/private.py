@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import Union
 
+from fleet.continuity.statelayout import StateLayout
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 PathLike = Union[str, Path]
@@ -73,7 +75,7 @@ def secure_state_dir(state_dir: PathLike) -> None:
     Release files (fleet/, extensions/) stay as they are: they hold code, not user data.
     """
     root = Path(state_dir)
-    for name in ("agents", "run", "logs", "memory"):
+    for name in (StateLayout.AGENTS, StateLayout.RUN, StateLayout.LOGS, "memory"):
         tighten(root / name, DIR_MODE)
     try:
         for child in root.iterdir():
@@ -81,4 +83,4 @@ def secure_state_dir(state_dir: PathLike) -> None:
                 tighten(child, DIR_MODE)
     except OSError:
         pass
-    tighten(root / "openclaw.json", FILE_MODE)
+    tighten(root / StateLayout.CONFIG, FILE_MODE)

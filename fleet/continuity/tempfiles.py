@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Iterable, List
 
+from fleet.continuity.statelayout import StateLayout
+
 TAG = ".fleet-tmp."
 _NAME = re.compile(r"\..+\.fleet-tmp\.(\d+)\.[A-Za-z0-9_]+")
 
@@ -65,7 +67,7 @@ def sweep_state_dir(state_dir: Path) -> List[Path]:
     """The temp files a gateway's writers leave in a state dir: config, run files, session
     indexes, links, and every workspace's memory tree."""
     root = Path(state_dir)
-    dirs = [root, root / "run", root / "extensions"]
-    dirs += list(root.glob("agents/*/sessions"))
+    dirs = [root, root / StateLayout.RUN, root / StateLayout.EXTENSIONS]
+    dirs += list(root.glob(f"{StateLayout.AGENTS}/*/sessions"))
     recursive = [p / "memory" for p in root.glob("workspace*")]
     return sweep(dirs, recursive)

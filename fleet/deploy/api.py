@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.continuity.statelayout import release_name
 from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
+from fleet.installer.protocol import InstallerAnswerError, InstallerResult, worst_case_s
 
 ProgressSink = Callable[[str, str, str], None]
 
@@ -73,22 +75,19 @@ def default_owner() -> str:
 
 
 def command_timeout(host: Host) -> float:
-    return host.timeouts.get("command", 180) or 180
+    return host.timeouts.command
 
 
 def install_timeout(host: Host) -> float:
     """Room for the installer's worst case: restart + readiness, then switch-back restart +
     readiness, so the control side never cuts a host off in the middle of its rollback."""
-    ready = host.timeouts.get("ready", 60) or 60
-    lock_wait = host.timeouts.get("lock", 0) or 0
-    return max(command_timeout(host), 4 * (ready + 5) + 30) + lock_wait
+    return max(command_timeout(host), worst_case_s(host.timeouts.ready) + 30) + host.timeouts.lock
 
 
 def deadline_for(host: Host) -> float:
     """A host is abandoned after connect + transfer + check + install + slack."""
-    t = host.timeouts
-    return ((t.get("connect", 10) or 10) + (t.get("transfer", 120) or 120)
-            + command_timeout(host) + install_timeout(host) + 30)
+    return (host.timeouts.connect + host.timeouts.transfer + command_timeout(host)
+            + install_timeout(host) + 30)
 
 
 def parse_json(stdout: str) -> dict | None:
@@ -136,25 +135,38 @@ def stderr_tail(stderr: str, lines: int = 5) -> str:
     return " | ".join(kept[-lines:])[-600:]
 
 
-def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str) -> HostResult:
+def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
+                      status: bool = False) -> HostResult:
+    """The installer's answer as a HostResult; `status`: a status answer becomes `ok` with the
+    active release and, if the gateway is not ready, why not."""
     data = parse_json(res.stdout)
-    if data is None:
+    try:
+        answer = None if data is None else InstallerResult.from_dict(data)
+    except InstallerAnswerError as exc:
+        return HostResult(host.name, "failed", False, steps=timer.steps,
+                          duration_s=time.monotonic() - t0,
+                          note=f"{what} gave an answer fleet cannot read: {exc}",
+                          data={"exit_code": res.exit_code, "answer": data})
+    if answer is None:
         tail = stderr_tail(res.stderr) or " ".join(res.stdout.strip().splitlines()[-3:])[:300]
         return HostResult(host.name, "failed", False, steps=timer.steps,
                           duration_s=time.monotonic() - t0,
                           note=f"{what} failed on the host (exit {res.exit_code}): {tail}",
                           data={"exit_code": res.exit_code, "stderr_tail": tail})
+    if status and answer.result == "status":
+        return HostResult(host.name, "ok", answer.ok, from_release=answer.current,
+                          to_release=answer.current, duration_s=time.monotonic() - t0,
+                          note="" if answer.ready else str(answer.problem or ""),
+                          steps=timer.steps, data=answer.data)
     steps = dict(timer.steps)
-    steps.update({f"host.{k}": v for k, v in (data.get("steps") or {}).items()})
-    notes = [n for n in [data.get("reason"), *(data.get("notes") or [])] if n]
-    result = str(data.get("result", "failed"))
-    if result == "failed" and stderr_tail(res.stderr):
-        data["stderr_tail"] = stderr_tail(res.stderr)
-        notes.append(f"host stderr: {data['stderr_tail']}")
-    return HostResult(host.name, result, bool(data.get("ok")),
-                      from_release=data.get("from"), to_release=data.get("to"),
-                      duration_s=time.monotonic() - t0, note="; ".join(notes), steps=steps,
-                      data=data)
+    steps.update({f"host.{k}": v for k, v in answer.steps.items()})
+    notes = [n for n in [answer.reason, *answer.notes] if n]
+    if answer.result == "failed" and stderr_tail(res.stderr):
+        answer.data["stderr_tail"] = stderr_tail(res.stderr)
+        notes.append(f"host stderr: {answer.data['stderr_tail']}")
+    return HostResult(host.name, answer.result, answer.ok, from_release=answer.from_release,
+                      to_release=answer.to_release, duration_s=time.monotonic() - t0,
+                      note="; ".join(notes), steps=steps, data=answer.data)
 
 
 def _step_relay(progress: Progress, what: str = "install") -> Callable[[str], None]:
@@ -220,7 +232,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
         meta = parse_json(res.stdout) or {}
-        current = {"release": f"{meta.get('version')}-{str(meta.get('sha256', ''))[:12]}",
+        current = {"release": release_name(str(meta.get("version")), str(meta.get("sha256", ""))),
                    "version": meta.get("version"), "sha256": meta.get("sha256"),
                    "components": meta.get("components", {})}
         return HostResult(host.name, "unchanged", True, from_release=current,
@@ -239,7 +251,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
                                                    and "expected" in reason):
         with timer.step("upload"):
             conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
-                     host.timeouts.get("transfer", 120) or 120)
+                     host.timeouts.transfer)
         uploaded = True
         with timer.step("install"):
             res = conn.run(commands.install(host, artifact.sha256, owner, force),
@@ -250,7 +262,8 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
-                 relay: bool = False, timeout: float | None = None) -> HostResult:
+                 relay: bool = False, timeout: float | None = None,
+                 status: bool = False) -> HostResult:
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -260,7 +273,7 @@ def _simple_host(host: Host, progress: Progress, command: str, what: str,
         with timer.step(what):
             res = conn.run(command, timeout or command_timeout(host),
                            on_stderr_line=_step_relay(progress, what) if relay else None)
-        return _installer_result(host, res, timer, t0, what)
+        return _installer_result(host, res, timer, t0, what, status)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
@@ -313,14 +326,8 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    results = _run(hosts, lambda h, p: _simple_host(h, p, commands.status(h, owner), "status"),
-                   sink, options)
-    for res in results:
-        if res.result == "status":
-            res.result = "ok"
-            res.from_release = res.to_release = (res.data or {}).get("current")
-            res.note = "" if res.data.get("ready") else str(res.data.get("problem") or "")
-    return results
+    return _run(hosts, lambda h, p: _simple_host(h, p, commands.status(h, owner), "status",
+                                                 status=True), sink, options)
 
 
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,

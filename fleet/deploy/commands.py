@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
 
@@ -21,15 +22,23 @@ NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed":
 
 
 def artifact_path(host: Host, sha256: str) -> str:
-    return f"{host.state_dir.rstrip('/')}/fleet/artifacts/{sha256}.pyz"
+    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACTS}/{sha256}.pyz"
+
+
+def _in_state(rel: str) -> str:
+    """A path of the state dir in a shell line that has set `$S` to it, double-quoted."""
+    return f'"$S/{rel}"'
+
+
+_INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/fleet/installer/cli.py")
 
 
 def common_args(host: Host, owner: str) -> list[str]:
     args = ["--manager", host.manager, "--owner", owner,
-            "--timeout", str(int(host.timeouts.get("ready", 60) or 60))]
+            "--timeout", str(int(host.timeouts.ready))]
     for key, value in sorted(host.manager_options.items()):
         args += ["--manager-opt", f"{key}={value}"]
-    lock_wait = host.timeouts.get("lock", 0) or 0
+    lock_wait = host.timeouts.lock
     if lock_wait:  # wait this long for a busy host lock before refusing
         args += ["--lock-wait", str(lock_wait)]
     return args
@@ -42,8 +51,8 @@ def _state(host: Host) -> str:
 def _installer_from_current(host: Host, sub: str, owner: str, extra: list[str]) -> str:
     args = " ".join(shlex.quote(a) for a in [sub, "--state-dir", host.state_dir,
                                              *common_args(host, owner), *extra])
-    return (f'S={_state(host)}; if [ -f "$S/fleet/current/fleet/installer/cli.py" ]; then '
-            f'cd / && PYTHONPATH="$S/fleet/current" exec {shlex.quote(host.python)} '
+    return (f'S={_state(host)}; if [ -f {_INSTALLER_IN_CURRENT} ]; then '
+            f'cd / && PYTHONPATH={_in_state(StateLayout.CURRENT)} exec {shlex.quote(host.python)} '
             f"-m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi")
 
 
@@ -67,7 +76,7 @@ def doctor(host: Host, owner: str) -> str:
 CHECK_PY = """\
 import hashlib, os, sys
 state, sha, create = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-art = os.path.join(state, "fleet", "artifacts", sha + ".pyz")
+art = os.path.join(state, @ARTIFACTS@, sha + ".pyz")
 if create:
     os.makedirs(os.path.dirname(art), exist_ok=True)
 try:
@@ -76,14 +85,18 @@ try:
 except OSError:
     have = False
 print("@HAVE@" if have else "@MISSING@", flush=True)
-cur = os.path.join(state, "fleet", "current")
+cur = os.path.join(state, @CURRENT@)
 if os.path.isfile(os.path.join(cur, "fleet", "installer", "cli.py")):
     sys.path.insert(0, cur)
     from fleet.installer.cli import main
     sys.exit(main(["status"] + sys.argv[4:]))
 print(@NOT_INSTALLED@)
-""".replace("@HAVE@", HAVE).replace("@MISSING@", MISSING).replace("@NOT_INSTALLED@",
-                                                                repr(NOT_INSTALLED))
+"""
+for _key, _value in (("@HAVE@", HAVE), ("@MISSING@", MISSING),
+                     ("@NOT_INSTALLED@", repr(NOT_INSTALLED)),
+                     ("@ARTIFACTS@", repr(StateLayout.ARTIFACTS)),
+                     ("@CURRENT@", repr(StateLayout.CURRENT))):
+    CHECK_PY = CHECK_PY.replace(_key, _value)
 
 
 def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
@@ -109,7 +122,8 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     if force:
         args.append("--force")
     quoted = " ".join(shlex.quote(a) for a in args)
-    run = f'cd / && exec {shlex.quote(host.python)} "$S/fleet/artifacts/{sha256}.pyz" {quoted}'
+    art = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz")
+    run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
     if not if_present:
         return f"S={_state(host)}; {run}"
     if not force and not version:
@@ -117,11 +131,12 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     # One round trip when the host has the artifact (a redeploy, a retry): no status, no hash
     # here; the installer verifies the SHA-256 itself. Otherwise say MISSING (dir made).
     fast = "" if force else (
-        f'M="$S/fleet/current/fleet_release.json"; if {noop_check(sha256, version)}; then '
+        f'M={_in_state(StateLayout.CURRENT + "/" + StateLayout.RELEASE_META)}; '
+        f'if {noop_check(sha256, version)}; then '
         f'echo {UNCHANGED}; printf "%s\\n" "$MJ"; exit 0; fi; ')
-    art = f'"$S/fleet/artifacts/{sha256}.pyz"'
+    art_dir = _in_state(StateLayout.ARTIFACTS)
     return (f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
-            f'then {run}; else mkdir -p "$S/fleet/artifacts" || exit 1; echo {MISSING}; fi')
+            f'then {run}; else mkdir -p {art_dir} || exit 1; echo {MISSING}; fi')
 
 
 UNCHANGED = "FLEET-UNCHANGED"
@@ -140,7 +155,7 @@ def noop_check(sha256: str, version: str) -> str:
     with the shell's `read` (one line each: both writers write one line) and matched with
     `case`, so the check starts one process (grep on /proc) instead of a Python probe.
     """
-    release = f"{version}-{sha256[:12]}"  # fleet.installer.releases.release_name
+    release = release_name(version, sha256)
     # The patterns are exactly what the writers produce, `json.dumps(..., sort_keys=True)` with
     # default separators: the installer's fleet_release.json, and the gateway's one-line
     # ready.json (fleet.gateway.daemon.write_ready), where the sorted keys pid, ready, release
@@ -148,8 +163,8 @@ def noop_check(sha256: str, version: str) -> str:
     # tests/deploy/test_noop_fastpath.py; any other form just falls through to the installer.
     sha_pat = shlex.quote(f'"sha256": {json.dumps(sha256)}')
     ready_tail = shlex.quote(f', "ready": true, "release": {json.dumps(release)}')
-    return (f'{{ MJ=; read -r MJ < "$M"; P=; read -r P < "$S/run/gateway.pid"; '
-            f'RJ=; read -r RJ < "$S/run/ready.json"; }} 2>/dev/null; '
+    return (f'{{ MJ=; read -r MJ < "$M"; P=; read -r P < {_in_state(StateLayout.PIDFILE)}; '
+            f'RJ=; read -r RJ < {_in_state(StateLayout.READY)}; }} 2>/dev/null; '
             f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
             f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
             f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '

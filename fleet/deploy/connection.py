@@ -160,7 +160,7 @@ class SshConnection:
         import paramiko  # noqa: PLC0415
         from fabric import Config, Connection  # noqa: PLC0415
 
-        timeout = self.host.timeouts.get("connect", 10.0) or 10.0
+        timeout = self.host.timeouts.connect
         kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
                   "channel_timeout": timeout}
         if gateway is None:  # through a jump host the "socket" is an ssh channel

@@ -103,7 +103,7 @@ def doctor(hosts: list[Host], sink: Callable[[str, str, str], None],
            options: RunOptions | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
     options = options or RunOptions()
-    options.deadline = lambda h: (h.timeouts.get("connect", 10) or 10) + command_timeout(h) + 30
+    options.deadline = lambda h: h.timeouts.connect + command_timeout(h) + 30
     results = run(hosts, lambda h, p: doctor_host(h, p, owner), sink, options)
     for res in results:  # the runner's own verdicts (deadline exceeded, skipped) carry no checks
         if not (res.data or {}).get("checks"):

@@ -38,18 +38,17 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+from fleet.installer.protocol import MANAGERS
+
 CONNECTIONS = ("ssh", "local")
 POLICIES = ("strict", "accept-new")
-TIMEOUT_KEYS = ("connect", "command", "transfer", "ready", "lock")
-DEFAULT_TIMEOUTS = {"connect": 10.0, "command": 180.0, "transfer": 120.0, "ready": 60.0,
-                    "lock": 0.0}
 VAR_TYPES: dict[str, type | tuple] = {
     "connection": str, "host": str, "port": int, "user": str, "identity_file": str,
     "known_hosts": str, "host_key_policy": str, "jump": str, "python": str, "state_dir": str,
@@ -64,6 +63,41 @@ SANDBOX_DIR = ".fleet"  # beside the inventory file: where sandbox hosts keep th
 
 class InventoryError(ValueError):
     """A bad inventory or host selection; the message names file, key path and fix."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a host gets for each stage of a run, defaults applied once, here. A value of 0
+    means the default, except `lock`, where 0 means "refuse at once if the host lock is busy"."""
+
+    connect: float = 10.0  # also the ssh banner and authentication
+    command: float = 180.0  # one command (status, check, doctor)
+    transfer: float = 120.0  # one upload
+    ready: float = 60.0  # each restart and readiness wait on the host (installer --timeout)
+    lock: float = 0.0  # waiting for a busy host lock (installer --lock-wait)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | Timeouts | None, host: str) -> Timeouts:
+        """From an inventory's `timeouts` mapping; InventoryError names the host and key."""
+        if isinstance(values, Timeouts):
+            return values
+        if values is not None and not isinstance(values, Mapping):
+            raise InventoryError(f"host {host}: timeouts: expected a mapping of seconds, got "
+                                 f"{values!r}")
+        defaults = cls()
+        chosen: dict[str, float] = {}
+        for key, value in (values or {}).items():
+            if key not in TIMEOUT_KEYS:
+                raise InventoryError(f"host {host}: timeouts.{key}: unknown key; use one of "
+                                     f"{', '.join(TIMEOUT_KEYS)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise InventoryError(f"host {host}: timeouts.{key}: expected a number of "
+                                     f"seconds >= 0, got {value!r}")
+            chosen[key] = float(value) or (0.0 if key == "lock" else getattr(defaults, key))
+        return cls(**chosen)
+
+
+TIMEOUT_KEYS = tuple(f.name for f in fields(Timeouts))
 
 
 @dataclass(frozen=True)
@@ -83,11 +117,15 @@ class Host:
     state_dir: str = "~/.openclaw"
     manager: str = "fleet"
     manager_options: dict = field(default_factory=dict)
-    timeouts: dict = field(default_factory=lambda: dict(DEFAULT_TIMEOUTS))
+    timeouts: Timeouts = field(default_factory=Timeouts)  # a mapping is turned into one
     sandbox: bool = False  # local, state dir inside `.fleet/` beside the inventory
     # var names the inventory set (ssh_config fills the rest); None (a Host built in Python):
     # every field is meant as given
     explicit: frozenset | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.timeouts, Timeouts):  # a Host built in Python with a dict
+            object.__setattr__(self, "timeouts", Timeouts.of(self.timeouts, self.name))
 
     @property
     def is_local(self) -> bool:
@@ -445,7 +483,7 @@ def _check_unique_targets(path: Path, hosts: dict[str, Host]) -> None:
 def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
     merged: dict[str, Any] = {}
     gateway: dict[str, Any] = {}
-    timeouts = dict(DEFAULT_TIMEOUTS)
+    timeouts: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
             if key == "gateway":
@@ -454,7 +492,7 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
                 gateway.update(value)
                 gateway["options"] = opts
             elif key == "timeouts":
-                timeouts.update({k: float(v) for k, v in value.items()})
+                timeouts.update(value)
             else:
                 merged[key] = value
     explicit = frozenset(merged)
@@ -471,7 +509,7 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
         Path(merged["state_dir"]), base / SANDBOX_DIR)
     return Host(name=name, manager=gateway.get("manager", "fleet"),
                 manager_options={k: str(v) for k, v in (gateway.get("options") or {}).items()},
-                timeouts=timeouts, sandbox=sandbox, explicit=explicit, **merged)
+                timeouts=Timeouts.of(timeouts, name), sandbox=sandbox, explicit=explicit, **merged)
 
 
 def _inside(path: Path, parent: Path) -> bool:

@@ -22,6 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.installer.lock import pid_alive
@@ -32,12 +33,12 @@ TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
 def take_timeout(host: Host) -> float:
     """How long taking or releasing a lease may take on `host`: a paused or unreachable host
     must not hold up the run longer than a connect plus one short command."""
-    return float(host.timeouts.get("connect", 10) or 10) + TAKE_MARGIN_S
+    return host.timeouts.connect + TAKE_MARGIN_S
 
 LEASE_PY = """\
 import json, os, sys, time
 state, action, run = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3]
-path = os.path.join(state, "fleet", "run.lease")
+path = os.path.join(state, @LEASE@)
 def read():
     try:
         with open(path, encoding="utf-8") as fh:
@@ -96,7 +97,7 @@ else:
     print(json.dumps({"ok": False, "holder": {"owner": "?", "note": "lease file keeps changing"}}))
     sys.exit(3)
 print(json.dumps({"ok": True}))
-"""
+""".replace("@LEASE@", repr(StateLayout.LEASE))
 
 
 def lease_command(host: Host, action: str, run_id: str, record: dict | None = None) -> str:

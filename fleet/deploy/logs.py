@@ -20,10 +20,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
 
-LOG_FILE = "logs/gateway.log"  # fleet.gateway.layout.Layout.log, relative to the state dir
+LOG_FILE = StateLayout.GATEWAY_LOG
 POLL_S = 1.0
 POLL_TIMEOUT_S = 20.0
 CHUNK = 1 << 20  # at most this many bytes per host per poll

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleet.continuity.statelayout import release_name
+
 
 @dataclass
 class HostPlan:
@@ -31,15 +33,11 @@ class HostPlan:
                 "summary": self.describe()}
 
 
-def target_name(version: str, sha256: str) -> str:
-    return f"{version}-{sha256[:12]}"
-
-
 def plan_host(host: str, status: dict, have_artifact: bool, version: str, sha256: str,
               size: int, force: bool = False) -> HostPlan:
     current = status.get("current") or None
     current_name = current.get("release") if current else None
-    target = target_name(version, sha256)
+    target = release_name(version, sha256)
     lock = status.get("lock") or None
     details = []
     if lock and not lock.get("stale"):

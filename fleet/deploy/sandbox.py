@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.inventory import SANDBOX_DIR, Inventory
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
@@ -28,7 +29,7 @@ from fleet.gateway.process import StopError
 from fleet.installer.lock import pid_alive
 
 GRACE_S = 10.0
-PIDFILE = os.path.join("run", "gateway.pid")
+PIDFILE = StateLayout.PIDFILE
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity.paths import resolve_state_dir
 from fleet.gateway import client, daemon
-from fleet.gateway.layout import Layout, resolve_state_dir
+from fleet.gateway.layout import Layout
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,9 +13,9 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional
 
 from fleet.continuity import private
+from fleet.continuity.paths import resolve_agent_workspace, validate_agent_id
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
-from fleet.gateway.layout import agent_workspace, validate_agent_id
 from fleet.gateway.messages import (
     build_steps,
     is_compaction,
@@ -50,7 +50,8 @@ class Agents:
         self.on_close: List[Callable[[Dict[str, Any]], None]] = []
 
     def workspace(self, agent_id: str):
-        return agent_workspace(agent_id, self.config_source(), self.store.layout.state_dir)
+        return resolve_agent_workspace(agent_id, self.config_source(),
+                                       self.store.layout.state_dir)
 
     def agent_ctx(self, rec: Dict[str, Any], run_id: str, trigger: str = "user") -> Dict[str, Any]:
         """`before_prompt_build` / `agent_end` ctx (no requester: OpenClaw gives none here)."""

@@ -24,9 +24,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import fleet
 from fleet.continuity.atomicfile import atomic_write
+from fleet.continuity.paths import ConfigError
 from fleet.gateway import client, logfile, process
 from fleet.gateway.control import ControlServer
-from fleet.gateway.layout import ConfigError, Layout
+from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import AlreadyRunning, PidFile, running_pid
 from fleet.gateway.process import STOP_GRACE_S, NotReady, Spawned, StopError, remove_ready
 
@@ -117,11 +118,11 @@ def ready_record(health: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], str]
     meta: Optional[Dict[str, Any]] = None
     root = Path(health.get("releaseRoot") or release_root())
     try:
-        meta = json.loads((root / "fleet_release.json").read_text(encoding="utf-8"))
+        meta = json.loads((root / Layout.RELEASE_META).read_text(encoding="utf-8"))
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as exc:
-        return None, f"cannot read {root / 'fleet_release.json'}: {exc}"
+        return None, f"cannot read {root / Layout.RELEASE_META}: {exc}"
     if meta is not None:
         plugins = meta.get("plugins") or {}
         want = {k: str(v) for k, v in (meta.get("components") or {}).items() if k in plugins}

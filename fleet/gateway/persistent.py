@@ -12,10 +12,10 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from fleet.continuity import private
+from fleet.continuity.paths import validate_agent_id
 from fleet.gateway import supervisor as sv
 from fleet.gateway.agents import Agents
 from fleet.gateway.announce import summarize
-from fleet.gateway.layout import validate_agent_id
 from fleet.gateway.messages import now_ms
 from fleet.gateway.sessions import SessionError, normalize_key
 

@@ -48,7 +48,7 @@ def _link(target: Path, link: Path) -> str:
 
 def init(layout: Layout, link_from: Optional[Path] = None) -> Dict[str, Any]:
     layout.ensure()
-    private.make_dir(layout.state_dir / "agents")
+    private.make_dir(layout.agents_dir)
     private.make_dir(layout.state_dir / "workspace")
     source = Path(link_from).resolve() if link_from else default_plugin_source()
     linked: Dict[str, str] = {}

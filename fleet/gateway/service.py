@@ -16,10 +16,11 @@ from typing import Any, Callable, Dict, Optional
 
 import fleet
 from fleet.continuity import private, tempfiles
+from fleet.continuity.paths import ConfigError, default_agent_id, load_config
 from fleet.gateway.agents import Agents
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import HookBus
-from fleet.gateway.layout import ConfigError, Layout, default_agent, load_config
+from fleet.gateway.layout import Layout
 from fleet.gateway.loader import PluginHost
 from fleet.gateway.messages import ScriptError
 from fleet.gateway.persistent import PersistentError, PersistentManager
@@ -59,7 +60,7 @@ class Gateway:
             SessionStore(layout),
             self.hooks,
             self.current_config,
-            lambda: default_agent(self.current_config()),
+            lambda: default_agent_id(self.current_config()),
         )
         self.subagents = Subagents(self.agents, self.hooks)
         self.persistent = PersistentManager(self.agents)

@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Set
 
 from fleet.continuity import strictjson
 from fleet.continuity.atomicfile import atomic_write
-from fleet.gateway.layout import Layout, validate_agent_id
+from fleet.continuity.paths import validate_agent_id
+from fleet.gateway.layout import Layout
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
 
@@ -87,7 +88,7 @@ class SessionStore:
         self._load()
 
     def _load(self) -> None:
-        agents_dir = self.layout.state_dir / "agents"
+        agents_dir = self.layout.agents_dir
         if not agents_dir.is_dir():
             return
         for index in sorted(agents_dir.glob("*/sessions/sessions.json")):

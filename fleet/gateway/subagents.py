@@ -19,12 +19,11 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from fleet.continuity import private, provenance, subagenttask
-from fleet.continuity.paths import check_session_key
+from fleet.continuity.paths import check_session_key, validate_agent_id
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
 from fleet.gateway.agents import Agents
 from fleet.gateway.hooks import HookBus
-from fleet.gateway.layout import validate_agent_id
 from fleet.gateway.messages import message_text, now_ms
 from fleet.gateway.sessions import SessionError, normalize_key, public
 

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.harness import hosts
 from fleet.harness.run import Harness
 
@@ -40,7 +41,7 @@ INSTALLER_STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "au
 
 
 def _fault_file(host: hosts.Host, step: str) -> str:
-    return f"{host.state_dir}/fleet/faults/{step}"
+    return f"{host.state_dir}/{StateLayout.FAULTS}/{step}"
 
 
 def set_step_fault(host: hosts.Host, step: str, action: str) -> None:
@@ -143,7 +144,8 @@ def disk_full(host: hosts.Host, leave_kb: int = 0) -> Iterator[int]:
 
 
 def _artifacts(host: hosts.Host) -> set[str]:
-    result = host.exec(f"ls {shlex.quote(host.state_dir + '/fleet/artifacts')}", timeout=10)
+    art_dir = f"{host.state_dir}/{StateLayout.ARTIFACTS}"
+    result = host.exec(f"ls {shlex.quote(art_dir)}", timeout=10)
     return {name for name in result.stdout.split() if _ARTIFACT_RE.match(name)}
 
 
@@ -234,7 +236,7 @@ def corrupt_artifact(host: hosts.Host, timeout: float = FAULT_TIMEOUT_S) -> Iter
     overwritten, then the hold is released.
     """
     before = _artifacts(host)
-    art_dir = f"{host.state_dir}/fleet/artifacts"
+    art_dir = f"{host.state_dir}/{StateLayout.ARTIFACTS}"
 
     def reached() -> bool:
         return bool(_artifacts(host) - before) and host.exec(

@@ -12,6 +12,7 @@ import json
 import shlex
 from typing import Any
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.harness.run import Harness
 
 
@@ -25,7 +26,7 @@ class GatewayCallError(RuntimeError):
 
 def client_command(state_dir: str, op: str, args: dict[str, Any], python: str = "python3") -> str:
     """The shell command line that runs the deployed gateway client for one request."""
-    current = f"{state_dir}/fleet/current"
+    current = f"{state_dir}/{StateLayout.CURRENT}"
     return (
         f"PYTHONPATH={shlex.quote(current)} {python} -m fleet.gateway "
         f"--state-dir {shlex.quote(state_dir)} call {shlex.quote(op)} "

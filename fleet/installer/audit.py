@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Optional
 
 from fleet.continuity.private import open_regular
+from fleet.continuity.statelayout import StateLayout
 
 
 def audit_path(state_dir: Path) -> Path:
-    return state_dir / "fleet" / "audit.jsonl"
+    return StateLayout(state_dir).audit
 
 
 def append(state_dir: Path, entry: dict) -> None:

@@ -5,13 +5,8 @@ Every subcommand prints exactly one JSON object on stdout (progress goes to stde
 `{"step": ...}` lines) and exits 0 only on success, so the control side can parse one answer per
 host. Bad arguments exit 2 with a message naming the flag and the fix.
 
-Result of install / rollback / restart: `{action, ok, result, host, state_dir, owner, from, to,
-reason, notes, restarted, steps: {step: seconds}, duration_s, gateway: <health>,
-lock_takeover?, lock_holder?, pruned?}` where `result` is installed | unchanged | rolled_back |
-restarted | refused | failed and `from`/`to` are `{release, version, sha256, components}`.
-`status` gives `{current, previous, releases, gateway, ready, problem, lock, last_audit}`.
-`doctor` gives `{checks: [{check, severity, message}], continuity, severity, exit, time, ...}`
-(fleet/installer/doctor.py) and exits with `exit`: 0 healthy, 1 warnings, 2 critical.
+The answer's fields are documented in fleet/installer/protocol.py (the control side reads them
+with its `InstallerResult`); `doctor` exits with its `exit`: 0 healthy, 1 warnings, 2 critical.
 Extra flags beyond docs/architecture.md: --owner (audit/lock), --timeout (restart and readiness
 deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact.
 The fault seam for tests is described in fleet/installer/faults.py.
@@ -29,7 +24,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from fleet.installer import transaction
-from fleet.installer.manager import MANAGERS, ManagerError, make_manager
+from fleet.installer.manager import ManagerError, make_manager
+from fleet.installer.protocol import MANAGERS, worst_case_s
 
 
 def read_manifest() -> dict:
@@ -125,7 +121,7 @@ def run(args: argparse.Namespace) -> dict:
     manager = make_manager(args.manager, state_dir, _pairs(args.manager_opt, "--manager-opt"))
     owner = args.owner or transaction.default_owner()
     if args.lease is None:  # the lease must outlive our own worst case, or a peer takes over
-        args.lease = max(900.0, 4 * (args.timeout + 5) + 120)
+        args.lease = max(900.0, worst_case_s(args.timeout) + 120)
     if args.command == "status":
         return transaction.status(state_dir, manager)
     if args.command == "doctor":

@@ -22,6 +22,8 @@ import signal
 import time
 from pathlib import Path
 
+from fleet.continuity.statelayout import StateLayout
+
 STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "audit", "prune")
 HOLD_LIMIT_S = 60.0
 
@@ -31,7 +33,7 @@ class InjectedFault(RuntimeError):
 
 
 def fault_dir(state_dir: Path) -> Path:
-    return state_dir / "fleet" / "faults"
+    return StateLayout(state_dir).faults_dir
 
 
 def check(state_dir: Path, step: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from fleet.continuity.private import NotRegularFile, open_regular
+from fleet.continuity.statelayout import StateLayout
 
 DEFAULT_LEASE_S = 900.0
 
@@ -39,7 +40,7 @@ class LockHeld(RuntimeError):
 
 
 def lock_path(state_dir: Path) -> Path:
-    return state_dir / "fleet" / "deploy.lock"
+    return StateLayout(state_dir).lock
 
 
 def read_holder(state_dir: Path) -> Optional[dict]:

@@ -36,8 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
-
-MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+from fleet.installer.protocol import MANAGERS
 
 
 class ManagerError(RuntimeError):

@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.process import read_log_tail
 from fleet.installer import openclawconfig, releases
 from fleet.installer.lock import pid_alive, process_start
@@ -172,7 +173,7 @@ class OpenclawManager(Manager):
         except openclawconfig.ConfigError as exc:
             raise ManagerError(str(exc)) from None
         wanted = openclawconfig.with_plugins(current, self.plugin_dirs(release),
-                                             str(releases.releases_dir(self.state_dir)))
+                                             str(StateLayout(self.state_dir).releases_dir))
         if wanted == current:
             return False
         candidate = openclawconfig.write_candidate(self.config_path, wanted)
@@ -334,8 +335,8 @@ class SupervisedGateway:
 
     def __init__(self, state_dir: Path, manager: OpenclawManager):
         self.manager = manager
-        self.pidfile = releases.fleet_dir(state_dir) / "openclaw-gateway.pid"
-        self.log = state_dir / "logs" / "fleet-openclaw-gateway.log"
+        self.pidfile = StateLayout(state_dir).openclaw_pidfile
+        self.log = StateLayout(state_dir).openclaw_log
         self.proc: Optional[subprocess.Popen] = None
         self.log_from = 0
 

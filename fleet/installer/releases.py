@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from fleet.continuity.atomicfile import atomic_symlink, fsync_dir
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.manifest import is_plugin_id, is_version_name
 
-META = "fleet_release.json"
+META = StateLayout.RELEASE_META
 MANIFEST = "fleet_manifest.json"
 # Unpacking limits (a zip bomb is refused before a byte is written). A release is ~2 MB and
 # ~300 files; these leave two orders of magnitude of room.
@@ -34,14 +35,6 @@ _PLUGIN_MANIFEST = "openclaw.plugin.json"
 
 class ReleaseError(RuntimeError):
     """An artifact or release that cannot be used (bad hash, bad archive, missing release)."""
-
-
-def fleet_dir(state_dir: Path) -> Path:
-    return state_dir / "fleet"
-
-
-def releases_dir(state_dir: Path) -> Path:
-    return fleet_dir(state_dir) / "releases"
 
 
 def sha256_file(path: Path) -> str:
@@ -59,7 +52,8 @@ def verify_artifact(path: Path, expected: str) -> None:
     actual = sha256_file(path)
     if actual != expected.lower():
         note = "corrupt or partial upload; deploy again to re-upload"
-        if path.parent.name == "artifacts" and path.name == f"{expected.lower()}.pyz":
+        stored = path.parent.name == Path(StateLayout.ARTIFACTS).name
+        if stored and path.name == f"{expected.lower()}.pyz":
             try:  # never leave a bad file under the good name: the next deploy re-uploads
                 path.unlink()
                 note = "corrupt or partial upload, removed; the next deploy uploads it again"
@@ -123,10 +117,6 @@ def check_members(zf: zipfile.ZipFile, artifact: Path, manifest: dict) -> None:
             raise ReleaseError(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
 
 
-def release_name(version: str, sha256: str) -> str:
-    return f"{version}-{sha256[:12]}"
-
-
 def _plugin_dirs(root: Path) -> Dict[str, str]:
     """Plugin id -> package dir name, from each `fleet/plugins/<pkg>/openclaw.plugin.json`."""
     found = {}
@@ -147,7 +137,7 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
     """Unpack into a temp dir, check every file against the manifest, then rename into place."""
     if not is_version_name(manifest.get("version")):
         raise ReleaseError(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
-    target = releases_dir(state_dir) / release_name(str(manifest["version"]), sha256)
+    target = StateLayout(state_dir).release_dir(str(manifest["version"]), sha256)
     if (target / META).is_file():
         return target
     with zipfile.ZipFile(str(artifact)) as zf:
@@ -223,7 +213,7 @@ def read_meta(release: Optional[Path]) -> Optional[dict]:
 
 def link_target(state_dir: Path, name: str) -> Optional[Path]:
     """The release dir that `current`/`previous` points at, or None."""
-    link = fleet_dir(state_dir) / name
+    link = StateLayout(state_dir).fleet_dir / name
     if not os.path.islink(str(link)):
         return None
     target = (link.parent / os.readlink(str(link))).resolve()
@@ -237,7 +227,7 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path],
 
     Returns notes (e.g. a manual plugin directory moved aside).
     """
-    base = fleet_dir(state_dir)
+    base = StateLayout(state_dir).fleet_dir
     notes = []
     for name in ("previous", "current"):  # a real directory here was made by hand: keep it
         path = base / name
@@ -256,15 +246,16 @@ def link_extensions(state_dir: Path, release: Path) -> List[str]:
     """`<state>/extensions/<id>` -> `../fleet/current/fleet/plugins/<pkg>` for each plugin."""
     notes = []
     meta = read_meta(release) or {}
-    ext = state_dir / "extensions"
+    layout = StateLayout(state_dir)
+    ext = layout.extensions
     ext.mkdir(parents=True, exist_ok=True)
     for plugin_id, pkg in sorted((meta.get("plugins") or {}).items()):
         link = ext / plugin_id
-        want = os.path.join("..", "fleet", "current", "fleet", "plugins", pkg)
+        want = StateLayout.extension_target(pkg)
         if os.path.islink(str(link)) and os.readlink(str(link)) == want:
             continue
         if os.path.lexists(str(link)) and not os.path.islink(str(link)):
-            aside = ext.parent / "fleet" / "manual-extensions" / "{}-{}".format(
+            aside = layout.manual_extensions / "{}-{}".format(
                 plugin_id, time.strftime("%Y%m%d-%H%M%S"))
             aside.parent.mkdir(parents=True, exist_ok=True)
             os.rename(str(link), str(aside))
@@ -278,9 +269,9 @@ def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
     """Remove the `<state>/extensions/<id>` links fleet made (a host that moved to a gateway
     loading plugins from elsewhere, where a second copy would be a duplicate). Anything not
     pointing through `fleet/current` is the user's and stays."""
-    prefix = os.path.join("..", "fleet", "current", "")
+    prefix = os.path.join("..", StateLayout.CURRENT, "")
     for plugin_id in plugin_ids:
-        link = state_dir / "extensions" / plugin_id
+        link = StateLayout(state_dir).extensions / plugin_id
         if os.path.islink(str(link)) and os.readlink(str(link)).startswith(prefix):
             os.unlink(str(link))
 
@@ -288,14 +279,14 @@ def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
 def unlink_current(state_dir: Path) -> None:
     """Used when a first-ever install fails: the host goes back to having no release."""
     for name in ("current",):
-        link = fleet_dir(state_dir) / name
+        link = StateLayout(state_dir).fleet_dir / name
         if os.path.islink(str(link)):
             os.unlink(str(link))
 
 
 def list_releases(state_dir: Path) -> List[Path]:
     """Complete release dirs, newest install first."""
-    base = releases_dir(state_dir)
+    base = StateLayout(state_dir).releases_dir
     if not base.is_dir():
         return []
     found = [p for p in base.iterdir() if not p.name.startswith(".") and (p / META).is_file()]
@@ -311,7 +302,7 @@ def find_release(state_dir: Path, wanted: str) -> Path:
                 len(wanted) >= 7 and str(meta.get("sha256", "")).startswith(wanted)):
             return rel
     raise ReleaseError("no release {!r} under {}; known: {}".format(
-        wanted, releases_dir(state_dir), ", ".join(r.name for r in releases) or "none"))
+        wanted, StateLayout(state_dir).releases_dir, ", ".join(r.name for r in releases) or "none"))
 
 
 def prune(state_dir: Path, keep: int) -> List[str]:
@@ -325,7 +316,7 @@ def prune(state_dir: Path, keep: int) -> List[str]:
         removed_shas.add((read_meta(rel) or {}).get("sha256"))
         shutil.rmtree(str(rel), ignore_errors=True)
         removed.append(rel.name)
-    artifacts = fleet_dir(state_dir) / "artifacts"
+    artifacts = StateLayout(state_dir).artifacts_dir
     for part in artifacts.glob("*.part") if artifacts.is_dir() else []:
         try:  # uploads interrupted more than an hour ago
             if time.time() - part.stat().st_mtime > 3600:

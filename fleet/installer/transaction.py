@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
+from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
 from fleet.installer import audit, faults, releases
 from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
@@ -206,7 +207,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     current = releases.link_target(state_dir, "current")
     previous = releases.link_target(state_dir, "previous")
     res["from"] = summary(releases.read_meta(current))
-    name = releases.release_name(str(manifest["version"]), sha256)
+    name = release_name(str(manifest["version"]), sha256)
     if current is not None and current.name == name and not force:
         want = expected_versions(releases.read_meta(current) or {}, expect)
         health = tx.manager.probe(current)
@@ -296,7 +297,7 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
         if rel != current:
             return rel
     raise ReleaseError("nothing to roll back to under {}: only {} is installed".format(
-        releases.releases_dir(state_dir), current.name if current else "no release"))
+        StateLayout(state_dir).releases_dir, current.name if current else "no release"))
 
 
 def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0,

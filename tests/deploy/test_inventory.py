@@ -43,7 +43,7 @@ def test_vars_precedence_and_paths(tmp_path):
     assert (web2.user, web2.port) == ("admin", 2222)
     assert db.python == "python3" and db.manager == "systemd"
     assert db.manager_options == {"unit": "gw.service"}
-    assert web1.timeouts["connect"] == 5 and web1.timeouts["command"] > 0
+    assert web1.timeouts.connect == 5 and web1.timeouts.command > 0
     assert laptop.is_local and laptop.state_dir == str(tmp_path / "state" / "laptop")
     assert db.state_dir == "~/.openclaw"  # remote paths are expanded on the host
 
@@ -262,3 +262,24 @@ def test_groups_nested_too_deep_are_a_clear_error(tmp_path):
         lines.append(f"  g{i}: {{groups: [g{i + 1}]}}" if i < 1999 else f"  g{i}: {{hosts: [h1]}}")
     with pytest.raises(InventoryError, match="nested more than"):
         parse("\n".join(lines) + "\n", tmp_path / "inv.yaml")
+
+
+def test_timeouts_are_typed_with_defaults_and_zero_means_the_default(tmp_path):
+    hosts = inv("vars: {timeouts: {ready: 0, lock: 0, transfer: 7}}\nhosts: {h: {}}",
+                tmp_path).hosts
+    t = hosts["h"].timeouts
+    assert (t.connect, t.command, t.transfer, t.ready, t.lock) == (10.0, 180.0, 7.0, 60.0, 0.0)
+
+
+@pytest.mark.parametrize("timeouts, what", [
+    ({"ready": "soon"}, "timeouts.ready: expected a number of seconds >= 0"),
+    ({"connect": -3}, "timeouts.connect: expected a number of seconds >= 0"),
+    ({"redy": 5}, "timeouts.redy: unknown key; use one of connect, command"),
+    ([("ready", 5)], "timeouts: expected a mapping of seconds"),
+])
+def test_a_host_built_in_python_with_bad_timeouts_names_host_and_key(timeouts, what):
+    from fleet.deploy.inventory import Host
+
+    with pytest.raises(InventoryError) as info:
+        Host("edge-1", timeouts=timeouts)
+    assert "host edge-1" in str(info.value) and what in str(info.value)

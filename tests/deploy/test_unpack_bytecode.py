@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.installer import releases
 
 MODULES = ("fleet.gateway.service", "fleet.gateway.daemon")
@@ -103,7 +104,7 @@ def test_bytecode_not_matching_the_manifest_is_refused(tmp_path, artifacts):
     manifest = releases.read_artifact_manifest(bad)
     with pytest.raises(releases.ReleaseError, match="service.pyc does not match"):
         releases.unpack(tmp_path / "state", bad, digest, manifest)
-    assert [p.name for p in releases.releases_dir(tmp_path / "state").iterdir()] == []
+    assert [p.name for p in StateLayout(tmp_path / "state").releases_dir.iterdir()] == []
 
 
 UNPACK = """\

@@ -15,9 +15,10 @@ from typing import Any, Dict, Iterator
 import pytest
 from gateway_helpers import install, ok, run_cli, write_plugin
 
+from fleet.continuity.paths import ConfigError
 from fleet.gateway import client
 from fleet.gateway.control import ControlServer
-from fleet.gateway.layout import ConfigError, Layout
+from fleet.gateway.layout import Layout
 from fleet.gateway.service import Gateway
 
 DEEP = 100_000

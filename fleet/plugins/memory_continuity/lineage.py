@@ -19,17 +19,16 @@ from typing import Any, Dict, Mapping, Optional
 
 from fleet.continuity import paths, store
 from fleet.continuity.document import to_iso
+from fleet.continuity.statelayout import StateLayout
 
 from . import clock
 from .locate import Locator
 
-DIR_NAME = "memory-continuity"
-FILE_NAME = "requesters.json"
 MAX_CHILDREN = 2000
 
 
 def record_path(state_dir: Path) -> Path:
-    return Path(state_dir) / DIR_NAME / FILE_NAME
+    return Path(state_dir) / StateLayout.REQUESTERS
 
 
 def _load(text: Optional[str]) -> Dict[str, Dict[str, Any]]:

@@ -1,0 +1,82 @@
+"""The installer's answer as the control side reads it: typed, and a bad answer names its field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet.deploy import api
+from fleet.deploy.inventory import Host
+from fleet.deploy.runner import Progress
+from fleet.installer.protocol import InstallerAnswerError, InstallerResult
+
+INSTALLED = {"action": "install", "ok": True, "result": "installed", "reason": None,
+             "notes": ["took over a stale lock"], "steps": {"unpack": 0.25},
+             "from": None, "to": {"release": "1.2.0-abcdefabcdef", "version": "1.2.0"},
+             "gateway": {"pid": 42}}
+
+
+def test_a_good_answer_is_read_into_typed_fields_and_kept_whole():
+    answer = InstallerResult.from_json(json.dumps(INSTALLED))
+    assert answer.ok and answer.result == "installed"
+    assert answer.to_release == {"release": "1.2.0-abcdefabcdef", "version": "1.2.0"}
+    assert answer.notes == ("took over a stale lock",) and answer.steps == {"unpack": 0.25}
+    assert answer.reason == "" and answer.data["gateway"] == {"pid": 42}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"ok": "yes"}, "'ok' must be true or false"),
+    ({"result": None}, "'result' must be a non-empty string"),
+    ({"steps": [1, 2]}, "'steps' must be an object"),
+    ({"steps": {"unpack": "fast"}}, "'steps.unpack' must be a number"),
+    ({"notes": "one note"}, "'notes' must be a list of strings"),
+    ({"to": "1.2.0"}, "'to' must be an object"),
+    ({"ready": "true"}, "'ready' must be true or false"),
+])
+def test_a_bad_answer_names_the_field(change, named):
+    with pytest.raises(InstallerAnswerError, match=named):
+        InstallerResult.from_json(json.dumps({**INSTALLED, **change}))
+
+
+def test_text_that_is_not_a_json_object_is_refused():
+    with pytest.raises(InstallerAnswerError, match="not JSON"):
+        InstallerResult.from_json("{oops")
+    with pytest.raises(InstallerAnswerError, match="must be a JSON object, got list"):
+        InstallerResult.from_json("[1]")
+
+
+class _Run:
+    def __init__(self, stdout: str, exit_code: int = 0):
+        self.stdout, self.stderr, self.exit_code = stdout, "", exit_code
+
+
+class _Conn:
+    def __init__(self, stdout: str):
+        self.stdout = stdout
+
+    def run(self, command, timeout, on_stderr_line=None):
+        return _Run(self.stdout)
+
+    def close(self):
+        pass
+
+
+def _restart_with_answer(monkeypatch, answer: dict):
+    monkeypatch.setattr(api, "connect", lambda host: _Conn(json.dumps(answer) + "\n"))
+    progress: Progress = lambda step, detail: None  # noqa: E731
+    return api._simple_host(Host("edge-1", connection="local", state_dir="/nonexistent"),
+                            progress, "true", "restart")
+
+
+def test_deploy_reports_a_bad_installer_answer_as_failed_naming_the_field(monkeypatch):
+    res = _restart_with_answer(monkeypatch, {**INSTALLED, "steps": {"unpack": "fast"}})
+    assert (res.result, res.ok) == ("failed", False)
+    assert "restart gave an answer fleet cannot read: 'steps.unpack'" in res.note
+
+
+def test_deploy_turns_a_good_answer_into_the_host_result(monkeypatch):
+    res = _restart_with_answer(monkeypatch, INSTALLED)
+    assert (res.result, res.ok) == ("installed", True)
+    assert res.to_release["release"] == "1.2.0-abcdefabcdef"
+    assert res.steps["host.unpack"] == 0.25 and res.note == "took over a stale lock"
