@@ -35,12 +35,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.installer import gatewayproc, openclawconfig, releases
+from fleet.installer import gatewayproc, openclawconfig, openclawrpc, releases
 from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
 DEFAULT_PORT = 18789
 ACTIVE = "active"
+DIRECT = "direct"
 
 
 class OpenclawManager(Manager):
@@ -64,6 +65,11 @@ class OpenclawManager(Manager):
         self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
         self._replaced: Optional[dict] = None  # the config content configure() last replaced
         self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
+        # DIRECT, or "cli (<why the direct client cannot be used>)"; option rpc=cli forces it
+        rpc = opts.get("rpc", DIRECT)
+        if rpc not in (DIRECT, "cli"):
+            raise ManagerError(f"openclaw manager: option rpc={rpc!r}; use direct or cli")
+        self.rpc_path = DIRECT if rpc == DIRECT else "cli (option rpc=cli)"
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
@@ -86,11 +92,16 @@ class OpenclawManager(Manager):
                 env[key[4:]] = value
         return env
 
-    def cli(self, *args: str, timeout: Optional[float] = None,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    def full_env(self, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """The environment an OpenClaw process of this host sees."""
         full = dict(os.environ)
         full.update(self.oc_env())
         full.update(env or {})
+        return full
+
+    def cli(self, *args: str, timeout: Optional[float] = None,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+        full = self.full_env(env)
         limit = timeout or self.cli_timeout
         try:
             return subprocess.run(self.argv(*args), env=full, stdin=subprocess.DEVNULL,
@@ -105,8 +116,47 @@ class OpenclawManager(Manager):
 
     def call(self, method: str, params: Optional[dict] = None,
              timeout: Optional[float] = None) -> dict:
-        """One gateway RPC; returns its result, or raises RpcError with the gateway's error."""
+        """One gateway RPC; returns its result, or raises RpcError with the gateway's error.
+
+        Straight over the gateway's socket (openclawrpc: milliseconds) where that works; through
+        `openclaw gateway call` (a CLI boot, seconds) where it cannot, `self.rpc_path` says why.
+        """
         limit = timeout or self.cli_timeout
+        if self.rpc_path == DIRECT:
+            try:
+                return self.call_direct(method, params, limit)
+            except openclawrpc.Unsupported as exc:
+                self.rpc_path = f"cli ({exc})"
+        return self.call_cli(method, params, limit)
+
+    def call_direct(self, method: str, params: Optional[dict], limit: float) -> dict:
+        """`call` over the gateway's WebSocket; a busy gateway (retryable) is asked again."""
+        try:
+            auth = openclawrpc.auth_for(openclawconfig.load(self.config_path), self.full_env())
+        except openclawconfig.ConfigError as exc:
+            raise openclawrpc.Unsupported(str(exc)) from None
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                with openclawrpc.GatewayRpc(self.port(), auth) as rpc:
+                    answer = rpc.call(method, params, max(deadline - time.monotonic(), 0.1))
+                    server = rpc.hello.get("server")
+                    if isinstance(server, dict) and server.get("version"):
+                        self._version = str(server["version"])  # the running gateway's
+                    return answer
+            except openclawrpc.CallError as exc:
+                # e.g. "Another plugin or config operation is already running" while the
+                # gateway's own config hot reload applies the file fleet just wrote
+                wait = float(exc.error.get("retryAfterMs") or 500) / 1000.0
+                if exc.error.get("retryable") and time.monotonic() + wait < deadline:
+                    time.sleep(min(max(wait, 0.05), 5.0))
+                    continue
+                raise RpcError(method, exc.message, exc.error) from None
+            except OSError as exc:  # unreachable, closed, timed out: as the CLI would fail
+                raise RpcError(method, str(exc), {}) from None
+
+    def call_cli(self, method: str, params: Optional[dict], limit: float) -> dict:
+        """`call` through `openclaw gateway call` (the user's device identity and secrets)."""
         args = ["gateway", "call", method, "--json", "--timeout", str(int(limit * 1000))]
         if params is not None:
             args += ["--params", json.dumps(params)]
@@ -270,8 +320,10 @@ class OpenclawManager(Manager):
         except (RpcError, ManagerError):
             return None
         ours = list(self.plugin_dirs(release)) if release is not None else []
-        return health_from_listing(listing, ours, self.version(),
-                                   self.process.pid() if self.process else None)
+        health = health_from_listing(listing, ours, self.version(),
+                                     self.process.pid() if self.process else None)
+        health["rpc"] = self.rpc_path
+        return health
 
 
 def health_from_listing(listing: dict, ours: List[str], openclaw_version: Optional[str],
