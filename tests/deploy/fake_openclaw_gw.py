@@ -84,42 +84,68 @@ class _Handler(socketserver.StreamRequestHandler):
                 return
             head += chunk
         lines = head.decode("latin-1").split("\r\n")
-        headers = {k.strip().lower(): v.strip() for k, _, v in
-                   (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         if headers.get("upgrade", "").lower() != "websocket":
             ok = lines[0].startswith("GET /readyz ")
             body = b'{"ready":true}' if ok else b"not found"
             status = "200 OK" if ok else "404 Not Found"
-            self.request.sendall(f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
-                                 "Connection: close\r\n\r\n".encode() + body)
+            self.request.sendall(
+                f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
             return
-        accept = base64.b64encode(hashlib.sha1((headers["sec-websocket-key"] + GUID).encode())
-                                  .digest()).decode()
-        self.request.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                              f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n")
-                             .encode())
-        self.send({"type": "event", "event": "connect.challenge",
-                   "payload": {"nonce": "n", "ts": 1}})
+        accept = base64.b64encode(
+            hashlib.sha1((headers["sec-websocket-key"] + GUID).encode()).digest()
+        ).decode()
+        self.request.sendall(
+            (
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+            ).encode()
+        )
+        self.send(
+            {"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}}
+        )
         connect = self.recv()
         if connect is None:
             return
         self.server.connects.append(connect["params"])
         if self.server.starting > 0:
             self.server.starting -= 1
-            self.reply(connect, False, {"code": "UNAVAILABLE", "retryable": True,
-                                        "retryAfterMs": 20,
-                                        "message": "gateway starting; retry shortly"})
+            self.reply(
+                connect,
+                False,
+                {
+                    "code": "UNAVAILABLE",
+                    "retryable": True,
+                    "retryAfterMs": 20,
+                    "message": "gateway starting; retry shortly",
+                },
+            )
             return
         given = (connect["params"].get("auth") or {}).get("token")
         if self.server.token is not None and given != self.server.token:
-            self.reply(connect, False, {"code": "INVALID_REQUEST",
-                                        "message": "unauthorized: gateway token mismatch"})
+            self.reply(
+                connect,
+                False,
+                {"code": "INVALID_REQUEST", "message": "unauthorized: gateway token mismatch"},
+            )
             self.frame(0x8, struct.pack("!H", 1008) + b"unauthorized")
             return
-        self.reply(connect, True, {"type": "hello-ok", "protocol": 4,
-                                   "server": {"version": "2026.9.6", "connId": "c1"},
-                                   "auth": {"role": "operator",
-                                            "scopes": connect["params"]["scopes"]}})
+        self.reply(
+            connect,
+            True,
+            {
+                "type": "hello-ok",
+                "protocol": 4,
+                "server": {"version": "2026.9.6", "connId": "c1"},
+                "auth": {"role": "operator", "scopes": connect["params"]["scopes"]},
+            },
+        )
         while True:
             req = self.recv()
             if req is None:
@@ -143,8 +169,8 @@ class _Handler(socketserver.StreamRequestHandler):
         if self.server.fragment and len(data) > 10:
             third = len(data) // 3
             self.frame(0x1, data[:third], fin=False)
-            self.frame(0x0, data[third:2 * third], fin=False)
-            self.frame(0x0, data[2 * third:])
+            self.frame(0x0, data[third : 2 * third], fin=False)
+            self.frame(0x0, data[2 * third :])
         else:
             self.frame(0x1, data)
 
@@ -178,4 +204,3 @@ class _Handler(socketserver.StreamRequestHandler):
                 return None
             if opcode == 0x1:
                 return json.loads(data)
-

@@ -17,16 +17,31 @@ from fleet.installer import openclawconfig, openclawrpc
 from fleet.installer.manager import ManagerError
 from fleet.installer.openclawgw import OpenclawManager, RpcError
 
-LISTING = {"generation": 3, "diagnostics": [],
-           "plugins": [{"id": "memory-continuity", "version": "5.0.1", "enabled": True,
-                        "runtime": {"state": "active"}},
-                       {"id": "mc", "version": "2.1.0", "enabled": True,
-                        "runtime": {"state": "active"}}]}
-LOAD_FAILED = error("UNAVAILABLE", "Plugin operation failed during activate: plugin load "
-                    "failed: memory-continuity: Error: broken release: the entry throws at load",
-                    details={"runtime": {"phase": "activate", "committed": False}})
-BUSY = error("UNAVAILABLE", "Another plugin or config operation is already running; retry "
-             "when it completes.", retryable=True, retryAfterMs=20)
+LISTING = {
+    "generation": 3,
+    "diagnostics": [],
+    "plugins": [
+        {
+            "id": "memory-continuity",
+            "version": "5.0.1",
+            "enabled": True,
+            "runtime": {"state": "active"},
+        },
+        {"id": "mc", "version": "2.1.0", "enabled": True, "runtime": {"state": "active"}},
+    ],
+}
+LOAD_FAILED = error(
+    "UNAVAILABLE",
+    "Plugin operation failed during activate: plugin load "
+    "failed: memory-continuity: Error: broken release: the entry throws at load",
+    details={"runtime": {"phase": "activate", "committed": False}},
+)
+BUSY = error(
+    "UNAVAILABLE",
+    "Another plugin or config operation is already running; retry when it completes.",
+    retryable=True,
+    retryAfterMs=20,
+)
 
 
 @pytest.fixture
@@ -91,26 +106,35 @@ def test_nothing_listening_is_unreachable_and_silence_times_out(gw):
         rpc.call("chat.send", {}, timeout=0.5)
 
 
-@pytest.mark.parametrize("gateway, env, expect", [
-    ({"auth": {"mode": "none"}}, {}, {}),
-    ({}, {}, {}),
-    ({"auth": {"mode": "token", "token": "t-file"}}, {}, {"token": "t-file"}),
-    ({"auth": {"mode": "token", "token": "t-file"}}, {"OPENCLAW_GATEWAY_TOKEN": "t-env"},
-     {"token": "t-env"}),
-    ({"auth": {"token": "t-file"}}, {}, {"token": "t-file"}),
-    ({"auth": {"mode": "password", "password": "pw"}}, {}, {"password": "pw"}),
-])
+@pytest.mark.parametrize(
+    "gateway, env, expect",
+    [
+        ({"auth": {"mode": "none"}}, {}, {}),
+        ({}, {}, {}),
+        ({"auth": {"mode": "token", "token": "t-file"}}, {}, {"token": "t-file"}),
+        (
+            {"auth": {"mode": "token", "token": "t-file"}},
+            {"OPENCLAW_GATEWAY_TOKEN": "t-env"},
+            {"token": "t-env"},
+        ),
+        ({"auth": {"token": "t-file"}}, {}, {"token": "t-file"}),
+        ({"auth": {"mode": "password", "password": "pw"}}, {}, {"password": "pw"}),
+    ],
+)
 def test_auth_comes_from_the_config_or_the_environment(gateway, env, expect):
     assert openclawrpc.auth_for({"gateway": gateway}, env) == expect
 
 
-@pytest.mark.parametrize("gateway, why", [
-    ({"auth": {"mode": "token", "token": {"source": "env", "id": "GW_TOKEN"}}}, "SecretRef"),
-    ({"auth": {"mode": "token"}}, "no token is set"),
-    ({"auth": {"mode": "trusted-proxy"}}, "trusted-proxy"),
-    ({"tls": {"enabled": True}}, "tls"),
-    ({"mode": "remote"}, "remote"),
-])
+@pytest.mark.parametrize(
+    "gateway, why",
+    [
+        ({"auth": {"mode": "token", "token": {"source": "env", "id": "GW_TOKEN"}}}, "SecretRef"),
+        ({"auth": {"mode": "token"}}, "no token is set"),
+        ({"auth": {"mode": "trusted-proxy"}}, "trusted-proxy"),
+        ({"tls": {"enabled": True}}, "tls"),
+        ({"mode": "remote"}, "remote"),
+    ],
+)
 def test_what_the_direct_client_cannot_do_is_said(gateway, why):
     with pytest.raises(openclawrpc.Unsupported, match=why):
         openclawrpc.auth_for({"gateway": gateway}, {})
@@ -119,12 +143,14 @@ def test_what_the_direct_client_cannot_do_is_said(gateway, why):
 # -- the manager: direct first, the CLI where that cannot work ---------------------------------
 def _fake_cli(path: Path, listing: dict) -> Path:
     """An `openclaw` stand-in: `config validate` says valid, `gateway call` prints `listing`."""
-    path.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                    "args = sys.argv[1:]\n"
-                    "open(__file__ + '.calls', 'a').write(' '.join(args[:3]) + '\\n')\n"
-                    "if args[:2] == ['config', 'validate']:\n"
-                    "    print(json.dumps({'valid': True}))\n"
-                    f"else:\n    print(json.dumps({listing!r}))\n")
+    path.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        "args = sys.argv[1:]\n"
+        "open(__file__ + '.calls', 'a').write(' '.join(args[:3]) + '\\n')\n"
+        "if args[:2] == ['config', 'validate']:\n"
+        "    print(json.dumps({'valid': True}))\n"
+        f"else:\n    print(json.dumps({listing!r}))\n"
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -132,8 +158,7 @@ def _fake_cli(path: Path, listing: dict) -> Path:
 def _host(tmp_path: Path, port: int, auth: dict, **opts: str):
     state = tmp_path / "state"
     state.mkdir()
-    (state / "openclaw.json").write_text(json.dumps(
-        {"gateway": {"port": port, "auth": auth}}))
+    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port, "auth": auth}}))
     cli = _fake_cli(tmp_path / "openclaw", {"plugins": [], "via": "cli"})
     manager = OpenclawManager(state, dict({"openclaw": str(cli)}, **opts))
     return manager, cli
@@ -147,8 +172,9 @@ def _cli_calls(cli: Path) -> list:
 def _release(state: Path, name: str) -> Path:
     release = state / "fleet" / "releases" / name
     release.mkdir(parents=True)
-    (release / "fleet_release.json").write_text(json.dumps(
-        {"plugins": {"memory-continuity": "memory_continuity", "mc": "mc"}}))
+    (release / "fleet_release.json").write_text(
+        json.dumps({"plugins": {"memory-continuity": "memory_continuity", "mc": "mc"}})
+    )
     return release
 
 
@@ -159,8 +185,10 @@ def test_the_manager_asks_the_gateway_directly_and_waits_out_a_busy_gateway(gw, 
     health = manager.probe(None)
     assert health["rpc"] == "direct" and health["generation"] == 3
     assert health["openclaw"] == "2026.9.6"  # the running gateway's own version
-    assert manager.call("plugins.reload", {"plugins": [{"pluginId": "mc"}]}) == \
-        {"ok": True, "pluginIds": ["mc"]}
+    assert manager.call("plugins.reload", {"plugins": [{"pluginId": "mc"}]}) == {
+        "ok": True,
+        "pluginIds": ["mc"],
+    }
     assert [m for m, _ in gw.calls].count("plugins.reload") == 3
     assert _cli_calls(cli) == []  # no CLI boot at all
 
@@ -177,8 +205,9 @@ def test_a_plugin_that_fails_to_load_fails_the_activation_and_the_rollback_reloa
     manager.restart(old, {}, timeout=10)  # the rollback: reloaded, nothing restarted
     assert manager.activation == "reload"
     assert [m for m, _ in gw.calls] == ["plugins.list", "plugins.reload", "plugins.reload"]
-    paths = openclawconfig.fleet_paths(openclawconfig.load(manager.config_path),
-                                       str(manager.state_dir / "fleet" / "releases"))
+    paths = openclawconfig.fleet_paths(
+        openclawconfig.load(manager.config_path), str(manager.state_dir / "fleet" / "releases")
+    )
     assert paths and all(p.startswith(str(old)) for p in paths)
     # one OpenClaw CLI boot for the failed deploy and its rollback: validating the new config
     assert _cli_calls(cli)[booted:] == ["config validate --json"]
