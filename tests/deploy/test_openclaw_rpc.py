@@ -149,6 +149,8 @@ def _fake_cli(path: Path, listing: dict) -> Path:
         "open(__file__ + '.calls', 'a').write(' '.join(args[:3]) + '\\n')\n"
         "if args[:2] == ['config', 'validate']:\n"
         "    print(json.dumps({'valid': True}))\n"
+        "elif args == ['--version']:\n"
+        "    print('OpenClaw 2026.9.6 (test)')\n"
         f"else:\n    print(json.dumps({listing!r}))\n"
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
@@ -165,13 +167,28 @@ def _host(tmp_path: Path, port: int, auth: dict, **opts: str):
 
 
 def _cli_calls(cli: Path) -> list:
+    """The CLI boots that matter (`--version` is OpenClaw's fast path, ~0.1 s)."""
     calls = Path(str(cli) + ".calls")
-    return calls.read_text().splitlines() if calls.exists() else []
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return [line for line in lines if line != "--version"]
 
 
-def _release(state: Path, name: str) -> Path:
+def _release(state: Path, name: str, version: str = "5.0.1", schema: dict | None = None) -> Path:
+    """A release dir with the two plugins' manifests (what `config validate` reads)."""
     release = state / "fleet" / "releases" / name
-    release.mkdir(parents=True)
+    for pid, pkg in (("memory-continuity", "memory_continuity"), ("mc", "mc")):
+        plugin = release / "fleet" / "plugins" / pkg
+        plugin.mkdir(parents=True)
+        (plugin / "openclaw.plugin.json").write_text(
+            json.dumps(
+                {"id": pid, "version": version, "configSchema": schema or {"type": "object"}}
+            )
+        )
+        (plugin / "package.json").write_text(
+            json.dumps(
+                {"name": pid, "version": version, "openclaw": {"extensions": ["./index.js"]}}
+            )
+        )
     (release / "fleet_release.json").write_text(
         json.dumps({"plugins": {"memory-continuity": "memory_continuity", "mc": "mc"}})
     )
@@ -195,7 +212,8 @@ def test_the_manager_asks_the_gateway_directly_and_waits_out_a_busy_gateway(gw, 
 
 def test_a_plugin_that_fails_to_load_fails_the_activation_and_the_rollback_reloads(gw, tmp_path):
     manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
-    old, new = _release(manager.state_dir, "5.0.1-a"), _release(manager.state_dir, "5.0.2-b")
+    old = _release(manager.state_dir, "5.0.1-a")
+    new = _release(manager.state_dir, "5.0.2-b", "5.0.2", {"type": "object", "properties": {}})
     manager.configure(old)  # the host is on the old release
     booted = len(_cli_calls(cli))
     gw.answer("plugins.list", LISTING)
@@ -237,3 +255,24 @@ def test_a_gateway_that_is_down_is_an_rpc_error_not_a_cli_fallback(tmp_path):
     with pytest.raises(RpcError):
         manager.call("plugins.list", timeout=5)
     assert manager.rpc_path == "direct" and _cli_calls(cli) == []
+
+
+def test_a_config_openclaw_already_judged_the_same_way_is_not_validated_again(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    state = manager.state_dir
+    assert manager.configure(_release(state, "5.0.1-a"))
+    assert manager.validation == "openclaw config validate"
+    # the next release: other dir, other versions, the same manifests otherwise
+    assert manager.configure(_release(state, "5.0.2-b", "5.0.2"))
+    assert manager.validation == "cached"
+    # a release whose configSchema changed is OpenClaw's to judge again
+    strict = {"type": "object", "additionalProperties": False}
+    assert manager.configure(_release(state, "5.0.3-c", "5.0.3", strict))
+    assert manager.validation == "openclaw config validate"
+    # and so is the same release once the user's own part of the file changed
+    data = openclawconfig.load(manager.config_path)
+    data["agents"] = {"defaults": {"heartbeat": {"every": "5m"}}}
+    manager.config_path.write_text(json.dumps(data))
+    assert manager.configure(_release(state, "5.0.4-d", "5.0.4", strict))
+    assert manager.validation == "openclaw config validate"
+    assert _cli_calls(cli) == ["config validate --json"] * 3
