@@ -73,6 +73,10 @@ class OpenclawManager(Manager):
         if rpc not in (DIRECT, "cli"):
             raise ManagerError(f"openclaw manager: option rpc={rpc!r}; use direct or cli")
         self.rpc_path = DIRECT if rpc == DIRECT else "cli (option rpc=cli)"
+        self.validate = opts.get("validate", "known")
+        if self.validate not in ("known", "always"):
+            raise ManagerError(f"openclaw manager: option validate={self.validate!r}; use known "
+                               "(OpenClaw's verdicts remembered) or always")
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
@@ -265,7 +269,7 @@ class OpenclawManager(Manager):
             known = [k for k in known if isinstance(k, str)] if isinstance(known, list) else []
         except (OSError, ValueError):
             known = []
-        if key is not None and key in known:
+        if key is not None and key in known and self.validate == "known":
             self.validation = "cached"
             return None
         self.validation = "openclaw config validate"

@@ -275,4 +275,10 @@ def test_a_config_openclaw_already_judged_the_same_way_is_not_validated_again(gw
     manager.config_path.write_text(json.dumps(data))
     assert manager.configure(_release(state, "5.0.4-d", "5.0.4", strict))
     assert manager.validation == "openclaw config validate"
-    assert _cli_calls(cli) == ["config validate --json"] * 3
+    # option validate=always: OpenClaw judges every new config
+    always = OpenclawManager(state, dict(manager.opts, validate="always"))
+    assert always.configure(_release(state, "5.0.5-e", "5.0.5", strict))
+    assert always.validation == "openclaw config validate"
+    assert _cli_calls(cli) == ["config validate --json"] * 4
+    with pytest.raises(ManagerError, match="option validate='never'"):
+        OpenclawManager(state, {"validate": "never"})
