@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 from fake_openclaw_gw import FakeGateway, error
+from rich.console import Console
 
+from fleet.deploy.report import status_table
+from fleet.deploy.runner import HostResult
 from fleet.installer import openclawconfig, openclawrpc
 from fleet.installer.manager import ManagerError
 from fleet.installer.openclawgw import OpenclawManager, RpcError
@@ -282,3 +285,20 @@ def test_a_config_openclaw_already_judged_the_same_way_is_not_validated_again(gw
     assert _cli_calls(cli) == ["config validate --json"] * 4
     with pytest.raises(ManagerError, match="option validate='never'"):
         OpenclawManager(state, {"validate": "never"})
+
+
+def test_status_names_the_cli_fallback_and_its_reason():
+    def shown(rpc):
+        gw = {
+            "openclaw": "2026.9.6",
+            "gateway_pid": 7,
+            "rpc": rpc,
+            "plugins": {"mc": {"version": "2.1.0", "status": "active"}},
+        }
+        res = HostResult("oc", "ok", True, data={"ready": True, "gateway": gw})
+        console = Console(width=250, record=True)
+        console.print(status_table([res], width=250))
+        return console.export_text()
+
+    assert "rpc: cli (gateway.tls is enabled" in shown("cli (gateway.tls is enabled)")
+    assert "rpc:" not in shown("direct")
