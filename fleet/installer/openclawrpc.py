@@ -107,6 +107,7 @@ class GatewayRpc:
         self.sock: Optional[socket.socket] = None
         self.hello: Dict[str, Any] = {}
         self._buf = b""
+        self._upgraded = False
 
     # -- session -----------------------------------------------------------------------
     def __enter__(self) -> GatewayRpc:
@@ -146,17 +147,24 @@ class GatewayRpc:
                 raise Unsupported(
                     f"the gateway refused fleet's direct connect: {exc.message}"
                 ) from None
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         if self.sock is not None:
-            try:
-                self._send_frame(0x8, struct.pack("!H", 1000), time.monotonic() + 0.5)
-            except OSError:
-                pass
-            try:
-                self.sock.close()
-            finally:
-                self.sock, self._buf = None, b""
+            if self._upgraded:  # a polite close frame; the socket closes either way
+                try:
+                    self._send_frame(0x8, struct.pack("!H", 1000), time.monotonic() + 0.5)
+                except OSError:
+                    pass
+            self._drop()
+
+    def _drop(self) -> None:
+        """Forget the connection (closed by the peer, or being closed here)."""
+        sock, self.sock, self._buf, self._upgraded = self.sock, None, b"", False
+        if sock is not None:
+            sock.close()
 
     def call(
         self, method: str, params: Optional[Dict[str, Any]] = None, timeout: float = 60.0
@@ -171,8 +179,9 @@ class GatewayRpc:
     def _handshake(self, deadline: float) -> Dict[str, Any]:
         first = self._recv_json(deadline)  # connect.challenge (not needed without a device)
         if not (first.get("type") == "event" and first.get("event") == "connect.challenge"):
-            raise GatewayUnreachable(
-                f"port {self.port}: not an OpenClaw gateway (first frame {str(first)[:80]})"
+            raise Unsupported(
+                f"port {self.port}: no connect.challenge (first frame {str(first)[:80]}); "
+                "not an OpenClaw gateway of protocol v4?"
             )
         params: Dict[str, Any] = {
             "minProtocol": PROTOCOL,
@@ -249,7 +258,8 @@ class GatewayRpc:
             "sec-websocket-accept"
         ) != accept.decode("ascii"):
             self.close()
-            raise GatewayUnreachable(f"port {self.port}: no WebSocket upgrade ({lines[0][:60]})")
+            raise Unsupported(f"port {self.port}: no WebSocket upgrade ({lines[0][:60]})")
+        self._upgraded = True
 
     def _send_frame(self, opcode: int, data: bytes, deadline: float) -> None:
         head = bytes([0x80 | opcode])
@@ -279,7 +289,7 @@ class GatewayRpc:
             if opcode == 0x8:
                 code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 1005
                 reason = data[2:].decode("utf-8", "replace")
-                self.sock, self._buf = None, b""
+                self._drop()
                 raise GatewayUnreachable(f"gateway closed the connection ({code} {reason})")
             if opcode == 0x9:
                 self._send_frame(0xA, data, deadline)
@@ -320,7 +330,7 @@ class GatewayRpc:
         except socket.timeout:
             raise TimeoutError(f"gateway on port {self.port} did not answer in time") from None
         if not chunk:
-            self.sock, self._buf = None, b""
+            self._drop()
             raise GatewayUnreachable(f"gateway on port {self.port} closed the connection")
         return chunk
 

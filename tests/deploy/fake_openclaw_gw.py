@@ -29,6 +29,7 @@ class FakeGateway(socketserver.ThreadingTCPServer):
         self.starting = 0  # connects answered "gateway starting; retry" before the real one
         self.chatty = False  # an event and a ping before each answer
         self.fragment = False  # answers split into continuation frames
+        self.plain_http = False  # no WebSocket on this port (another service)
         self.answers: Dict[str, List[Any]] = {}  # method -> answers, the last one repeats
         self.calls: List[Tuple[str, Dict[str, Any]]] = []
         self.connects: List[Dict[str, Any]] = []
@@ -88,7 +89,7 @@ class _Handler(socketserver.StreamRequestHandler):
             k.strip().lower(): v.strip()
             for k, _, v in (line.partition(":") for line in lines[1:] if line)
         }
-        if headers.get("upgrade", "").lower() != "websocket":
+        if headers.get("upgrade", "").lower() != "websocket" or self.server.plain_http:
             ok = lines[0].startswith("GET /readyz ")
             body = b'{"ready":true}' if ok else b"not found"
             status = "200 OK" if ok else "404 Not Found"

@@ -98,6 +98,12 @@ def test_the_shared_token_is_sent_and_a_refused_handshake_is_unsupported():
             openclawrpc.GatewayRpc(gw.port, {"token": "wrong"}).open(10)
 
 
+def test_a_port_without_the_gateways_websocket_is_unsupported(gw):
+    gw.plain_http = True
+    with pytest.raises(openclawrpc.Unsupported, match="no WebSocket upgrade"):
+        openclawrpc.GatewayRpc(gw.port, {}).open(5)
+
+
 def test_nothing_listening_is_unreachable_and_silence_times_out(gw):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
