@@ -2,25 +2,28 @@
 
 What an activation does (`restart()`; the transaction calls it after switching `current`):
 1. `openclaw.json` loads the release's plugin dirs and enables them (fleet/installer/
-   openclawconfig.py); the candidate is checked by OpenClaw itself (`openclaw config validate`)
-   before it replaces the file, so a config OpenClaw would refuse is never put in place.
+   openclawconfig.py); the candidate is checked by OpenClaw itself (`openclaw config validate`,
+   or the verdict it already gave on an equivalent config, see `validated()`) before it replaces
+   the file, so a config OpenClaw would refuse is never put in place.
 2. Activation, fastest first: when the file changed (a new release) and the running gateway
    already knows these plugins, it reloads them (`plugins.reload` RPC); its answer names a
    plugin that throws at load at once. Otherwise the
    gateway restarts: `openclaw gateway restart` where OpenClaw runs as the user's service
    (mode `service`), or, on hosts without a service (sandbox, harness), fleet's own supervised
    `openclaw gateway run` (mode `supervised`: pidfile, SIGTERM, SIGKILL after a deadline).
-Readiness (`probe()`) is the running gateway's own inventory, `plugins.list` through
-`openclaw gateway call`: each fleet plugin `active` at its version; a plugin load error or a
-diagnostic naming one of them is reported as a plugin failure, which fails the deploy at once.
+Readiness (`probe()`) is the running gateway's own inventory, `plugins.list`: each fleet plugin
+`active` at its version; a plugin load error or a diagnostic naming one of them is reported as a
+plugin failure, which fails the deploy at once. RPCs go straight to the gateway's socket
+(fleet/installer/openclawrpc.py, milliseconds) and through `openclaw gateway call` (a CLI boot,
+seconds) only where that cannot work (`call()`).
 
-Options (inventory `gateway.options`, all strings): `mode` service|supervised (default
-service), `openclaw` (the CLI: an executable, or the `openclaw.mjs` entry when `node` is given),
-`node`, `port` (else openclaw.json's gateway.port, else 18789), `home` (HOME for OpenClaw),
-`config` (default <state>/openclaw.json), `bind` (supervised; default loopback), `stop_grace`
-(seconds before SIGKILL; default 60), `cli_timeout` (seconds per CLI call; default 120),
-`env.NAME` (extra environment for every OpenClaw process). OpenClaw's state dir is the host's
-state dir (OPENCLAW_STATE_DIR).
+Options (inventory `gateway.options`, all strings): `mode` service|supervised (default service),
+`openclaw` (the CLI: an executable, or the `openclaw.mjs` entry when `node` is given), `node`,
+`port` (else openclaw.json's gateway.port, else 18789), `home` (HOME for OpenClaw), `config`
+(default <state>/openclaw.json), `bind` (supervised; default loopback), `stop_grace` (seconds
+before SIGKILL; default 60), `cli_timeout` (seconds per CLI call or RPC; default 120), `rpc`
+direct|cli (default direct), `validate` known|always (default known), `env.NAME` (extra environment
+for every OpenClaw process). OpenClaw's state dir is the host's state dir (OPENCLAW_STATE_DIR).
 """
 
 from __future__ import annotations
