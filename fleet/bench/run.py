@@ -17,19 +17,22 @@ from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt")
+# Only when named (`--only openclaw`): it needs the OpenClaw toolchain (`invoke openclaw.install`)
+OPT_IN = ("openclaw",)
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
 
 
 def parse_selection(only: str) -> list[str]:
-    """`scaling,noop` -> those names (in run order); empty or `all` -> every benchmark."""
+    """`scaling,noop` -> those names (in run order); empty or `all` -> every benchmark but the
+    opt-in ones."""
     if not only or only.strip() == "all":
         return list(BENCHMARKS)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
-    unknown = [w for w in wanted if w not in BENCHMARKS]
+    unknown = [w for w in wanted if w not in BENCHMARKS + OPT_IN]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {', '.join(unknown)}; "
-                         f"choose from {', '.join(BENCHMARKS)}")
-    return [b for b in BENCHMARKS if b in wanted]
+                         f"choose from {', '.join(BENCHMARKS + OPT_IN)}")
+    return [b for b in BENCHMARKS + OPT_IN if b in wanted]
 
 
 def _guard(report: Report, name: str, title: str, fn, log) -> None:
@@ -77,6 +80,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "rtt", "8. deploy over RTT",
                lambda: rtt.bench(base, workdir, reps, log=log), log)
+    if "openclaw" in selected:
+        from fleet.bench import openclawdeploys  # noqa: PLC0415
+
+        _guard(report, "openclaw", "9. OpenClaw deploys",
+               lambda: openclawdeploys.bench(base, root, workdir, reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

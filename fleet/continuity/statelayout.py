@@ -53,6 +53,7 @@ class StateLayout:
     FAULTS = "fleet/faults"  # test seam: <step> files
     MANUAL_EXTENSIONS = "fleet/manual-extensions"  # a manual install's plugin dirs, moved aside
     OPENCLAW_PIDFILE = "fleet/openclaw-gateway.pid"
+    OPENCLAW_VALIDATED = "fleet/openclaw-validated.json"  # cached `config validate` verdicts
     RELEASE_META = "fleet_release.json"  # inside a release dir: what the release holds
 
     def __init__(self, state_dir: Union[str, Path]) -> None:
@@ -178,3 +179,7 @@ class StateLayout:
     @property
     def openclaw_pidfile(self) -> Path:
         return self._at(self.OPENCLAW_PIDFILE)
+
+    @property
+    def openclaw_validated(self) -> Path:
+        return self._at(self.OPENCLAW_VALIDATED)

@@ -189,6 +189,8 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
             gateway += "\nloaded: " + ", ".join(
                 f"{k} {v.get('version')} {v.get('status')}"
                 for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict))
+            if gw.get("rpc", "direct") != "direct":  # why fleet boots the CLI for each RPC
+                gateway += f"\nrpc: {gw['rpc']}"
         cells.update({
             "release": Text(release + (" (drift)" if drift else ""),
                             style="bold red" if drift else "green"),
