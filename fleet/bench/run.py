@@ -17,6 +17,9 @@ from fleet.bench.report import Report, Section, machine_info
 
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
+# round 2, section 3-5 (fleet.bench.failures, .hookscale, .openclaw)
+BENCHMARKS += ("hookscale", "failfast", "hung", "openclaw")
+DOCKER_DEPLOY += ("failfast", "hung")
 
 
 def parse_selection(only: str) -> list[str]:
@@ -62,6 +65,16 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "hooks", "6. continuity hooks",
                lambda: hooks.bench(workdir, reps=reps, log=log), log)
+    if "hookscale" in selected:
+        from fleet.bench import hookscale  # noqa: PLC0415
+
+        _guard(report, "hookscale", "§4 continuity at scale",
+               lambda: hookscale.bench(workdir, reps=reps, log=log), log)
+    if "openclaw" in selected:
+        from fleet.bench import openclaw  # noqa: PLC0415
+
+        _guard(report, "openclaw", "§5 real OpenClaw hosts",
+               lambda: openclaw.bench(base, workdir, reps, log=log), log)
     if "restartgap" in selected:
         from fleet.bench import restartgap  # noqa: PLC0415
 
@@ -86,7 +99,7 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
 def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, workdir: Path,
              log) -> None:
-    from fleet.bench import deploys  # noqa: PLC0415
+    from fleet.bench import deploys, failures  # noqa: PLC0415
 
     log(f"starting a harness of {hosts} hosts")
     try:
@@ -108,6 +121,8 @@ def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, work
                        lambda: deploys.manual(fl, variants, reps, workdir, log)),
             "ansible": ("3. ansible-core",
                         lambda: deploys.ansible(fl, variants, reps, workdir, log)),
+            "failfast": ("§3a failed release", lambda: failures.failfast(fl, variants, reps, log)),
+            "hung": ("§3b paused host", lambda: failures.hung(fl, variants, reps, log)),
         }
         for name in names:
             _guard(report, name, table[name][0], table[name][1], log)

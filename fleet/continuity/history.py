@@ -24,7 +24,7 @@ SESSION_FILES = 7
 CACHE_MAX = 256  # (file, keywords) pairs: 21 files per agent, a dozen agents; 0: no cache
 
 Item = Tuple[int, str, str]  # (score, date label, summary)
-_cache: "OrderedDict[tuple, Tuple[tuple, List[Item]]]" = OrderedDict()
+_cache: OrderedDict[tuple, Tuple[tuple, List[Item]]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 STOPWORDS = frozenset(
