@@ -25,6 +25,7 @@ from fleet.deploy.runner import RunOptions
 
 PLUGIN_ENTRY = "fleet/plugins/memory_continuity/plugin.py"
 BROKEN_LINE = b'raise RuntimeError("benchmark: this release\'s plugin fails to load")\n'
+LEASE = "(lease)"
 FINAL = {"installed", "unchanged", "rolled_back", "failed", "unreachable", "refused", "skipped"}
 
 
@@ -52,8 +53,24 @@ class Timed:
 
 
 def timed_deploy(hosts, artifact) -> tuple[float, dict[str, float], list]:
+    """One deploy; (seconds, host -> finished at, results); `done["(lease)"]` is when the run
+    went on from taking the fleet lease (timed around `fleet.deploy.lease.take`)."""
+    from fleet.deploy import lease  # noqa: PLC0415
+
     timed = Timed()
-    results = api.deploy(hosts, artifact, timed.sink, RunOptions(parallel=max(1, len(hosts))))
+    take = lease.take
+
+    def timed_take(*args, **kwargs):
+        try:
+            return take(*args, **kwargs)
+        finally:
+            timed.done[LEASE] = time.perf_counter() - timed.t0
+
+    lease.take = timed_take
+    try:
+        results = api.deploy(hosts, artifact, timed.sink, RunOptions(parallel=max(1, len(hosts))))
+    finally:
+        lease.take = take
     return time.perf_counter() - timed.t0, timed.done, results
 
 
@@ -90,7 +107,7 @@ def failfast(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
         steps = fixture.step_medians([results])
         sec.details.setdefault("broken steps", []).append(steps)
         log(f"  failfast rep {rep + 1}: broken release: all rolled back in {seconds:.2f} s "
-            f"(slowest host {max(done.values()):.2f} s; host.ready "
+            f"(lease {done.get(LEASE, 0.0):.2f} s; host.ready "
             f"{steps.get('host.ready', '?')} s, host.rollback {steps.get('host.rollback', '?')} "
             f"s median); status {status_s:.2f} s")
     r = sec.ratio("broken release", "good release")
@@ -129,9 +146,11 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
         if bad:
             raise RuntimeError(f"{name}: " + "; ".join(f"{r.host}: {r.result} {r.note[:200]}"
                                                        for r in bad))
-        finish = max(t for h, t in done.items() if h != victim.name)
+        finish = max(t for h, t in done.items() if h not in (victim.name, LEASE))
         sec.add(name, finish)
-        log(f"  hung rep {rep + 1}: {name}: healthy hosts done at {finish:.2f} s"
+        sec.add(f"{name}: lease taken after", done.get(LEASE, 0.0))
+        log(f"  hung rep {rep + 1}: {name}: lease {done.get(LEASE, 0.0):.2f} s, healthy hosts "
+            f"done at {finish:.2f} s"
             + (f", paused host failed at {done.get(victim.name, seconds):.2f} s, deploy "
                f"returned at {seconds:.2f} s" if name == together else ""))
     # the paused host back on the fleet's release, for the benchmarks after this one
