@@ -16,6 +16,7 @@ shape is refused before anything is written, naming the file, the key and the fi
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import tempfile
@@ -151,3 +152,42 @@ def fleet_paths(data: Dict[str, Any], releases_root: str) -> List[str]:
     root = releases_root.rstrip(os.sep) + os.sep
     paths = ((data.get("plugins") or {}).get("load") or {}).get("paths") or []
     return [p for p in paths if isinstance(p, str) and p.startswith(root)]
+
+
+def validation_key(data: Dict[str, Any], plugin_dirs: Dict[str, str], releases_root: str,
+                   openclaw: str) -> Optional[str]:
+    """What OpenClaw's verdict on `data` depends on, as one hash; None when it cannot be told.
+
+    `openclaw config validate` reads the file and, for each plugin in `plugins.load.paths`, its
+    `openclaw.plugin.json` (id, configSchema, requires...) and `package.json`; it does not run
+    plugin code. Two configs that differ only in which fleet release dir a path names, checked
+    against plugin files that differ only in their own `version`, get the same verdict from the
+    same OpenClaw. So the key holds the config with release dir names replaced, each plugin's two
+    files without `version`, and OpenClaw's version. When a manifest's `requires` names anything
+    but plain plugin ids (a version range could depend on another plugin's version), versions
+    are kept in the key.
+    """
+    root = releases_root.rstrip(os.sep) + os.sep
+    norm = copy.deepcopy(data)
+    paths = ((norm.get("plugins") or {}).get("load") or {}).get("paths") or []
+    for i, path in enumerate(paths):
+        if isinstance(path, str) and path.startswith(root):
+            rest = path[len(root):].split(os.sep, 1)
+            paths[i] = "<release>" + (os.sep + rest[1] if len(rest) > 1 else "")
+    files: Dict[str, Any] = {}
+    for plugin_id, plugin_dir in sorted(plugin_dirs.items()):
+        for name in ("openclaw.plugin.json", "package.json"):
+            try:
+                files[f"{plugin_id}/{name}"] = json.loads(
+                    (Path(plugin_dir) / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+    plain = all(isinstance(r, str) and r.replace("-", "").replace("_", "").isalnum()
+                for f in files.values() if isinstance(f, dict)
+                for r in (f.get("requires") or []))
+    if plain:
+        for content in files.values():
+            if isinstance(content, dict):
+                content.pop("version", None)
+    blob = json.dumps({"config": norm, "plugins": files, "openclaw": openclaw}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()

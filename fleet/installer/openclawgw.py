@@ -35,12 +35,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.installer import gatewayproc, openclawconfig, releases
+from fleet.installer import gatewayproc, openclawconfig, openclawrpc, releases
 from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
 DEFAULT_PORT = 18789
 ACTIVE = "active"
+DIRECT = "direct"
+VALIDATED_KEEP = 16  # verdicts remembered (openclaw-validated.json)
 
 
 class OpenclawManager(Manager):
@@ -60,10 +62,17 @@ class OpenclawManager(Manager):
         self.cli_timeout = float(opts.get("cli_timeout", "120"))
         self.stop_grace = float(opts.get("stop_grace", "60"))
         self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
-        self._version: Optional[str] = None
+        self._version: Optional[str] = None  # the CLI's
+        self._gateway_version: Optional[str] = None  # the running gateway's (its hello-ok)
         self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
+        self.validation: Optional[str] = None  # how the last new config was validated
         self._replaced: Optional[dict] = None  # the config content configure() last replaced
         self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
+        # DIRECT, or "cli (<why the direct client cannot be used>)"; option rpc=cli forces it
+        rpc = opts.get("rpc", DIRECT)
+        if rpc not in (DIRECT, "cli"):
+            raise ManagerError(f"openclaw manager: option rpc={rpc!r}; use direct or cli")
+        self.rpc_path = DIRECT if rpc == DIRECT else "cli (option rpc=cli)"
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
@@ -86,11 +95,16 @@ class OpenclawManager(Manager):
                 env[key[4:]] = value
         return env
 
-    def cli(self, *args: str, timeout: Optional[float] = None,
-            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    def full_env(self, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """The environment an OpenClaw process of this host sees."""
         full = dict(os.environ)
         full.update(self.oc_env())
         full.update(env or {})
+        return full
+
+    def cli(self, *args: str, timeout: Optional[float] = None,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+        full = self.full_env(env)
         limit = timeout or self.cli_timeout
         try:
             return subprocess.run(self.argv(*args), env=full, stdin=subprocess.DEVNULL,
@@ -105,8 +119,47 @@ class OpenclawManager(Manager):
 
     def call(self, method: str, params: Optional[dict] = None,
              timeout: Optional[float] = None) -> dict:
-        """One gateway RPC; returns its result, or raises RpcError with the gateway's error."""
+        """One gateway RPC; returns its result, or raises RpcError with the gateway's error.
+
+        Straight over the gateway's socket (openclawrpc: milliseconds) where that works; through
+        `openclaw gateway call` (a CLI boot, seconds) where it cannot, `self.rpc_path` says why.
+        """
         limit = timeout or self.cli_timeout
+        if self.rpc_path == DIRECT:
+            try:
+                return self.call_direct(method, params, limit)
+            except openclawrpc.Unsupported as exc:
+                self.rpc_path = f"cli ({exc})"
+        return self.call_cli(method, params, limit)
+
+    def call_direct(self, method: str, params: Optional[dict], limit: float) -> dict:
+        """`call` over the gateway's WebSocket; a busy gateway (retryable) is asked again."""
+        try:
+            auth = openclawrpc.auth_for(openclawconfig.load(self.config_path), self.full_env())
+        except openclawconfig.ConfigError as exc:
+            raise openclawrpc.Unsupported(str(exc)) from None
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                with openclawrpc.GatewayRpc(self.port(), auth) as rpc:
+                    answer = rpc.call(method, params, max(deadline - time.monotonic(), 0.1))
+                    server = rpc.hello.get("server")
+                    if isinstance(server, dict) and server.get("version"):
+                        self._gateway_version = str(server["version"])
+                    return answer
+            except openclawrpc.CallError as exc:
+                # e.g. "Another plugin or config operation is already running" while the
+                # gateway's own config hot reload applies the file fleet just wrote
+                wait = float(exc.error.get("retryAfterMs") or 500) / 1000.0
+                if exc.error.get("retryable") and time.monotonic() + wait < deadline:
+                    time.sleep(min(max(wait, 0.05), 5.0))
+                    continue
+                raise RpcError(method, exc.message, exc.error) from None
+            except OSError as exc:  # unreachable, closed, timed out: as the CLI would fail
+                raise RpcError(method, str(exc), {}) from None
+
+    def call_cli(self, method: str, params: Optional[dict], limit: float) -> dict:
+        """`call` through `openclaw gateway call` (the user's device identity and secrets)."""
         args = ["gateway", "call", method, "--json", "--timeout", str(int(limit * 1000))]
         if params is not None:
             args += ["--params", json.dumps(params)]
@@ -122,7 +175,11 @@ class OpenclawManager(Manager):
         raise RpcError(method, message or _tail(proc.stdout + proc.stderr), error or {})
 
     def version(self) -> Optional[str]:
-        """OpenClaw's version: its package.json beside an `openclaw.mjs` entry, else --version."""
+        """OpenClaw's version: the running gateway's when fleet has talked to it, else the CLI's."""
+        return self._gateway_version or self.cli_version()
+
+    def cli_version(self) -> Optional[str]:
+        """The CLI's version: its package.json beside an `openclaw.mjs` entry, else --version."""
         cli = Path(os.path.expanduser(self.opts.get("openclaw", "openclaw")))
         if self._version is None and cli.suffix == ".mjs":
             try:
@@ -178,7 +235,8 @@ class OpenclawManager(Manager):
         try:
             # Going back (a rollback in this same transaction) to the content this manager
             # replaced: it was in place and served before, so it is not validated again.
-            problem = None if wanted == self._replaced else self.invalid(candidate)
+            problem = None if wanted == self._replaced else self.validated(candidate, wanted,
+                                                                           release)
             if problem:
                 before = self.invalid(self.config_path) if self.config_path.exists() else None
                 if before:
@@ -192,6 +250,34 @@ class OpenclawManager(Manager):
         finally:
             openclawconfig.discard(candidate)
         return True
+
+    def validated(self, candidate: Path, wanted: dict, release: Path) -> Optional[str]:
+        """`invalid(candidate)`, unless OpenClaw already accepted a config that it must judge the
+        same way (openclawconfig.validation_key): each `config validate` boots OpenClaw's CLI,
+        the one boot left in a deploy (4 s idle, 15-30 s on a busy 2-core host)."""
+        openclaw = self.cli_version()
+        key = openclawconfig.validation_key(wanted, self.plugin_dirs(release),
+                                            str(releases.releases_dir(self.state_dir)),
+                                            openclaw) if openclaw else None
+        store = releases.fleet_dir(self.state_dir) / "openclaw-validated.json"
+        try:
+            known = json.loads(store.read_text(encoding="utf-8"))
+            known = [k for k in known if isinstance(k, str)] if isinstance(known, list) else []
+        except (OSError, ValueError):
+            known = []
+        if key is not None and key in known:
+            self.validation = "cached"
+            return None
+        self.validation = "openclaw config validate"
+        problem = self.invalid(candidate)
+        if problem is None and key is not None:
+            tmp = store.with_name(store.name + ".tmp")
+            try:  # a cache: losing it costs one validation, never correctness
+                tmp.write_text(json.dumps(([key] + known)[:VALIDATED_KEEP]), encoding="utf-8")
+                os.replace(str(tmp), str(store))
+            except OSError:
+                pass
+        return problem
 
     def invalid(self, path: Path) -> Optional[str]:
         """OpenClaw's own verdict on a config file: None when valid, else its issues."""
@@ -270,8 +356,10 @@ class OpenclawManager(Manager):
         except (RpcError, ManagerError):
             return None
         ours = list(self.plugin_dirs(release)) if release is not None else []
-        return health_from_listing(listing, ours, self.version(),
-                                   self.process.pid() if self.process else None)
+        health = health_from_listing(listing, ours, self.version(),
+                                     self.process.pid() if self.process else None)
+        health["rpc"] = self.rpc_path
+        return health
 
 
 def health_from_listing(listing: dict, ours: List[str], openclaw_version: Optional[str],

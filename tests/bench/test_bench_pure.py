@@ -82,6 +82,8 @@ def test_parse_selection():
     assert parse_selection("") == list(BENCHMARKS)
     assert parse_selection("all") == list(BENCHMARKS)
     assert parse_selection("hooks, scaling") == ["scaling", "hooks"]
+    assert "openclaw" not in parse_selection("all")  # needs the OpenClaw toolchain: opt-in
+    assert parse_selection("openclaw,hooks") == ["hooks", "openclaw"]
     with pytest.raises(ValueError, match="nope"):
         parse_selection("nope")
 

@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_round_two_benchmarks_are_selectable_by_name():
-    assert parse_selection("openclaw,hung,hookscale,failfast") == [
-        "hookscale", "failfast", "hung", "openclaw"]
+    assert parse_selection("ocgateway,hung,hookscale,failfast") == [
+        "hookscale", "failfast", "hung", "ocgateway"]
+    assert "ocgateway" not in parse_selection("all")  # needs the OpenClaw toolchain
 
 
 def _base(tmp_path: Path):
@@ -49,7 +50,7 @@ def test_a_broken_release_variant_lists_its_edited_file_and_fails_at_import(tmp_
 
 
 def test_the_hook_timing_edit_fits_the_shipped_bridge_and_refuses_another():
-    from fleet.bench.openclaw import BRIDGE, TIMINGS_ENV, timed_bridge
+    from fleet.bench.ocgateway import BRIDGE, TIMINGS_ENV, timed_bridge
 
     timed = timed_bridge((REPO / BRIDGE).read_bytes()).decode()
     assert "appendFileSync" in timed and TIMINGS_ENV in timed
@@ -59,7 +60,7 @@ def test_the_hook_timing_edit_fits_the_shipped_bridge_and_refuses_another():
 
 
 def test_hook_samples_leave_out_each_hooks_first_call(tmp_path: Path):
-    from fleet.bench.openclaw import hook_samples
+    from fleet.bench.ocgateway import hook_samples
 
     log = tmp_path / "a.jsonl"
     lines = [{"hook": "before_prompt_build", "plugin": "mc", "ms": 250.0},
@@ -75,7 +76,7 @@ def test_hook_samples_leave_out_each_hooks_first_call(tmp_path: Path):
 
 def test_the_benchmarks_openclaw_inventory_is_two_sandbox_hosts_with_the_timing_file(
         tmp_path: Path):
-    from fleet.bench.openclaw import HOSTS, TIMINGS_ENV, inventory_text
+    from fleet.bench.ocgateway import HOSTS, TIMINGS_ENV, inventory_text
     from fleet.deploy.inventory import load
     from fleet.openclaw.sandbox import is_sandbox
 

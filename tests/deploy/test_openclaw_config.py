@@ -62,3 +62,30 @@ def test_candidate_keeps_the_mode_and_commit_replaces(tmp_path):
     oc.commit(cand, path)
     assert json.loads(path.read_text()) == {"a": 1} and not cand.exists()
     assert oc.load(tmp_path / "missing.json") == {}
+
+
+def _plugin(root, pid, version, **manifest):
+    plugin = root / pid
+    plugin.mkdir(parents=True)
+    (plugin / "openclaw.plugin.json").write_text(json.dumps(dict(manifest, id=pid,
+                                                                 version=version)))
+    (plugin / "package.json").write_text(json.dumps({"name": pid, "version": version}))
+    return str(plugin)
+
+
+def test_the_validation_key_ignores_release_dirs_and_versions_but_not_content(tmp_path):
+    root = str(tmp_path / "releases")
+
+    def key(release, version, openclaw="2026.9.6", **manifest):
+        dirs = {"mc": _plugin(tmp_path / "releases" / release, "mc", version, **manifest)}
+        return oc.validation_key(oc.with_plugins({"gateway": {"port": 1}}, dirs, root), dirs,
+                                 root, openclaw)
+
+    first = key("1.0-a", "1.0")
+    assert key("1.1-b", "1.1") == first  # another release dir, another version
+    assert key("1.2-c", "1.2", configSchema={"type": "object"}) != first
+    assert key("1.3-d", "1.3", openclaw="2026.10.1") != first
+    # a version range in `requires` may depend on versions: they stay in the key
+    assert key("2.0-e", "2.0", requires=["memory-continuity@^5"]) != \
+        key("2.1-f", "2.1", requires=["memory-continuity@^5"])
+    assert oc.validation_key({}, {"mc": str(tmp_path / "missing")}, root, "x") is None

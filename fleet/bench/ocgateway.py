@@ -1,7 +1,7 @@
 """(§5 of round 2) fleet on two real OpenClaw gateways (the sandbox OpenClaw hosts).
 
 Two local OpenClaw 2026.9.6 gateways (the pinned toolchain, `fleet.openclaw.sandbox`), each with
-its own state dir, ports and scripted model, under `<workdir>/openclaw` (its own inventory, so
+its own state dir, ports and scripted model, under `<workdir>/ocgateway` (its own inventory, so
 they never collide with `invoke deploy -H sandbox-openclaw` or another checkout's hosts).
 Alternated per repetition:
 
@@ -63,7 +63,7 @@ def timed_bridge(source: bytes) -> bytes:
     if text.count(_IMPORT) != 1 or text.count(_HOOK) != 1:
         raise RuntimeError(f"{BRIDGE}: the benchmark's timing edit no longer fits (its fs "
                            "import or `async hook(name, event, ctx)` changed); update "
-                           "fleet/bench/openclaw.py")
+                           "fleet/bench/ocgateway.py")
     text = text.replace(_IMPORT, 'import { appendFileSync, existsSync, realpathSync } '
                                  'from "node:fs";')
     return text.replace(_HOOK, _TIMED_HOOK).encode("utf-8")
@@ -184,8 +184,8 @@ def hook_samples(paths: list[Path]) -> dict[str, list[float]]:
 def bench(base, workdir: Path, reps: int = 3, turns: int = 15, log=print) -> Section:
     import shutil  # noqa: PLC0415
 
-    sec = Section("openclaw", "§5 fleet on two real OpenClaw 2026.9.6 gateways")
-    root = (workdir / "openclaw").absolute()
+    sec = Section("ocgateway", "§5 fleet on two real OpenClaw 2026.9.6 gateways")
+    root = (workdir / "ocgateway").absolute()
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)

@@ -1,0 +1,278 @@
+"""fleet's direct client for an OpenClaw gateway's RPC, against a fake gateway on 127.0.0.1: the
+answers a deploy depends on (inventory, reload, a plugin that fails to load), a gateway still
+starting or busy, and the fallback to the OpenClaw CLI where the direct path cannot be used."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from fake_openclaw_gw import FakeGateway, error
+
+from fleet.installer import openclawconfig, openclawrpc
+from fleet.installer.manager import ManagerError
+from fleet.installer.openclawgw import OpenclawManager, RpcError
+
+LISTING = {
+    "generation": 3,
+    "diagnostics": [],
+    "plugins": [
+        {
+            "id": "memory-continuity",
+            "version": "5.0.1",
+            "enabled": True,
+            "runtime": {"state": "active"},
+        },
+        {"id": "mc", "version": "2.1.0", "enabled": True, "runtime": {"state": "active"}},
+    ],
+}
+LOAD_FAILED = error(
+    "UNAVAILABLE",
+    "Plugin operation failed during activate: plugin load "
+    "failed: memory-continuity: Error: broken release: the entry throws at load",
+    details={"runtime": {"phase": "activate", "committed": False}},
+)
+BUSY = error(
+    "UNAVAILABLE",
+    "Another plugin or config operation is already running; retry when it completes.",
+    retryable=True,
+    retryAfterMs=20,
+)
+
+
+@pytest.fixture
+def gw():
+    with FakeGateway() as server:
+        yield server
+
+
+# -- the client ------------------------------------------------------------------------------
+def test_a_call_returns_the_gateways_payload_past_events_pings_and_fragments(gw):
+    gw.answer("plugins.list", LISTING)
+    gw.chatty = gw.fragment = True
+    with openclawrpc.GatewayRpc(gw.port, {}) as rpc:
+        assert rpc.call("plugins.list", timeout=10) == LISTING
+        assert rpc.call("plugins.list", timeout=10) == LISTING  # the same session again
+    connect = gw.connects[0]
+    assert connect["client"]["id"] == "gateway-client" and connect["client"]["mode"] == "backend"
+    assert "operator.admin" in connect["scopes"] and "auth" not in connect
+
+
+def test_a_large_answer_arrives_whole(gw):
+    big = {"plugins": [{"id": f"p{i}", "description": "x" * 200} for i in range(2000)]}
+    gw.answer("plugins.list", big)  # ~450 KB: a 64-bit length frame
+    with openclawrpc.GatewayRpc(gw.port, {}) as rpc:
+        assert rpc.call("plugins.list", timeout=10) == big
+
+
+def test_an_error_answer_carries_the_gateways_code_and_message(gw):
+    gw.answer("plugins.reload", LOAD_FAILED)
+    with openclawrpc.GatewayRpc(gw.port, {}) as rpc, pytest.raises(openclawrpc.CallError) as exc:
+        rpc.call("plugins.reload", {"plugins": [{"pluginId": "mc"}]}, timeout=10)
+    assert exc.value.code == "UNAVAILABLE"
+    assert "broken release: the entry throws at load" in exc.value.message
+    assert gw.calls == [("plugins.reload", {"plugins": [{"pluginId": "mc"}]})]
+
+
+def test_a_gateway_still_starting_is_asked_again(gw):
+    gw.starting = 3
+    gw.answer("plugins.list", LISTING)
+    with openclawrpc.GatewayRpc(gw.port, {}) as rpc:
+        assert rpc.call("plugins.list", timeout=10) == LISTING
+    assert len(gw.connects) == 4
+
+
+def test_the_shared_token_is_sent_and_a_refused_handshake_is_unsupported():
+    with FakeGateway(token="s3cret") as gw:
+        gw.answer("plugins.list", LISTING)
+        with openclawrpc.GatewayRpc(gw.port, {"token": "s3cret"}) as rpc:
+            assert rpc.call("plugins.list", timeout=10) == LISTING
+        with pytest.raises(openclawrpc.Unsupported, match="token mismatch"):
+            openclawrpc.GatewayRpc(gw.port, {"token": "wrong"}).open(10)
+
+
+def test_nothing_listening_is_unreachable_and_silence_times_out(gw):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    with pytest.raises(openclawrpc.GatewayUnreachable):
+        openclawrpc.GatewayRpc(free, {}).open(5)
+    gw.answer("chat.send", None)  # accepted, never answered
+    with openclawrpc.GatewayRpc(gw.port, {}) as rpc, pytest.raises(TimeoutError):
+        rpc.call("chat.send", {}, timeout=0.5)
+
+
+@pytest.mark.parametrize(
+    "gateway, env, expect",
+    [
+        ({"auth": {"mode": "none"}}, {}, {}),
+        ({}, {}, {}),
+        ({"auth": {"mode": "token", "token": "t-file"}}, {}, {"token": "t-file"}),
+        (
+            {"auth": {"mode": "token", "token": "t-file"}},
+            {"OPENCLAW_GATEWAY_TOKEN": "t-env"},
+            {"token": "t-env"},
+        ),
+        ({"auth": {"token": "t-file"}}, {}, {"token": "t-file"}),
+        ({"auth": {"mode": "password", "password": "pw"}}, {}, {"password": "pw"}),
+    ],
+)
+def test_auth_comes_from_the_config_or_the_environment(gateway, env, expect):
+    assert openclawrpc.auth_for({"gateway": gateway}, env) == expect
+
+
+@pytest.mark.parametrize(
+    "gateway, why",
+    [
+        ({"auth": {"mode": "token", "token": {"source": "env", "id": "GW_TOKEN"}}}, "SecretRef"),
+        ({"auth": {"mode": "token"}}, "no token is set"),
+        ({"auth": {"mode": "trusted-proxy"}}, "trusted-proxy"),
+        ({"tls": {"enabled": True}}, "tls"),
+        ({"mode": "remote"}, "remote"),
+    ],
+)
+def test_what_the_direct_client_cannot_do_is_said(gateway, why):
+    with pytest.raises(openclawrpc.Unsupported, match=why):
+        openclawrpc.auth_for({"gateway": gateway}, {})
+
+
+# -- the manager: direct first, the CLI where that cannot work ---------------------------------
+def _fake_cli(path: Path, listing: dict) -> Path:
+    """An `openclaw` stand-in: `config validate` says valid, `gateway call` prints `listing`."""
+    path.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        "args = sys.argv[1:]\n"
+        "open(__file__ + '.calls', 'a').write(' '.join(args[:3]) + '\\n')\n"
+        "if args[:2] == ['config', 'validate']:\n"
+        "    print(json.dumps({'valid': True}))\n"
+        "elif args == ['--version']:\n"
+        "    print('OpenClaw 2026.9.6 (test)')\n"
+        f"else:\n    print(json.dumps({listing!r}))\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _host(tmp_path: Path, port: int, auth: dict, **opts: str):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "openclaw.json").write_text(json.dumps({"gateway": {"port": port, "auth": auth}}))
+    cli = _fake_cli(tmp_path / "openclaw", {"plugins": [], "via": "cli"})
+    manager = OpenclawManager(state, dict({"openclaw": str(cli)}, **opts))
+    return manager, cli
+
+
+def _cli_calls(cli: Path) -> list:
+    """The CLI boots that matter (`--version` is OpenClaw's fast path, ~0.1 s)."""
+    calls = Path(str(cli) + ".calls")
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return [line for line in lines if line != "--version"]
+
+
+def _release(state: Path, name: str, version: str = "5.0.1", schema: dict | None = None) -> Path:
+    """A release dir with the two plugins' manifests (what `config validate` reads)."""
+    release = state / "fleet" / "releases" / name
+    for pid, pkg in (("memory-continuity", "memory_continuity"), ("mc", "mc")):
+        plugin = release / "fleet" / "plugins" / pkg
+        plugin.mkdir(parents=True)
+        (plugin / "openclaw.plugin.json").write_text(
+            json.dumps(
+                {"id": pid, "version": version, "configSchema": schema or {"type": "object"}}
+            )
+        )
+        (plugin / "package.json").write_text(
+            json.dumps(
+                {"name": pid, "version": version, "openclaw": {"extensions": ["./index.js"]}}
+            )
+        )
+    (release / "fleet_release.json").write_text(
+        json.dumps({"plugins": {"memory-continuity": "memory_continuity", "mc": "mc"}})
+    )
+    return release
+
+
+def test_the_manager_asks_the_gateway_directly_and_waits_out_a_busy_gateway(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    gw.answer("plugins.list", LISTING)
+    gw.answer("plugins.reload", BUSY, BUSY, {"ok": True, "pluginIds": ["mc"]})
+    health = manager.probe(None)
+    assert health["rpc"] == "direct" and health["generation"] == 3
+    assert health["openclaw"] == "2026.9.6"  # the running gateway's own version
+    assert manager.call("plugins.reload", {"plugins": [{"pluginId": "mc"}]}) == {
+        "ok": True,
+        "pluginIds": ["mc"],
+    }
+    assert [m for m, _ in gw.calls].count("plugins.reload") == 3
+    assert _cli_calls(cli) == []  # no CLI boot at all
+
+
+def test_a_plugin_that_fails_to_load_fails_the_activation_and_the_rollback_reloads(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    old = _release(manager.state_dir, "5.0.1-a")
+    new = _release(manager.state_dir, "5.0.2-b", "5.0.2", {"type": "object", "properties": {}})
+    manager.configure(old)  # the host is on the old release
+    booted = len(_cli_calls(cli))
+    gw.answer("plugins.list", LISTING)
+    gw.answer("plugins.reload", LOAD_FAILED, {"ok": True})
+    with pytest.raises(ManagerError, match="plugin failed to load: .*throws at load"):
+        manager.restart(new, {}, timeout=10)
+    manager.restart(old, {}, timeout=10)  # the rollback: reloaded, nothing restarted
+    assert manager.activation == "reload"
+    assert [m for m, _ in gw.calls] == ["plugins.list", "plugins.reload", "plugins.reload"]
+    paths = openclawconfig.fleet_paths(
+        openclawconfig.load(manager.config_path), str(manager.state_dir / "fleet" / "releases")
+    )
+    assert paths and all(p.startswith(str(old)) for p in paths)
+    # one OpenClaw CLI boot for the failed deploy and its rollback: validating the new config
+    assert _cli_calls(cli)[booted:] == ["config validate --json"]
+
+
+def test_a_refused_direct_connect_falls_back_to_the_cli_and_says_why(tmp_path):
+    with FakeGateway(token="right") as gw:
+        manager, cli = _host(tmp_path, gw.port, {"mode": "token", "token": "stale"})
+        assert manager.call("plugins.list") == {"plugins": [], "via": "cli"}
+        assert manager.rpc_path.startswith("cli (") and "token mismatch" in manager.rpc_path
+        assert _cli_calls(cli) == ["gateway call plugins.list"]
+
+
+def test_the_cli_can_be_chosen_and_an_unknown_rpc_option_is_refused(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"}, rpc="cli")
+    assert manager.call("plugins.list") == {"plugins": [], "via": "cli"}
+    assert gw.calls == []
+    with pytest.raises(ManagerError, match="option rpc='fast'; use direct or cli"):
+        OpenclawManager(manager.state_dir, {"rpc": "fast"})
+
+
+def test_a_gateway_that_is_down_is_an_rpc_error_not_a_cli_fallback(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    manager, cli = _host(tmp_path, free, {"mode": "none"})
+    with pytest.raises(RpcError):
+        manager.call("plugins.list", timeout=5)
+    assert manager.rpc_path == "direct" and _cli_calls(cli) == []
+
+
+def test_a_config_openclaw_already_judged_the_same_way_is_not_validated_again(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    state = manager.state_dir
+    assert manager.configure(_release(state, "5.0.1-a"))
+    assert manager.validation == "openclaw config validate"
+    # the next release: other dir, other versions, the same manifests otherwise
+    assert manager.configure(_release(state, "5.0.2-b", "5.0.2"))
+    assert manager.validation == "cached"
+    # a release whose configSchema changed is OpenClaw's to judge again
+    strict = {"type": "object", "additionalProperties": False}
+    assert manager.configure(_release(state, "5.0.3-c", "5.0.3", strict))
+    assert manager.validation == "openclaw config validate"
+    # and so is the same release once the user's own part of the file changed
+    data = openclawconfig.load(manager.config_path)
+    data["agents"] = {"defaults": {"heartbeat": {"every": "5m"}}}
+    manager.config_path.write_text(json.dumps(data))
+    assert manager.configure(_release(state, "5.0.4-d", "5.0.4", strict))
+    assert manager.validation == "openclaw config validate"
+    assert _cli_calls(cli) == ["config validate --json"] * 3
