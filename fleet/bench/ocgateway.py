@@ -181,7 +181,7 @@ def hook_samples(paths: list[Path]) -> dict[str, list[float]]:
     return out
 
 
-def bench(base, workdir: Path, reps: int = 3, turns: int = 15, log=print) -> Section:
+def bench(base, workdir: Path, reps: int = 3, turns: int = 8, log=print) -> Section:
     import shutil  # noqa: PLC0415
 
     sec = Section("ocgateway", "§5 fleet on two real OpenClaw 2026.9.6 gateways")
