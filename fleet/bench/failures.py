@@ -146,6 +146,8 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
         if bad:
             raise RuntimeError(f"{name}: " + "; ".join(f"{r.host}: {r.result} {r.note[:200]}"
                                                        for r in bad))
+        sec.details.setdefault(f"steps: {name}", []).append(
+            fixture.step_medians([[r for r in results if r.host != victim.name]]))
         finish = max(t for h, t in done.items() if h not in (victim.name, LEASE))
         sec.add(name, finish)
         sec.add(f"{name}: lease taken after", done.get(LEASE, 0.0))
@@ -157,6 +159,8 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
     fixture.deploy(fleet.hosts, variants.next())
     r = sec.ratio(together, alone)
     sec.figures["healthy hosts: with a paused one / alone"] = r
+    for which in (alone, together):
+        sec.figures[f"steps, {which} (last rep, median s)"] = sec.details[f"steps: {which}"][-1]
     sec.figures["paused host's deadline (connect timeout)"] = f"{deadline:g} s"
     sec.goal("healthy hosts with a paused one / alone", r["median"], 1.10, "ratio")
     failed_at = sec.summary("paused host: failed after")["median"]
