@@ -46,6 +46,7 @@ class Timed:
     def __init__(self):
         self.t0 = time.perf_counter()
         self.done: dict[str, float] = {}
+        self.answers: dict[str, float] = {}
 
     def sink(self, host: str, step: str, note: str = "") -> None:
         if step in FINAL:
@@ -61,16 +62,20 @@ def timed_deploy(hosts, artifact) -> tuple[float, dict[str, float], list]:
     take = lease.take
 
     def timed_take(*args, **kwargs):
+        held = None
         try:
-            return take(*args, **kwargs)
+            held = take(*args, **kwargs)
+            return held
         finally:
             timed.done[LEASE] = time.perf_counter() - timed.t0
+            timed.answers = dict(held.answered_s) if held is not None else {}
 
     lease.take = timed_take
     try:
         results = api.deploy(hosts, artifact, timed.sink, RunOptions(parallel=max(1, len(hosts))))
     finally:
         lease.take = take
+    timed.done.update({f"(lease answer) {h}": t for h, t in timed.answers.items()})
     return time.perf_counter() - timed.t0, timed.done, results
 
 
@@ -148,10 +153,14 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
                                                        for r in bad))
         sec.details.setdefault(f"steps: {name}", []).append(
             fixture.step_medians([[r for r in results if r.host != victim.name]]))
-        finish = max(t for h, t in done.items() if h not in (victim.name, LEASE))
+        finish = max(t for h, t in done.items() if h in {x.name for x in healthy})
+        answers = sorted(t for h, t in done.items() if h.startswith("(lease answer)"))
+        sec.details.setdefault(f"lease answers: {name}", []).append(answers)
         sec.add(name, finish)
         sec.add(f"{name}: lease taken after", done.get(LEASE, 0.0))
-        log(f"  hung rep {rep + 1}: {name}: lease {done.get(LEASE, 0.0):.2f} s, healthy hosts "
+        log(f"  hung rep {rep + 1}: {name}: lease answers at "
+            f"{', '.join(f'{t:.1f}' for t in answers)} s, went on at "
+            f"{done.get(LEASE, 0.0):.2f} s, healthy hosts "
             f"done at {finish:.2f} s"
             + (f", paused host failed at {done.get(victim.name, seconds):.2f} s, deploy "
                f"returned at {seconds:.2f} s" if name == together else ""))

@@ -126,6 +126,7 @@ class Lease:
     refusals: dict[str, str] = field(default_factory=dict)  # host -> why (holder named)
     unreached: dict[str, Unreached] = field(default_factory=dict)  # host -> why (never ran)
     late: set[str] = field(default_factory=set)  # still answering when the run went on
+    answered_s: dict[str, float] = field(default_factory=dict)  # host -> its answer came after
     _answers: dict[str, object] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _deadline: float = 0.0
@@ -269,7 +270,8 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
             value = exc
         with lease._cond:
             lease._answers[h.name] = value
-            times.append(time.monotonic() - started)
+            lease.answered_s[h.name] = time.monotonic() - started
+            times.append(lease.answered_s[h.name])
             lease._cond.notify_all()
 
     for h in hosts:
