@@ -4,7 +4,8 @@
   (`memory/session_archive/`) and about 5 MB of history (a year of session logs and daily
   summaries), in two shapes: spread over the year (the usual case), and the same year with
   yesterday's session log alone grown to ~1 MB (a day of many short sessions). Before each call
-  today's log gets one more entry, as each run's `agent_end` appends one. p50 and p99.
+  today's log is rewritten with a full day's entries, as each run's `agent_end` rewrites it
+  (so the history cache never serves it). p50 and p99.
 - 1,000 children of one parent ending within one second: child i fires `subagent_ended` at
   i/1000 s (as 1,000 `subagent.end` requests arriving over a second would); total time from the
   first end until every end has returned, and markers missing from the parent's state and its
@@ -22,7 +23,7 @@ from pathlib import Path
 from fleet.bench import hooks
 from fleet.bench.report import Section
 from fleet.continuity import history as history_mod
-from fleet.continuity import sessionlog, summary
+from fleet.continuity import sessionlog, store, summary
 
 ARCHIVES = 10_000
 HISTORY_BYTES = 5 * 1024 * 1024
@@ -98,20 +99,21 @@ def write_archives(workspace: Path, count: int = ARCHIVES) -> None:
         (directory / name).write_text(body, encoding="utf-8")
 
 
-def _prompt_calls(sec: Section, label: str, gateway, ctx: dict, calls: int) -> None:
-    """Time `calls` hook calls; before each (untimed) today's log gets one entry, as the
-    previous run's `agent_end` appends one, so the newest log is never the one last read."""
+def _prompt_calls(sec: Section, label: str, gateway, ctx: dict, calls: int,
+                  per_day: int) -> None:
+    """Time `calls` hook calls. Before each (untimed) today's log is replaced by a full day of
+    `per_day` entries, different from the last one, as each run's `agent_end` rewrites it: the
+    newest log is never the one the last call read."""
     event = {"prompt": "continue", "messages": []}
     merged, errors = gateway.hooks.run_modifying("before_prompt_build", event, ctx)
     text = merged.get("prependSystemContext") or ""
     if errors or "RELATED HISTORY" not in text:
         raise RuntimeError(f"before_prompt_build gave no related history: {errors} {text[:200]}")
     workspace = Path(ctx["workspaceDir"])
-    sessionlog.log_path(workspace, datetime.now(timezone.utc).date()).unlink(missing_ok=True)
+    today = datetime.now(timezone.utc).replace(hour=9, minute=0, second=0, microsecond=0)
+    log_file = sessionlog.log_path(workspace, today.date())
     for i in range(calls):
-        now = datetime.now(timezone.utc)
-        topic = f"{hooks.TOPICS[i % len(hooks.TOPICS)]} (run {i})"
-        sessionlog.append_entry(workspace, now, sessionlog.format_entry(now, topic, 2, 2, 300))
+        store.atomic_write(log_file, day_log(today, per_day, i))
         t = time.perf_counter()
         gateway.hooks.run_modifying("before_prompt_build", event, ctx)
         sec.add(label, time.perf_counter() - t)
@@ -141,17 +143,18 @@ def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section
            "workspaceDir": str(workspace), "trigger": "user"}
     spread = "before_prompt_build, 5 MB over a year"
     big = "before_prompt_build, 1 MB yesterday"
-    _prompt_calls(sec, spread, gateway, ctx, calls)
+    per_day = sessions_for(HISTORY_BYTES, 365)
+    _prompt_calls(sec, spread, gateway, ctx, calls, per_day)
     uncached = "before_prompt_build, 5 MB, no file cache (as before)"
     keep, history_mod.CACHE_MAX = history_mod.CACHE_MAX, 0
     try:
-        _prompt_calls(sec, uncached, gateway, ctx, max(20, calls // 5))
+        _prompt_calls(sec, uncached, gateway, ctx, max(20, calls // 5), per_day)
     finally:
         history_mod.CACHE_MAX = keep
     sec.figures["5 MB: cached / uncached p50"] = sec.ratio(spread, uncached)
     big_day = grow_day(workspace, today - timedelta(days=1))
     sec.figures["yesterday's session log (big-day shape)"] = f"{big_day} bytes"
-    _prompt_calls(sec, big, gateway, ctx, calls)
+    _prompt_calls(sec, big, gateway, ctx, calls, per_day)
     for label in (spread, big):
         s = sec.summary(label)
         sec.goal(f"{label}: p50", s["median"], 0.005, "s")
