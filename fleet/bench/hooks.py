@@ -69,14 +69,19 @@ def _gateway(state: Path):
     return gateway
 
 
-def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section:
-    sec = Section("hooks", "6. continuity hooks (gateway hook bus, in process)")
-    state = (workdir / "hooks" / "state").absolute()
+def fresh_gateway(workdir: Path, name: str):
+    """(gateway, workspace): a gateway with the plugins loaded on a new state dir under
+    `workdir/name` (a previous run's removed), in this process."""
+    state = (workdir / name / "state").absolute()
     if state.exists():
         shutil.rmtree(state)
     logging.getLogger("fleet").setLevel(logging.WARNING)
-    gateway = _gateway(state)
-    workspace = state / "workspace"
+    return _gateway(state), state / "workspace"
+
+
+def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section:
+    sec = Section("hooks", "6. continuity hooks (gateway hook bus, in process)")
+    gateway, workspace = fresh_gateway(workdir, "hooks")
     t0 = time.perf_counter()
     write_year(workspace)
     log(f"  hooks: wrote a year of history in {time.perf_counter() - t0:.1f} s")

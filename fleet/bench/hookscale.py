@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import logging
-import shutil
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -121,12 +119,7 @@ def _prompt_calls(sec: Section, label: str, gateway, ctx: dict, calls: int,
 
 def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section:
     sec = Section("hookscale", "§4 continuity at scale (gateway hook bus, in process)")
-    state = (workdir / "hookscale" / "state").absolute()
-    if state.exists():
-        shutil.rmtree(state)
-    logging.getLogger("fleet").setLevel(logging.WARNING)
-    gateway = hooks._gateway(state)
-    workspace = state / "workspace"
+    gateway, workspace = hooks.fresh_gateway(workdir, "hookscale")
     hooks._state(workspace / "memory" / "CURRENT_STATE.md", hooks.OBJECTIVE)
     t0 = time.perf_counter()
     today = datetime.now(timezone.utc)
