@@ -209,16 +209,19 @@ def _run_on(host: Host, command: str, timeout: float):
 
 
 GRACE_MIN_S = 0.5  # a late answer is one still missing this long after the run began ...
-GRACE_FACTOR = 2.0  # ... and after twice the median answer time of the hosts that answered
+GRACE_FACTOR = 1.0  # ... and after the median answer time of the hosts that answered, from a
+# host that has not even completed its SSH connection (one that has is alive: it is waited for)
 
 
-def _take_one(h: Host, run_id: str, record: dict) -> object:
+def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None) -> object:
     """One host's take (with the takeover of a holder that ran here and is gone); raises
-    Unreached when the host cannot be connected to, so the take never ran."""
+    Unreached when the host cannot be connected to, so the take never ran. `connected()` is
+    called once the SSH connection stands."""
     try:
         conn = connect(h)
     except Exception as exc:
         raise Unreached(exc) from None
+    connected()
     try:
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
         res = conn.run(lease_command(h, "take", run_id,
@@ -238,9 +241,9 @@ def _take_one(h: Host, run_id: str, record: dict) -> object:
 
 
 def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
-    """Whether the run may go on with some answers still missing: at least half the hosts
-    answered and the others are late by `GRACE_*` (a paused host never answers; waiting for
-    its connect timeout held every other host back that long)."""
+    """Whether the run may go on without the hosts still unconnected: at least half the hosts
+    answered and the others are late by `GRACE_*` (a paused host never sends its SSH banner;
+    waiting for its connect timeout held every other host back that long)."""
     if not answered or 2 * len(answered) < total:
         return False
     typical = sorted(answered)[len(answered) // 2]
@@ -262,10 +265,11 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
     started = time.monotonic()
     lease._deadline = started + longest
     times: list[float] = []
+    connected: set[str] = set()
 
     def one(h: Host) -> None:
         try:
-            value: object = _take_one(h, lease.run_id, record)
+            value: object = _take_one(h, lease.run_id, record, lambda: connected.add(h.name))
         except Exception as exc:  # reported per host
             value = exc
         with lease._cond:
@@ -279,7 +283,9 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
     with lease._cond:
         while len(lease._answers) < len(hosts):
             elapsed = time.monotonic() - started
-            if elapsed >= longest or _go_on(times, len(hosts), elapsed):
+            pending = [h.name for h in hosts if h.name not in lease._answers]
+            if elapsed >= longest or (not connected.intersection(pending)
+                                      and _go_on(times, len(hosts), elapsed)):
                 break
             lease._cond.wait(0.05)
         answers = dict(lease._answers)

@@ -14,8 +14,8 @@ from fleet.deploy.lease import _go_on
 def test_the_run_goes_on_without_late_answers_only_when_most_answered_and_they_are_late():
     assert not _go_on([], 8, 30.0)
     assert not _go_on([0.2, 0.3, 0.3], 8, 30.0)  # fewer than half answered
-    assert not _go_on([0.2, 0.3, 0.3, 0.4], 8, 0.5)  # not late yet: 2 x 0.3 s
-    assert _go_on([0.2, 0.3, 0.3, 0.4], 8, 0.61)
+    assert not _go_on([0.4, 0.6, 0.6, 0.8], 8, 0.5)  # not late yet: the median answer, 0.6 s
+    assert _go_on([0.4, 0.6, 0.6, 0.8], 8, 0.61)
     assert not _go_on([0.01] * 7, 8, 0.3)  # at least half a second, however fast the others
     assert _go_on([0.01] * 7, 8, 0.5)
 
