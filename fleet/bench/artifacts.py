@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from fleet.deploy.api import ArtifactRef, load_artifact
@@ -20,8 +21,11 @@ NONCE_NAME = "fleet_bench_nonce.txt"
 MANIFEST = "fleet_manifest.json"
 
 
-def variant(base: ArtifactRef, nonce: str, out_dir: Path) -> ArtifactRef:
-    """`base` with a nonce file added; deterministic for a given (base, nonce)."""
+def variant(base: ArtifactRef, nonce: str, out_dir: Path,
+            edits: dict[str, Callable[[bytes], bytes]] | None = None) -> ArtifactRef:
+    """`base` with a nonce file added (and `edits`: entry name -> new content from the old, the
+    manifest following); deterministic for a given (base, nonce, edits)."""
+    edits = edits or {}
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = base.path.read_bytes()
     prefix = raw[: raw.find(b"PK\x03\x04")] if raw.startswith(b"#!") else b""
@@ -32,6 +36,10 @@ def variant(base: ArtifactRef, nonce: str, out_dir: Path) -> ArtifactRef:
         manifest = json.loads(src.read(MANIFEST))
         manifest["files"][NONCE_NAME] = hashlib.sha256(nonce_bytes).hexdigest()
         entries = {info.filename: (info, src.read(info.filename)) for info in src.infolist()}
+        for name, edit in edits.items():
+            info, old = entries[name]
+            entries[name] = (info, edit(old))
+            manifest["files"][name] = hashlib.sha256(entries[name][1]).hexdigest()
         template = entries[MANIFEST][0]
         for name in sorted(set(entries) | {NONCE_NAME}):
             if name == MANIFEST:

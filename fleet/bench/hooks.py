@@ -69,14 +69,19 @@ def _gateway(state: Path):
     return gateway
 
 
-def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section:
-    sec = Section("hooks", "6. continuity hooks (gateway hook bus, in process)")
-    state = (workdir / "hooks" / "state").absolute()
+def fresh_gateway(workdir: Path, name: str):
+    """(gateway, workspace): a gateway with the plugins loaded on a new state dir under
+    `workdir/name` (a previous run's removed), in this process."""
+    state = (workdir / name / "state").absolute()
     if state.exists():
         shutil.rmtree(state)
     logging.getLogger("fleet").setLevel(logging.WARNING)
-    gateway = _gateway(state)
-    workspace = state / "workspace"
+    return _gateway(state), state / "workspace"
+
+
+def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section:
+    sec = Section("hooks", "6. continuity hooks (gateway hook bus, in process)")
+    gateway, workspace = fresh_gateway(workdir, "hooks")
     t0 = time.perf_counter()
     write_year(workspace)
     log(f"  hooks: wrote a year of history in {time.perf_counter() - t0:.1f} s")
@@ -115,8 +120,10 @@ def bench(workdir: Path, calls: int = 1000, reps: int = 3, log=print) -> Section
     return sec
 
 
-def children_end(gateway, workspace: Path, count: int = CHILDREN) -> tuple[float, int]:
-    """Fire `subagent_ended` for `count` children at once; (seconds, markers missing)."""
+def children_end(gateway, workspace: Path, count: int = CHILDREN,
+                 spread_s: float = 0.0) -> tuple[float, int]:
+    """Fire `subagent_ended` for `count` children at once, or child i at i/count of `spread_s`
+    after the first; (seconds until every end returned, markers missing)."""
     memory = workspace / "memory"
     for leftover in ("unsurfaced_archive.md", ".recovered_children.json"):
         (memory / leftover).unlink(missing_ok=True)
@@ -137,20 +144,25 @@ def children_end(gateway, workspace: Path, count: int = CHILDREN) -> tuple[float
             raise RuntimeError(f"agent_end errors: {failed[:3]}")
     barrier = threading.Barrier(count + 1)
     errors: list[str] = []
+    start = [0.0]
 
-    def end(cid: str) -> None:
+    def end(cid: str, delay: float) -> None:
         key = f"agent:main:subagent:{cid}"
         ctx = {"runId": cid, "childSessionKey": key, "requesterSessionKey": "agent:main:main"}
         ev = {"targetSessionKey": key, "targetKind": "subagent", "reason": "completed",
               "outcome": "ok", "endedAt": time.time(), "runId": cid}
         barrier.wait()
+        if delay:
+            time.sleep(max(0.0, start[0] + delay - time.perf_counter()))
         errors.extend(gateway.hooks.run_void("subagent_ended", ev, ctx))
 
-    threads = [threading.Thread(target=end, args=(cid,)) for cid in cids]
+    threads = [threading.Thread(target=end, args=(cid, spread_s * i / count))
+               for i, cid in enumerate(cids)]
     for t in threads:
         t.start()
+    start[0] = time.perf_counter()
     barrier.wait()
-    t0 = time.perf_counter()
+    t0 = start[0]
     for t in threads:
         t.join(120)
     total = time.perf_counter() - t0

@@ -20,6 +20,10 @@ BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "ha
 # Only when named (`--only openclaw`): it needs the OpenClaw toolchain (`invoke openclaw.install`)
 OPT_IN = ("openclaw",)
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
+# round 2, sections 3-5 (fleet.bench.hookscale, .failures, .ocgateway)
+BENCHMARKS += ("hookscale", "failfast", "hung")
+OPT_IN += ("ocgateway",)
+DOCKER_DEPLOY += ("failfast", "hung")
 
 
 def parse_selection(only: str) -> list[str]:
@@ -65,6 +69,16 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "hooks", "6. continuity hooks",
                lambda: hooks.bench(workdir, reps=reps, log=log), log)
+    if "hookscale" in selected:
+        from fleet.bench import hookscale  # noqa: PLC0415
+
+        _guard(report, "hookscale", "§4 continuity at scale",
+               lambda: hookscale.bench(workdir, reps=reps, log=log), log)
+    if "ocgateway" in selected:
+        from fleet.bench import ocgateway  # noqa: PLC0415
+
+        _guard(report, "ocgateway", "§5 deploy vs OpenClaw's cold start, hook round trip",
+               lambda: ocgateway.bench(base, workdir, reps, log=log), log)
     if "restartgap" in selected:
         from fleet.bench import restartgap  # noqa: PLC0415
 
@@ -94,7 +108,7 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
 def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, workdir: Path,
              log) -> None:
-    from fleet.bench import deploys  # noqa: PLC0415
+    from fleet.bench import deploys, failures  # noqa: PLC0415
 
     log(f"starting a harness of {hosts} hosts")
     try:
@@ -116,6 +130,8 @@ def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, work
                        lambda: deploys.manual(fl, variants, reps, workdir, log)),
             "ansible": ("3. ansible-core",
                         lambda: deploys.ansible(fl, variants, reps, workdir, log)),
+            "failfast": ("§3a failed release", lambda: failures.failfast(fl, variants, reps, log)),
+            "hung": ("§3b paused host", lambda: failures.hung(fl, variants, reps, log)),
         }
         for name in names:
             _guard(report, name, table[name][0], table[name][1], log)

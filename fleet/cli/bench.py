@@ -11,7 +11,8 @@ from invoke import Exit
 from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
-              "restartgap, hooks, harness, rtt; openclaw only when named")
+              "restartgap, hooks, harness, rtt, hookscale, failfast, hung; openclaw and "
+              "ocgateway only when named")
 
 
 @task(help={"only": BENCH_HELP,

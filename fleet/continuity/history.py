@@ -6,11 +6,12 @@ Injected at agent start so a resumed task brings back what earlier sessions did 
 
 from __future__ import annotations
 
-import heapq
 import os
 import re
+import threading
+from collections import OrderedDict
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .paths import memory_dir
 from .store import read_text
@@ -20,6 +21,11 @@ END = "=== END RELATED HISTORY ==="
 MAX_KEYWORDS = 10
 DAILY_FILES = 14
 SESSION_FILES = 7
+CACHE_MAX = 256  # (file, keywords) pairs: 21 files per agent, a dozen agents; 0: no cache
+
+Item = Tuple[int, str, str]  # (score, date label, summary)
+_cache: OrderedDict[tuple, Tuple[tuple, List[Item]]] = OrderedDict()
+_cache_lock = threading.Lock()
 
 STOPWORDS = frozenset(
     [
@@ -56,10 +62,17 @@ def _newest(directory: Path, count: int) -> List[Path]:
     """The `count` newest dated files; plain names (os.listdir), no Path per file: a year of
     history is 365 entries per directory and this runs on every agent start."""
     try:
-        names = [n for n in os.listdir(str(directory)) if _DATE_FILE_RE.match(n)]
+        names = os.listdir(str(directory))
     except OSError:
         return []
-    return [directory / n for n in heapq.nlargest(count, names)]
+    names.sort(reverse=True)  # newest first; only the names taken are checked
+    found: List[Path] = []
+    for name in names:
+        if len(found) == count:
+            break
+        if _DATE_FILE_RE.match(name):
+            found.append(directory / name)
+    return found
 
 
 def _daily_summary_line(text: str) -> str:
@@ -78,6 +91,58 @@ def _daily_summary_line(text: str) -> str:
     return " ".join(line.strip() for line in lines[:3]).strip()
 
 
+def _daily_items(path: Path, text: str, words: List[str]) -> List[Item]:
+    s = score(text, words)
+    return [(s, path.name[:-3], _daily_summary_line(text))] if s > 0 else []
+
+
+def _session_items(path: Path, text: str, words: List[str]) -> List[Item]:
+    items = []
+    chunks = _CHUNK_RE.split(text.replace("\r\n", "\n"))
+    for chunk in chunks[1:]:
+        s = score(chunk, words)
+        if s <= 1:
+            continue
+        first, _, _body = chunk.partition("\n")
+        m = _TOPIC_RE.search(chunk)
+        summary = m.group(1).strip() if m else chunk[:80].strip()
+        items.append((s, f"{path.name[:-3]} {first.strip()}", summary))
+    return items
+
+
+def _file_items(path: Path, words: List[str], max_items: int,
+                scorer: Callable[[Path, str, List[str]], List[Item]]) -> List[Item]:
+    """A file's best `max_items` items, scored once per version of the file.
+
+    Why a cache: the hook runs before every prompt and a long-lived agent's newest logs hold
+    thousands of entries, while only today's log changes between prompts (the others are
+    history). A file is known by (inode, size, mtime, ctime): every writer replaces it
+    atomically (new inode) or appends (new size/mtime), so a changed file is always re-read.
+    Keeping a file's best `max_items` (best score first, earlier first on ties) loses nothing:
+    an item outside its own file's best cannot be among the best of all files.
+    """
+    try:
+        st = os.stat(str(path))
+    except OSError:
+        return []
+    sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (str(path), scorer.__name__, tuple(words), max_items)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == sig and CACHE_MAX > 0:
+            _cache.move_to_end(key)
+            return hit[1]
+    text = read_text(path)
+    items = scorer(path, text, words) if text else []
+    items = sorted(items, key=lambda item: -item[0])[:max_items]
+    with _cache_lock:
+        _cache[key] = (sig, items)
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_MAX:
+            _cache.popitem(last=False)
+    return items
+
+
 def related_history(workspace: Path, objective: str, max_items: int = 3) -> Optional[str]:
     """The `=== RELATED HISTORY ===` block for `objective`, or None when nothing relates."""
     objective = (objective or "").strip()
@@ -87,27 +152,11 @@ def related_history(workspace: Path, objective: str, max_items: int = 3) -> Opti
     if not words:
         return None
     memory = memory_dir(workspace)
-    items: List[Tuple[int, str, str]] = []
+    items: List[Item] = []
     for path in _newest(memory / "summaries" / "daily", DAILY_FILES):
-        text = read_text(path)
-        if not text:
-            continue
-        s = score(text, words)
-        if s > 0:
-            items.append((s, path.name[:-3], _daily_summary_line(text)))
+        items.extend(_file_items(path, words, max_items, _daily_items))
     for path in _newest(memory / "sessions", SESSION_FILES):
-        text = read_text(path)
-        if not text:
-            continue
-        chunks = _CHUNK_RE.split(text.replace("\r\n", "\n"))
-        for chunk in chunks[1:]:
-            s = score(chunk, words)
-            if s <= 1:
-                continue
-            first, _, _body = chunk.partition("\n")
-            m = _TOPIC_RE.search(chunk)
-            summary = m.group(1).strip() if m else chunk[:80].strip()
-            items.append((s, f"{path.name[:-3]} {first.strip()}", summary))
+        items.extend(_file_items(path, words, max_items, _session_items))
     if not items:
         return None
     items.sort(key=lambda item: -item[0])  # stable: dailies first, newest first on ties

@@ -295,18 +295,32 @@ def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
     return rounds * max((deadline_for(h) for h in hosts), default=600.0) + 60.0
 
 
-def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
-            body: Callable[[], list[HostResult]]) -> list[HostResult]:
-    """Run `body` holding the fleet lease on every host; refused as a whole if another run
-    holds it anywhere (fleet.deploy.lease)."""
+def _leased(hosts: list[Host], owner: str, options: RunOptions | None, work,
+            sink: ProgressSink) -> list[HostResult]:
+    """Run `work` on every host holding the fleet lease there; refused as a whole if another
+    run holds it anywhere (fleet.deploy.lease). A host whose take answered late is worked on
+    once its own take is decided; one the take could not reach is reported, not tried again."""
     held = lease.take(hosts, owner, lease_time(hosts, options))
     if held.refused:
         first = next(iter(held.refusals.values()))
         return [HostResult(h.name, "refused", False,
                            note=held.refusals.get(h.name) or f"run refused: {first}")
                 for h in hosts]
+
+    def gated(host: Host, progress: Progress) -> HostResult:
+        t0 = time.monotonic()
+        blocked = held.wait(host)
+        if isinstance(blocked, lease.Unreached):
+            res = _failure(host, blocked.cause, _Timer(progress), t0)
+            res.note += " (while taking the fleet lease; not tried again)"
+            return res
+        if blocked is not None:
+            return HostResult(host.name, "refused", False, note=blocked,
+                              duration_s=time.monotonic() - t0)
+        return work(host, progress)
+
     try:
-        return body()
+        return _run(hosts, gated, sink, options)
     finally:
         lease.release(held)
 
@@ -316,11 +330,11 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
 
-    def body() -> list[HostResult]:
-        return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
-                    options)
+    def work(h: Host, p: Progress) -> HostResult:
+        return deploy_host(h, artifact, p, owner, force, dry_run)
 
-    return body() if dry_run else _leased(hosts, owner, options, body)
+    return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
+                                                                    sink)
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
@@ -333,14 +347,12 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda: _run(
-        hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to), "rollback", True,
-                                         install_timeout(h)), sink, options))
+    return _leased(hosts, owner, options, lambda h, p: _simple_host(
+        h, p, commands.rollback(h, owner, to), "rollback", True, install_timeout(h)), sink)
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda: _run(
-        hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart", True,
-                                         install_timeout(h)), sink, options))
+    return _leased(hosts, owner, options, lambda h, p: _simple_host(
+        h, p, commands.restart(h, owner), "restart", True, install_timeout(h)), sink)

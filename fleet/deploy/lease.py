@@ -106,18 +106,68 @@ def lease_command(host: Host, action: str, run_id: str, record: dict | None = No
             + " ".join(shlex.quote(a) for a in args))
 
 
+class Unreached(Exception):
+    """The take never ran on the host: it could not be connected to (so nothing to release
+    there, and the run does not connect to it again)."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 @dataclass
 class Lease:
-    """The outcome of taking the fleet lease: held on `hosts`, or refused with `refusals`."""
+    """The outcome of taking the fleet lease: held on `hosts`, or refused with `refusals`;
+    hosts whose answer was late are decided by `wait()`."""
 
     run_id: str
     held: list[Host] = field(default_factory=list)
     targets: list[Host] = field(default_factory=list)  # every host asked (released at the end)
     refusals: dict[str, str] = field(default_factory=dict)  # host -> why (holder named)
+    unreached: dict[str, Unreached] = field(default_factory=dict)  # host -> why (never ran)
+    late: set[str] = field(default_factory=set)  # still answering when the run went on
+    answered_s: dict[str, float] = field(default_factory=dict)  # host -> its answer came after
+    _answers: dict[str, object] = field(default_factory=dict)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _deadline: float = 0.0
 
     @property
     def refused(self) -> bool:
         return bool(self.refusals)
+
+    def _record(self, host: Host, answer: object) -> None:
+        """File one host's answer under held / refusals / unreached."""
+        if isinstance(answer, Unreached):
+            self.unreached[host.name] = answer
+            return
+        reply = _answer(answer)
+        if reply is None:
+            return
+        if reply.get("ok") is True:
+            self.held.append(host)
+        elif isinstance(reply.get("holder"), dict):
+            self.refusals[host.name] = (
+                "deploy lock of another run (fleet lease) held on this host by "
+                f"{describe_holder(reply['holder'])}; nothing was changed on any host. Wait "
+                "for that run to finish (a crashed run's lease expires)")
+
+    def wait(self, host: Host) -> str | Unreached | None:
+        """For a host whose answer was late, block until it comes (bounded by the take's own
+        timeout); then None when the run may go on there, a refusal text, or the Unreached
+        error. Hosts answered in time return at once."""
+        if host.name in self.late:
+            with self._cond:
+                while host.name not in self._answers and time.monotonic() < self._deadline:
+                    self._cond.wait(max(0.01, self._deadline - time.monotonic()))
+                answer = self._answers.get(host.name)
+                self.late.discard(host.name)
+            if answer is None:
+                return None  # no verdict at all: the run's own connect reports the host
+            self._record(host, answer)
+            refusal = self.refusals.get(host.name)
+            if refusal is not None:
+                return refusal
+        return self.unreached.get(host.name)
 
 
 def describe_holder(holder: dict) -> str:
@@ -158,45 +208,97 @@ def _run_on(host: Host, command: str, timeout: float):
         conn.close()
 
 
+GRACE_MIN_S = 0.5  # a late answer is one still missing this long after the run began ...
+GRACE_FACTOR = 1.0  # ... and after the median answer time of the hosts that answered, from a
+# host that has not even completed its SSH connection (one that has is alive: it is waited for)
+
+
+def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None) -> object:
+    """One host's take (with the takeover of a holder that ran here and is gone); raises
+    Unreached when the host cannot be connected to, so the take never ran. `connected()` is
+    called once the SSH connection stands."""
+    try:
+        conn = connect(h)
+    except Exception as exc:
+        raise Unreached(exc) from None
+    connected()
+    try:
+        # a take that only runs after its deadline (host paused meanwhile) takes nothing
+        res = conn.run(lease_command(h, "take", run_id,
+                                     dict(record, deadline=time.time() + take_timeout(h))),
+                       take_timeout(h))
+        # A holder that ran on this machine and is gone (its release never reached a host that
+        # was down or killed) is taken over at once, as a dead installer's lock is.
+        holder = (_answer(res) or {}).get("holder")
+        if isinstance(holder, dict) and _dead_here(holder):
+            res = conn.run(lease_command(h, "take", run_id, dict(
+                record, deadline=time.time() + take_timeout(h),
+                takeover={"from": holder.get("from"), "pid": holder.get("pid")})),
+                take_timeout(h))
+        return res
+    finally:
+        conn.close()
+
+
+def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
+    """Whether the run may go on without the hosts still unconnected: at least half the hosts
+    answered and the others are late by `GRACE_*` (a paused host never sends its SSH banner;
+    waiting for its connect timeout held every other host back that long)."""
+    if not answered or 2 * len(answered) < total:
+        return False
+    typical = sorted(answered)[len(answered) // 2]
+    return elapsed >= max(GRACE_MIN_S, GRACE_FACTOR * typical)
+
+
 def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
     """Take the lease on every host, or none: on any refusal, release what was taken.
 
-    A host that cannot be reached is not a refusal: the run reports it failed as before.
+    A host that cannot be reached is not a refusal: the run reports it failed as before. A host
+    whose answer is late (see `_go_on`) does not hold the others back: its take goes on, and the
+    run's work on that host first waits for it (`Lease.wait`), so no host is ever changed
+    without its lease; a refusal that comes late is that host's alone.
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
               "lease": float(lease_s)}
-    longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S)
+    longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S) + 5
+    started = time.monotonic()
+    lease._deadline = started + longest
+    times: list[float] = []
+    connected: set[str] = set()
 
-    def one(h: Host):
-        # a take that only runs after its deadline (host paused meanwhile) takes nothing
-        late = dict(record, deadline=time.time() + take_timeout(h))
-        return _run_on(h, lease_command(h, "take", lease.run_id, late), take_timeout(h))
+    def one(h: Host) -> None:
+        try:
+            value: object = _take_one(h, lease.run_id, record, lambda: connected.add(h.name))
+        except Exception as exc:  # reported per host
+            value = exc
+        with lease._cond:
+            lease._answers[h.name] = value
+            lease.answered_s[h.name] = time.monotonic() - started
+            times.append(lease.answered_s[h.name])
+            lease._cond.notify_all()
 
-    answers = _each(hosts, one, longest + 5)
-    # A holder that ran on this machine and is gone (its release never reached a host that was
-    # down or killed) is taken over at once, as a dead installer's lock is, not after its lease.
-    dead = {name: holder for name, holder in _holders(answers).items() if _dead_here(holder)}
-    if dead:
-        by_name = {h.name: h for h in hosts}
-        answers.update(_each([by_name[n] for n in dead], lambda h: _run_on(
-            h, lease_command(h, "take", lease.run_id, dict(
-                record, deadline=time.time() + take_timeout(h),
-                takeover={"from": dead[h.name].get("from"), "pid": dead[h.name].get("pid")})),
-            take_timeout(h)), longest + 5))
+    for h in hosts:
+        threading.Thread(target=one, args=(h,), daemon=True).start()
+    with lease._cond:
+        while len(lease._answers) < len(hosts):
+            elapsed = time.monotonic() - started
+            pending = [h.name for h in hosts if h.name not in lease._answers]
+            if elapsed >= longest or (not connected.intersection(pending)
+                                      and _go_on(times, len(hosts), elapsed)):
+                break
+            lease._cond.wait(0.05)
+        answers = dict(lease._answers)
     lease.targets = list(hosts)
     for host in hosts:
-        answer = _answer(answers[host.name])
-        if answer is None:
-            continue
-        if answer.get("ok") is True:
-            lease.held.append(host)
-        elif isinstance(answer.get("holder"), dict):
-            lease.refusals[host.name] = (
-                "deploy lock of another run (fleet lease) held on this host by "
-                f"{describe_holder(answer['holder'])}; nothing was changed on any host. Wait "
-                "for that run to finish (a crashed run's lease expires)")
+        if host.name in answers:
+            lease._record(host, answers[host.name])
+        else:
+            lease.late.add(host.name)
     if lease.refused:
+        for host in hosts:  # a take still under way may yet succeed: let it land first
+            if host.name in lease.late:
+                lease.wait(host)
         release(lease)
         lease.held = []
         lease.targets = []
@@ -213,16 +315,6 @@ def _answer(res: object) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def _holders(answers: dict[str, object]) -> dict[str, dict]:
-    """host name -> the holder a refused take named."""
-    out = {}
-    for name, res in answers.items():
-        answer = _answer(res)
-        if answer and isinstance(answer.get("holder"), dict):
-            out[name] = answer["holder"]
-    return out
-
-
 def _dead_here(holder: dict) -> bool:
     """The holder was a run on this control machine whose process no longer exists."""
     pid = holder.get("pid")
@@ -233,7 +325,7 @@ def _dead_here(holder: dict) -> bool:
 def release(lease: Lease) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
     answer in time may still have taken it); best effort and bounded."""
-    hosts = lease.targets or lease.held
+    hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
         _each(hosts, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
