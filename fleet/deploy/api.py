@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.deploy import commands, lease
-from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.connection import ConnectionError_, Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
@@ -171,17 +171,35 @@ def _step_relay(progress: Progress, what: str = "install") -> Callable[[str], No
     return relay
 
 
+def _open(host: Host, conns: Connections | None):
+    return conns.get(host) if conns is not None else connect(host)
+
+
+def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
+    """Close a connection of its own; a shared one stays open unless it failed."""
+    if conns is None:
+        if conn is not None:
+            conn.close()
+    elif failed:
+        conns.drop(host)
+
+
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
-                force: bool = False, dry_run: bool = False) -> HostResult:
-    """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run)."""
+                force: bool = False, dry_run: bool = False,
+                conns: Connections | None = None) -> HostResult:
+    """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
+    With `conns`, over the run's shared connection to the host (see Connections)."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
+    failed = True
     try:
         with timer.step("connect"):
-            conn = connect(host)
+            conn = _open(host, conns)
         if not dry_run:
-            return _install_host(host, artifact, progress, owner, force, conn, timer, t0)
+            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0)
+            failed = False
+            return result
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
                            command_timeout(host))
@@ -194,6 +212,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         status = parse_json("\n".join(lines[1:])) or {}
         plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
                          artifact.path.stat().st_size, force)
+        failed = False
         return HostResult(host.name, "planned", plan.action != "blocked",
                           from_release=status.get("current"),
                           to_release={"release": plan.target},
@@ -202,8 +221,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
-        if conn is not None:
-            conn.close()
+        _done(host, conn, conns, failed)
 
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
@@ -250,22 +268,24 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
-                 relay: bool = False, timeout: float | None = None) -> HostResult:
+                 relay: bool = False, timeout: float | None = None,
+                 conns: Connections | None = None) -> HostResult:
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
+    failed = True
     try:
         with timer.step("connect"):
-            conn = connect(host)
+            conn = _open(host, conns)
         with timer.step(what):
             res = conn.run(command, timeout or command_timeout(host),
                            on_stderr_line=_step_relay(progress, what) if relay else None)
+        failed = False
         return _installer_result(host, res, timer, t0, what)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
-        if conn is not None:
-            conn.close()
+        _done(host, conn, conns, failed)
 
 
 def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None):
@@ -283,19 +303,24 @@ def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
 
 
 def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
-            body: Callable[[], list[HostResult]]) -> list[HostResult]:
-    """Run `body` holding the fleet lease on every host; refused as a whole if another run
-    holds it anywhere (fleet.deploy.lease)."""
-    held = lease.take(hosts, owner, lease_time(hosts, options))
-    if held.refused:
-        first = next(iter(held.refusals.values()))
-        return [HostResult(h.name, "refused", False,
-                           note=held.refusals.get(h.name) or f"run refused: {first}")
-                for h in hosts]
+            body: Callable[[Connections], list[HostResult]]) -> list[HostResult]:
+    """Run `body(conns)` holding the fleet lease on every host; refused as a whole if another
+    run holds it anywhere (fleet.deploy.lease). One connection per host serves the take, the
+    body and the release."""
+    conns = Connections()
     try:
-        return body()
+        held = lease.take(hosts, owner, lease_time(hosts, options), conns)
+        if held.refused:
+            first = next(iter(held.refusals.values()))
+            return [HostResult(h.name, "refused", False,
+                               note=held.refusals.get(h.name) or f"run refused: {first}")
+                    for h in hosts]
+        try:
+            return body(conns)
+        finally:
+            lease.release(held, conns)
     finally:
-        lease.release(held)
+        conns.close()
 
 
 def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
@@ -303,11 +328,11 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
 
-    def body() -> list[HostResult]:
-        return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run), sink,
-                    options)
+    def body(conns: Connections | None) -> list[HostResult]:
+        return _run(hosts, lambda h, p: deploy_host(h, artifact, p, owner, force, dry_run,
+                                                    conns), sink, options)
 
-    return body() if dry_run else _leased(hosts, owner, options, body)
+    return body(None) if dry_run else _leased(hosts, owner, options, body)
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
@@ -326,14 +351,14 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda: _run(
+    return _leased(hosts, owner, options, lambda conns: _run(
         hosts, lambda h, p: _simple_host(h, p, commands.rollback(h, owner, to), "rollback", True,
-                                         install_timeout(h)), sink, options))
+                                         install_timeout(h), conns), sink, options))
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda: _run(
+    return _leased(hosts, owner, options, lambda conns: _run(
         hosts, lambda h, p: _simple_host(h, p, commands.restart(h, owner), "restart", True,
-                                         install_timeout(h)), sink, options))
+                                         install_timeout(h), conns), sink, options))

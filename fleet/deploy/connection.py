@@ -142,6 +142,9 @@ class LocalConnection:
     def close(self) -> None:
         return None
 
+    def is_active(self) -> bool:
+        return True
+
 
 class SshConnection:
     """A host over ssh through Fabric, with verified host keys and deadlines everywhere.
@@ -233,6 +236,11 @@ class SshConnection:
             except Exception:
                 pass
 
+    def is_active(self) -> bool:
+        """Whether the ssh transport is still up (a reused connection may have dropped)."""
+        transport = self.conn.client.get_transport() if self.conn is not None else None
+        return bool(transport is not None and transport.is_active())
+
 
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
@@ -259,3 +267,43 @@ def connect(host: Host) -> LocalConnection | SshConnection:
     conn = LocalConnection(host) if host.is_local else SshConnection(host)
     conn.open()
     return conn
+
+
+class Connections:
+    """One connection per host for a whole run: the lease take, the deploy and the lease
+    release share it instead of opening three. Each ssh handshake costs the control side ~10 ms
+    of CPU (Paramiko's key exchange and authentication, under the GIL: they queue when many
+    hosts connect at once) and the host ~20 ms (sshd's re-exec and key exchange), and one or two
+    round trips; measured in docs/benchmarks.md (bigger fleet). A connection that failed or
+    dropped is opened again on the next use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, LocalConnection | SshConnection] = {}
+        self._host_locks: dict[str, threading.Lock] = {}
+
+    def get(self, host: Host) -> LocalConnection | SshConnection:
+        """The host's open connection, connecting first if it has none (or it dropped)."""
+        with self._lock:
+            host_lock = self._host_locks.setdefault(host.name, threading.Lock())
+        with host_lock:  # two users of one host wait for one connect, never open two
+            conn = self._open.get(host.name)
+            if conn is not None and conn.is_active():
+                return conn
+            conn = connect(host)
+            with self._lock:
+                self._open[host.name] = conn
+            return conn
+
+    def drop(self, host: Host) -> None:
+        """Close the host's connection after an error on it; the next `get` reconnects."""
+        with self._lock:
+            conn = self._open.pop(host.name, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._open = list(self._open.values()), {}
+        for conn in conns:
+            conn.close()

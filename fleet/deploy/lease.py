@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from fleet.deploy.connection import connect
+from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.installer.lock import pid_alive
 
@@ -150,7 +150,15 @@ def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
                 for h in hosts}
 
 
-def _run_on(host: Host, command: str, timeout: float):
+def _run_on(host: Host, command: str, timeout: float, conns: Connections | None = None):
+    """Run `command` on `host`: over the run's shared connection when given (kept open for the
+    deploy that follows), else over a connection of its own."""
+    if conns is not None:
+        try:
+            return conns.get(host).run(command, timeout)
+        except Exception:
+            conns.drop(host)
+            raise
     conn = connect(host)
     try:
         return conn.run(command, timeout)
@@ -158,10 +166,12 @@ def _run_on(host: Host, command: str, timeout: float):
         conn.close()
 
 
-def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
+def take(hosts: list[Host], owner: str, lease_s: float,
+         conns: Connections | None = None) -> Lease:
     """Take the lease on every host, or none: on any refusal, release what was taken.
 
     A host that cannot be reached is not a refusal: the run reports it failed as before.
+    With `conns`, the connections stay open for the run (and its `release`).
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
@@ -171,7 +181,8 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
     def one(h: Host):
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
         late = dict(record, deadline=time.time() + take_timeout(h))
-        return _run_on(h, lease_command(h, "take", lease.run_id, late), take_timeout(h))
+        return _run_on(h, lease_command(h, "take", lease.run_id, late), take_timeout(h),
+                       conns)
 
     answers = _each(hosts, one, longest + 5)
     # A holder that ran on this machine and is gone (its release never reached a host that was
@@ -183,7 +194,7 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
             h, lease_command(h, "take", lease.run_id, dict(
                 record, deadline=time.time() + take_timeout(h),
                 takeover={"from": dead[h.name].get("from"), "pid": dead[h.name].get("pid")})),
-            take_timeout(h)), longest + 5))
+            take_timeout(h), conns), longest + 5))
     lease.targets = list(hosts)
     for host in hosts:
         answer = _answer(answers[host.name])
@@ -197,7 +208,7 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
                 f"{describe_holder(answer['holder'])}; nothing was changed on any host. Wait "
                 "for that run to finish (a crashed run's lease expires)")
     if lease.refused:
-        release(lease)
+        release(lease, conns)
         lease.held = []
         lease.targets = []
     return lease
@@ -230,11 +241,11 @@ def _dead_here(holder: dict) -> bool:
             and pid != os.getpid() and not pid_alive(pid))
 
 
-def release(lease: Lease) -> None:
+def release(lease: Lease, conns: Connections | None = None) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
     answer in time may still have taken it); best effort and bounded."""
     hosts = lease.targets or lease.held
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
         _each(hosts, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
-                                       take_timeout(h)), longest + 5)
+                                       take_timeout(h), conns), longest + 5)
