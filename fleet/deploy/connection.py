@@ -8,6 +8,7 @@ each command, each transfer.
 
 from __future__ import annotations
 
+import codecs
 import io
 import logging
 import os
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -146,6 +148,22 @@ class LocalConnection:
         return True
 
 
+_CONFIG: list = []
+_CONFIG_LOCK = threading.Lock()
+
+
+def _fabric_config():
+    """One Fabric Config for every connection of the process (read-only once built): building
+    it merges invoke's config layers and looks for config files, ~2 ms of CPU per host."""
+    with _CONFIG_LOCK:
+        if not _CONFIG:
+            import paramiko  # noqa: PLC0415
+            from fabric import Config  # noqa: PLC0415
+
+            _CONFIG.append(Config(ssh_config=paramiko.SSHConfig()))
+        return _CONFIG[0]
+
+
 class SshConnection:
     """A host over ssh through Fabric, with verified host keys and deadlines everywhere.
 
@@ -159,8 +177,7 @@ class SshConnection:
         self.target = None
 
     def _fabric(self, target, gateway=None):
-        import paramiko  # noqa: PLC0415
-        from fabric import Config, Connection  # noqa: PLC0415
+        from fabric import Connection  # noqa: PLC0415
 
         timeout = self.host.timeouts.get("connect", 10.0) or 10.0
         kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
@@ -170,7 +187,7 @@ class SshConnection:
         if target.identity_files:
             kwargs["key_filename"] = list(target.identity_files)
         conn = Connection(target.hostname, user=target.user, port=target.port,
-                          config=Config(ssh_config=paramiko.SSHConfig()),
+                          config=_fabric_config(),
                           connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
                           gateway=gateway if gateway is not None else False)
         # Fabric installs AutoAddPolicy in Connection.__init__; replace it before open().
@@ -201,18 +218,47 @@ class SshConnection:
 
     def run(self, command: str, timeout: float,
             on_stderr_line: LineCallback | None = None) -> CommandResult:
-        from invoke.exceptions import CommandTimedOut
+        """Run `command` in a new channel of the open connection; stdout and stderr are read
+        with blocking reads until the command ends or `timeout` passes.
 
+        Not Fabric's `Connection.run`: its runner polls every 10 ms while a command runs
+        (invoke's `Runner.wait`), ~6 ms of control-side CPU per second per host in flight,
+        which made a 64-host deploy cost the control side more than the ssh handshakes."""
+        deadline = time.monotonic() + timeout
         err = _LineWriter(on_stderr_line)
+        chan = None
         try:
-            res = self.conn.run(command, hide=False, warn=True, timeout=timeout, pty=False,
-                                in_stream=False, out_stream=io.StringIO(), err_stream=err)
-        except CommandTimedOut:
+            chan = self.conn.client.get_transport().open_session(timeout=min(timeout, 30.0))
+            chan.settimeout(timeout)  # shared by both reads: each waits at most until deadline
+            chan.exec_command(command)
+            chan.shutdown_write()  # no stdin, as `in_stream=False`
+            reader = threading.Thread(target=_read_stderr, args=(chan, err), daemon=True)
+            reader.start()
+            out = []
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("deadline")
+                chan.settimeout(left)
+                data = chan.recv(65536)
+                if not data:
+                    break
+                out.append(data)
+            reader.join(max(0.0, deadline - time.monotonic()))
+            if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                raise socket.timeout("no exit status")
+        except socket.timeout:
+            if chan is not None:
+                chan.close()
             raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
                                    f"{command[:120]}") from None
         except Exception as exc:
+            if chan is not None:
+                chan.close()
             raise ConnectionError_(f"{self.host.name}: command failed: {_describe(exc)}") from exc
-        return CommandResult(res.exited, res.stdout, res.stderr)
+        chan.close()
+        return CommandResult(chan.exit_status, b"".join(out).decode("utf-8", "replace"),
+                             "".join(err.text))
 
     def put(self, local: Path, remote: str, timeout: float) -> None:
         path = remote[2:] if remote.startswith("~/") else remote  # sftp starts in $HOME
@@ -240,6 +286,20 @@ class SshConnection:
         """Whether the ssh transport is still up (a reused connection may have dropped)."""
         transport = self.conn.client.get_transport() if self.conn is not None else None
         return bool(transport is not None and transport.is_active())
+
+
+def _read_stderr(chan, writer: _LineWriter) -> None:
+    """Hand a channel's stderr to `writer` as it arrives (the installer's progress lines)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        while True:
+            data = chan.recv_stderr(65536)
+            if not data:
+                break
+            writer.write(decoder.decode(data))
+    except (OSError, EOFError):  # the channel closed or timed out: the caller reports it
+        pass
+    writer.write(decoder.decode(b"", final=True))
 
 
 def _describe(exc: BaseException) -> str:
