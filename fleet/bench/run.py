@@ -15,8 +15,9 @@ from pathlib import Path
 from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
-BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt")
-DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
+BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
+              "rivals", "scale")
+DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals")
 
 
 def parse_selection(only: str) -> list[str]:
@@ -77,6 +78,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "rtt", "8. deploy over RTT",
                lambda: rtt.bench(base, workdir, reps, log=log), log)
+    if "scale" in selected:
+        from fleet.bench import scale  # noqa: PLC0415
+
+        _guard(report, "scale", "2. bigger fleet",
+               lambda: scale.bench(base, workdir, reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)
@@ -86,7 +92,7 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
 def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, workdir: Path,
              log) -> None:
-    from fleet.bench import deploys  # noqa: PLC0415
+    from fleet.bench import deploys, rivals  # noqa: PLC0415
 
     log(f"starting a harness of {hosts} hosts")
     try:
@@ -108,6 +114,7 @@ def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, work
                        lambda: deploys.manual(fl, variants, reps, workdir, log)),
             "ansible": ("3. ansible-core",
                         lambda: deploys.ansible(fl, variants, reps, workdir, log)),
+            "rivals": ("1. rivals", lambda: rivals.bench(fl, variants, reps, workdir, log)),
         }
         for name in names:
             _guard(report, name, table[name][0], table[name][1], log)
