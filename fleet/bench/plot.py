@@ -1,8 +1,10 @@
 """Figures of a benchmark report (its JSON): the scaling curve and the rivals side by side.
 
 `invoke bench --plot` draws them into docs/img/ after a run; `python -m fleet.bench.plot
-REPORT.json [OUT_DIR]` redraws them from a saved report. matplotlib is part of the optional
-`bench` extra (fleet.bench.tools): when the running Python lacks it, the bench venv's draws.
+REPORT.json [REPORT.json ...] [OUT_DIR]` redraws them from saved reports (the benchmarks of
+several runs, e.g. `--only scale` and `--only rivals`, merged; the first one's machine).
+matplotlib is part of the optional `bench` extra (fleet.bench.tools): when the running Python
+lacks it, the bench venv's draws.
 The data extraction is pure (`scaling_series`, `rival_bars`) and unit-tested.
 """
 
@@ -128,9 +130,22 @@ def plot(report_json: Path, out_dir: Path, log=print) -> list[Path]:
     return draw(json.loads(Path(report_json).read_text()), out_dir)
 
 
+def merged(reports: list[dict]) -> dict:
+    """One report holding every benchmark of `reports` (a later run's wins); the first
+    report's machine and options."""
+    if not reports:
+        raise ValueError("no report to plot")
+    out = dict(reports[0], benchmarks={})
+    for rep in reports:
+        out["benchmarks"].update(rep.get("benchmarks") or {})
+    return out
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m fleet.bench.plot REPORT.json [OUT_DIR]")
-    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("docs") / "img"
-    for written in draw(json.loads(Path(sys.argv[1]).read_text()), out):
+    args = sys.argv[1:]
+    if not args:
+        sys.exit("usage: python -m fleet.bench.plot REPORT.json [REPORT.json ...] [OUT_DIR]")
+    out = Path(args.pop()) if len(args) > 1 and not args[-1].endswith(".json") else None
+    reports = [json.loads(Path(a).read_text()) for a in args]
+    for written in draw(merged(reports), out or Path("docs") / "img"):
         print(written)

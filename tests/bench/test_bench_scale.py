@@ -103,3 +103,13 @@ def test_bench_extra_in_pyproject_is_what_the_bench_venv_installs():
     assert tuple(project["optional-dependencies"]["bench"]) == tools.BENCH_EXTRA
     names = {d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]}
     assert not names & {"ansible-core", "pyinfra", "matplotlib"}
+
+
+def test_reports_of_several_runs_merge_for_the_plots():
+    first = {"machine": {"commit": "a"}, "benchmarks": {"scale": {"x": 1}}}
+    second = {"machine": {"commit": "b"}, "benchmarks": {"rivals": {"y": 2}}}
+    both = plot.merged([first, second])
+    assert both["machine"] == {"commit": "a"}
+    assert set(both["benchmarks"]) == {"scale", "rivals"}
+    with pytest.raises(ValueError):
+        plot.merged([])
