@@ -85,7 +85,7 @@ PLAYBOOK = """\
         - {id: memory-continuity, pkg: memory_continuity}
         - {id: mc, pkg: mc}
     - name: restart the gateway
-      command: python3 -m fleet.gateway --state-dir {{ state }} restart --timeout 30
+      command: python3 -m fleet.gateway --state-dir {{ state }} restart --timeout 120
       args:
         chdir: /
       environment:
@@ -102,7 +102,7 @@ PLAYBOOK = """\
         health.rc == 0 and
         (health.stdout | from_json).result.versions['memory-continuity'] == version and
         (health.stdout | from_json).result.releaseRoot == release
-      retries: 30
+      retries: 120
       delay: 1
 """
 

@@ -52,7 +52,7 @@ files.link(name="current", path="%s/fleet/current" % state, target=release)
 for pid, pkg in (("memory-continuity", "memory_continuity"), ("mc", "mc")):
     files.link(name="plugin " + pid, path="%s/extensions/%s" % (state, pid),
                target="%s/fleet/current/fleet/plugins/%s" % (state, pkg))
-server.shell(name="restart the gateway", commands=[gateway + " restart --timeout 30"])
+server.shell(name="restart the gateway", commands=[gateway + " restart --timeout 120"])
 server.shell(name="wait for the new version", commands=[
     "for i in $(seq 150); do "
     "out=$(%s call health 2>/dev/null) && "
