@@ -34,6 +34,7 @@ def scaling_series(report: dict) -> dict | None:
             "min_s": [min(r["wall_s"] for r in rows[str(n)]) for n in sizes],
             "max_s": [max(r["wall_s"] for r in rows[str(n)]) for n in sizes],
             "floor_s": [med[str(n)]["floor_s"] for n in sizes],
+            "floor_left_s": [med[str(n)].get("floor_left_s") for n in sizes],
             "control_cpu_ms": [1000 * med[str(n)]["control_cpu_s"] for n in sizes],
             "host_cores": data.get("host_cores")}
 
@@ -73,6 +74,9 @@ def draw(report: dict, out_dir: Path) -> list[Path]:
                     label="fleet deploy, wall time (median, min-max)")
         ax.plot(hosts, series["floor_s"], linestyle="--", marker="s",
                 label=f"floor: max(hosts' CPU / {series['host_cores']} core, T(1))")
+        if all(v is not None for v in series["floor_left_s"]):
+            ax.plot(hosts, series["floor_left_s"], linestyle=":", marker="^",
+                    label="floor on the CPU other work left the hosts")
         for n, w, f in zip(hosts, series["wall_s"], series["floor_s"]):
             ax.annotate(f"{w / f:.2f}x", (n, w), textcoords="offset points", xytext=(4, 6),
                         fontsize=8)

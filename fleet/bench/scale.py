@@ -55,6 +55,29 @@ def floor_s(hosts_cpu_s: float, host_cores: float, critical_path_s: float) -> fl
     return max(hosts_cpu_s / host_cores, critical_path_s)
 
 
+def share_left(row: dict, cores: int, host_cores: int) -> float:
+    """The fraction of the hosts' cores that other people's work left them during a deploy, from
+    the machine's busy time (/proc/stat) minus what this deploy used (hosts, control, Docker),
+    spread evenly over the machine's cores; 1.0 on a quiet machine. Between 0.05 and 1."""
+    window = row.get("meter_wall_s") or row["wall_s"]
+    ours = row["hosts_cpu_s"] + row["control_cpu_s"] + (row.get("docker_cpu_s") or 0)
+    others = max(0.0, (row.get("machine_busy_s") or ours) - ours)
+    return min(1.0, max(0.05, 1 - others / cores / window))
+
+
+def loaded_floor(rows: dict[int, list[dict]], cores: int, host_cores: int) -> dict[int, float]:
+    """Per size, the floor on the cores other work left the hosts: median over repetitions of
+    max(hosts' CPU / (host_cores x share left), T(1) of the same repetition's share)."""
+    sizes = sorted(rows)
+    crit = statistics.median(r["wall_s"] for r in rows[sizes[0]])
+    out = {}
+    for n in sizes:
+        out[n] = statistics.median(
+            floor_s(r["hosts_cpu_s"], host_cores * share_left(r, cores, host_cores), crit)
+            for r in rows[n])
+    return out
+
+
 def per_host(rows: dict[int, dict]) -> dict:
     """From median figures per fleet size ({n: {control_cpu_s, rss_peak_mb, rss_base_mb}}):
     control CPU per host (at the largest size, and its slope from the smallest), and peak RSS
@@ -256,6 +279,11 @@ def _sweep(sec, fl, variants, reps, sizes, control, host_cores, log) -> None:
         sec.figures[f"steps, {n} hosts (median s)"] = {
             k: round(statistics.median(r["steps"].get(k, 0) for r in rows[n]), 4)
             for k in rows[n][0]["steps"]}
+    left = loaded_floor(rows, os.cpu_count() or 1, len(host_cores))
+    for n in sizes:
+        med[n]["floor_left_s"] = left[n]
+        sec.figures[f"{n} hosts, floor on the CPU others left"] = (
+            f"{left[n]:.2f} s (T/floor {med[n]['wall_s'] / left[n]:.2f})")
     figs = per_host(med)
     figs["rss_base_mb"] = med[sizes[-1]]["rss_base_mb"]
     sec.figures["per host"] = {k: round(v, 2) for k, v in figs.items()}
@@ -318,6 +346,20 @@ class _Nothing:
     def __exit__(self, *exc):
         return None
 
+
+def refloor(report: dict) -> dict:
+    """Add the load-corrected floor to a saved report's scale medians (from its raw rows)."""
+    data = report["benchmarks"]["scale"]["details"]["scale"]
+    rows = {int(n): r for n, r in data["rows"].items()}
+    cores = report.get("machine", {}).get("nproc") or 2
+    for n, value in loaded_floor(rows, cores, data["host_cores"]).items():
+        data["medians"][str(n)]["floor_left_s"] = value
+    return report
+
+
+if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "refloor":
+    _path = Path(sys.argv[2])
+    _path.write_text(json.dumps(refloor(json.loads(_path.read_text())), indent=2) + "\n")
 
 if __name__ == "__main__" and len(sys.argv) >= 5 and sys.argv[1] == "probe":
     print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]),

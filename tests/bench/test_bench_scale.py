@@ -113,3 +113,16 @@ def test_reports_of_several_runs_merge_for_the_plots():
     assert set(both["benchmarks"]) == {"scale", "rivals"}
     with pytest.raises(ValueError):
         plot.merged([])
+
+
+def test_share_left_by_other_work_and_the_loaded_floor():
+    quiet = {"wall_s": 2.0, "meter_wall_s": 2.0, "hosts_cpu_s": 1.0, "control_cpu_s": 0.1,
+             "docker_cpu_s": 0.0, "machine_busy_s": 1.1}
+    busy = dict(quiet, machine_busy_s=3.1)  # others took 2 CPU-s of 2 cores x 2 s
+    assert scale.share_left(quiet, cores=2, host_cores=1) == 1.0
+    assert scale.share_left(busy, cores=2, host_cores=1) == pytest.approx(0.5)
+    assert scale.share_left(dict(quiet, machine_busy_s=99), 2, 1) == 0.05
+    rows = {1: [dict(quiet, wall_s=0.5)], 8: [busy]}
+    floors = scale.loaded_floor(rows, cores=2, host_cores=1)
+    assert floors[1] == 1.0  # hosts' 1 CPU-s on a whole core beats the 0.5 s critical path
+    assert floors[8] == pytest.approx(2.0)  # the same CPU on half a core
