@@ -42,7 +42,7 @@ def bench(fl: fixture.Fleet, variants, reps: int, workdir: Path, log=print) -> S
                              tuned=True),
         PYINFRA: PyinfraDeploy(workdir / "pyinfra", fl.hosts, key, known, log=log),
     }
-    loop = ManualLoop(key, known)
+    loop = ManualLoop(key, known, timeout=300)  # a loaded machine: ssh alone took > 60 s
     files = plugin_files(variants.base, Path(tempfile.mkdtemp(dir=workdir)))
     version = variants.base.components.get("memory-continuity", variants.base.version)
     log("  rivals: one-time setup (manual runtime; a first untimed run of each rival)")
