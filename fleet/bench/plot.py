@@ -86,12 +86,7 @@ def draw(report: dict, out_dir: Path) -> list[Path]:
         ax.set_title("Full deploy to N hosts vs the floor", fontsize=11)
         ax.legend(fontsize=8, loc="upper left")
         ax.grid(alpha=0.3)
-        fig.text(0.01, 0.01, caption(report), fontsize=6, color="gray")
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
-        path = out_dir / SCALING_PNG
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(plt, fig, report, out_dir / SCALING_PNG))
     bars = rival_bars(report)
     if bars:
         fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
@@ -107,13 +102,17 @@ def draw(report: dict, out_dir: Path) -> list[Path]:
         ax.set_xlabel("seconds, full deploy (median, min-max)")
         ax.set_title("Same deploy, same hosts, interleaved", fontsize=11)
         ax.grid(axis="x", alpha=0.3)
-        fig.text(0.01, 0.01, caption(report), fontsize=6, color="gray")
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        path = out_dir / RIVALS_PNG
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(plt, fig, report, out_dir / RIVALS_PNG))
     return written
+
+
+def _save(plt, fig, report: dict, path: Path) -> Path:
+    """The figure with the commit and machine in small print at the bottom."""
+    fig.text(0.01, 0.01, caption(report), fontsize=6, color="gray")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def plot(report_json: Path, out_dir: Path, log=print) -> list[Path]:
