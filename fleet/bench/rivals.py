@@ -10,6 +10,7 @@ fleet / pyinfra <= 0.5.
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -51,18 +52,31 @@ def bench(fl: fixture.Fleet, variants, reps: int, workdir: Path, log=print) -> S
     warm = variants.next()
     for name, runner in runners.items():
         runner.deploy(warm, None) if name != PYINFRA else runner.deploy(warm)
+    cpu: dict[str, list[dict]] = {name: [] for name in CONTENDERS}
     for rep, name in alternation(list(CONTENDERS), reps):
         art = variants.next()
-        if name == FLEET:
-            seconds, _ = fixture.deploy(fl.hosts, art)
-        elif name == MANUAL:
-            seconds = loop.deploy(fl.hosts, files, version)
-        elif name == PYINFRA:
-            seconds = runners[PYINFRA].deploy(art)
-        else:
-            seconds = runners[name].deploy(art, None)
+        with fixture.CpuMeter(fl.container_ids()) as meter:  # hosts' and the tool's own CPU
+            if name == FLEET:
+                seconds, _ = fixture.deploy(fl.hosts, art)
+            elif name == MANUAL:
+                seconds = loop.deploy(fl.hosts, files, version)
+            elif name == PYINFRA:
+                seconds = runners[PYINFRA].deploy(art)
+            else:
+                seconds = runners[name].deploy(art, None)
         sec.add(name, seconds)
-        log(f"  rivals rep {rep + 1}: {name}: {seconds:.2f} s")
+        cpu[name].append(meter.result)
+        log(f"  rivals rep {rep + 1}: {name}: {seconds:.2f} s, hosts CPU "
+            f"{meter.result['hosts_cpu_s'] or 0:.2f} s, control CPU "
+            f"{meter.result['control_cpu_s'] or 0:.2f} s")
+    for name in CONTENDERS:
+        hosts_cpu = [r["hosts_cpu_s"] for r in cpu[name] if r["hosts_cpu_s"] is not None]
+        control = [r["control_cpu_s"] for r in cpu[name] if r["control_cpu_s"] is not None]
+        if hosts_cpu and control:
+            sec.figures[f"CPU per deploy, {name}"] = (
+                f"hosts {statistics.median(hosts_cpu):.2f} s, "
+                f"control side {statistics.median(control):.2f} s")
+    sec.details["cpu per deploy"] = cpu
     for name in CONTENDERS[1:]:
         sec.figures[f"fleet / {name}"] = sec.ratio(FLEET, name)
     sec.figures["load average (1 min) at start / end"] = f"{load0:.1f} / {os.getloadavg()[0]:.1f}"
