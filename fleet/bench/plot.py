@@ -48,8 +48,10 @@ def rival_bars(report: dict) -> list[tuple[str, float, float, float]] | None:
     return sorted(bars, key=lambda b: b[1]) or None
 
 
-def caption(report: dict) -> str:
-    m = report.get("machine") or {}
+def caption(report: dict, benchmark: str | None = None) -> str:
+    """Commit, time and machine of the run that measured `benchmark` (of the report if none)."""
+    bench = (report.get("benchmarks") or {}).get(benchmark or "") or {}
+    m = bench.get("machine") or report.get("machine") or {}
     dirty = " (dirty tree)" if m.get("dirty_tree") else ""
     return (f"commit {m.get('commit')}{dirty}, {m.get('time')}; {m.get('nproc')} CPUs, "
             f"{m.get('memory_gib')} GiB, Linux {m.get('kernel')}, Python {m.get('python')}")
@@ -86,7 +88,7 @@ def draw(report: dict, out_dir: Path) -> list[Path]:
         ax.set_title("Full deploy to N hosts vs the floor", fontsize=11)
         ax.legend(fontsize=8, loc="upper left")
         ax.grid(alpha=0.3)
-        written.append(_save(plt, fig, report, out_dir / SCALING_PNG))
+        written.append(_save(plt, fig, caption(report, "scale"), out_dir / SCALING_PNG))
     bars = rival_bars(report)
     if bars:
         fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
@@ -102,13 +104,13 @@ def draw(report: dict, out_dir: Path) -> list[Path]:
         ax.set_xlabel("seconds, full deploy (median, min-max)")
         ax.set_title("Same deploy, same hosts, interleaved", fontsize=11)
         ax.grid(axis="x", alpha=0.3)
-        written.append(_save(plt, fig, report, out_dir / RIVALS_PNG))
+        written.append(_save(plt, fig, caption(report, "rivals"), out_dir / RIVALS_PNG))
     return written
 
 
-def _save(plt, fig, report: dict, path: Path) -> Path:
+def _save(plt, fig, text: str, path: Path) -> Path:
     """The figure with the commit and machine in small print at the bottom."""
-    fig.text(0.01, 0.01, caption(report), fontsize=6, color="gray")
+    fig.text(0.01, 0.01, text, fontsize=6, color="gray")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path)
     plt.close(fig)
@@ -140,7 +142,8 @@ def merged(reports: list[dict]) -> dict:
         raise ValueError("no report to plot")
     out = dict(reports[0], benchmarks={})
     for rep in reports:
-        out["benchmarks"].update(rep.get("benchmarks") or {})
+        for name, bench in (rep.get("benchmarks") or {}).items():
+            out["benchmarks"][name] = dict(bench, machine=rep.get("machine") or {})
     return out
 
 

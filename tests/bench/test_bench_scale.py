@@ -111,6 +111,8 @@ def test_reports_of_several_runs_merge_for_the_plots():
     both = plot.merged([first, second])
     assert both["machine"] == {"commit": "a"}
     assert set(both["benchmarks"]) == {"scale", "rivals"}
+    assert "commit b" in plot.caption(both, "rivals")  # each figure names its own run
+    assert "commit a" in plot.caption(both, "scale")
     with pytest.raises(ValueError):
         plot.merged([])
 
