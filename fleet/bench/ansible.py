@@ -1,34 +1,50 @@
 """ansible-core doing the same work as a fleet deploy: copy, unpack, link, restart, wait.
 
-ansible-core comes from PyPI into its own venv (`.fleet/bench-venv`), installed on demand and only
-for this benchmark: never a dependency of the project or its tests. Each host gets its own state
-dir (`~/.openclaw-ansible`) so the contenders never touch each other's files. The playbook is
+ansible-core comes from the `bench` extra in its own venv (fleet.bench.tools), installed on demand
+and only for benchmarks: never a dependency of the project or its tests. Each host gets its own
+state dir (`~/.openclaw-ansible`, `~/.openclaw-ansible-tuned`) so the contenders never touch each
+other's files. The playbook is
 what a careful Ansible user would write for this layout (no fleet installer): `copy` (checksum
 skips an identical file), unpack with python3's zipfile (the host image has no `unzip`), `file`
 links for `current` and each plugin, the gateway's own `restart`, then `health` until the new
 version answers. Ansible's defaults stay as they are (ssh ControlPersist, no pipelining, forks 5)
-except for the forks=8 contender.
+except for the forks=8 contender; the *tuned* contender (`tuned=True`) runs the same playbook as a
+careful Ansible user configures it (`TUNED_CFG`: pipelining, forks 8, ControlPersist, no facts).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from fleet.bench import tools
 from fleet.deploy.api import ArtifactRef
 from fleet.deploy.inventory import Host
 
 STATE = ".openclaw-ansible"
-VENV = Path(".fleet") / "bench-venv"
+TUNED_STATE = ".openclaw-ansible-tuned"
+# What a careful Ansible user sets for a fleet of small hosts (ansible.cfg): pipelining (one ssh
+# exec per task instead of put + exec + rm of a module file), 8 forks (every host at once),
+# ControlPersist (one ssh connection per host for the whole play), no fact gathering.
+TUNED_CFG = """\
+[defaults]
+forks = 8
+gathering = explicit
+host_key_checking = True
+retry_files_enabled = False
+
+[ssh_connection]
+pipelining = True
+ssh_args = -C -o ControlMaster=auto -o ControlPersist=60s
+"""
 
 PLAYBOOK = """\
 - hosts: all
   gather_facts: false
   vars:
-    state: "/home/{{ ansible_user }}/.openclaw-ansible"
+    state: "/home/{{ ansible_user }}/{{ state_name | default('.openclaw-ansible') }}"
     release: "{{ state }}/fleet/releases/{{ version }}-{{ sha256[:12] }}"
   tasks:
     - name: directories
@@ -69,7 +85,7 @@ PLAYBOOK = """\
         - {id: memory-continuity, pkg: memory_continuity}
         - {id: mc, pkg: mc}
     - name: restart the gateway
-      command: python3 -m fleet.gateway --state-dir {{ state }} restart --timeout 30
+      command: python3 -m fleet.gateway --state-dir {{ state }} restart --timeout 120
       args:
         chdir: /
       environment:
@@ -86,34 +102,24 @@ PLAYBOOK = """\
         health.rc == 0 and
         (health.stdout | from_json).result.versions['memory-continuity'] == version and
         (health.stdout | from_json).result.releaseRoot == release
-      retries: 30
+      retries: 120
       delay: 1
 """
 
 
-class AnsibleUnavailable(RuntimeError):
-    pass
+AnsibleUnavailable = tools.ToolUnavailable
 
 
-def ensure_ansible(venv: Path = VENV, log=print) -> Path:
-    """`ansible-playbook` from the bench venv, creating it (pip install ansible-core) if needed."""
-    exe = venv / "bin" / "ansible-playbook"
-    if exe.exists():
-        return exe.absolute()
-    log(f"bench: installing ansible-core into {venv} (benchmark only)")
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "ansible-core"],
-                       check=True, timeout=900)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise AnsibleUnavailable(f"cannot install ansible-core into {venv}: {exc}") from exc
-    return exe.absolute()
+def ensure_ansible(log=print) -> Path:
+    """`ansible-playbook` from the bench venv (installed with the bench extra if needed)."""
+    return tools.executable("ansible-playbook", log=log)
 
 
 class AnsibleDeploy:
     def __init__(self, workdir: Path, hosts: list[Host], key: Path, known_hosts: Path,
-                 log=print):
+                 log=print, tuned: bool = False):
         self.exe = ensure_ansible(log=log)
+        self.tuned = tuned
         self.workdir = workdir.absolute()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.playbook = self.workdir / "deploy.yml"
@@ -132,9 +138,14 @@ class AnsibleDeploy:
 
     def env(self) -> dict:
         env = dict(os.environ)
-        env.update({"ANSIBLE_CONFIG": str(self.workdir / "none.cfg"),
+        config = self.workdir / "none.cfg"
+        if self.tuned:
+            config = self.workdir / "tuned.cfg"
+            config.write_text(TUNED_CFG)
+        env.update({"ANSIBLE_CONFIG": str(config),
                     "ANSIBLE_LOCAL_TEMP": str(self.workdir / "tmp"),
-                    "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.workdir / "cp"),
+                    "ANSIBLE_SSH_CONTROL_PATH_DIR": str(
+                        self.workdir / ("cp-tuned" if self.tuned else "cp")),
                     "ANSIBLE_RETRY_FILES_ENABLED": "False", "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_DEPRECATION_WARNINGS": "False",
                     "PYTHONWARNINGS": "ignore"})
@@ -143,7 +154,8 @@ class AnsibleDeploy:
     def deploy(self, artifact: ArtifactRef, forks: int | None) -> float:
         cmd = [str(self.exe), "-i", str(self.inventory), str(self.playbook),
                "-e", f"artifact={artifact.path} sha256={artifact.sha256} "
-                     f"version={artifact.components.get('memory-continuity', artifact.version)}"]
+                     f"version={artifact.components.get('memory-continuity', artifact.version)} "
+                     f"state_name={TUNED_STATE if self.tuned else STATE}"]
         if forks:
             cmd += ["--forks", str(forks)]
         t0 = time.perf_counter()

@@ -77,7 +77,7 @@ class ManualLoop:
     @staticmethod
     def restart_command() -> str:
         return (f"cd / && PYTHONPATH=$HOME/{RUNTIME} python3 -m fleet.gateway "
-                f"--state-dir $HOME/{STATE} restart --timeout 30")
+                f"--state-dir $HOME/{STATE} restart --timeout 120")
 
     def deploy(self, hosts: list[Host], plugin_files: dict[str, list[Path]],
                version: str) -> float:

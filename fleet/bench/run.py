@@ -16,14 +16,11 @@ import fleet
 from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
-BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt")
-# Only when named (`--only openclaw`): it needs the OpenClaw toolchain (`invoke openclaw.install`)
-OPT_IN = ("openclaw",)
-DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible")
-# round 2, sections 3-5 (fleet.bench.hookscale, .failures, .ocgateway)
-BENCHMARKS += ("hookscale", "failfast", "hung")
-OPT_IN += ("ocgateway",)
-DOCKER_DEPLOY += ("failfast", "hung")
+BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
+              "rivals", "scale", "hookscale", "failfast", "hung")
+# Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`)
+OPT_IN = ("openclaw", "ocgateway")
+DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
 def parse_selection(only: str) -> list[str]:
@@ -99,6 +96,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "openclaw", "9. OpenClaw deploys",
                lambda: openclawdeploys.bench(base, root, workdir, reps, log=log), log)
+    if "scale" in selected:
+        from fleet.bench import scale  # noqa: PLC0415
+
+        _guard(report, "scale", "2. bigger fleet",
+               lambda: scale.bench(base, workdir, reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)
@@ -108,7 +110,7 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
 def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, workdir: Path,
              log) -> None:
-    from fleet.bench import deploys, failures  # noqa: PLC0415
+    from fleet.bench import deploys, failures, rivals  # noqa: PLC0415
 
     log(f"starting a harness of {hosts} hosts")
     try:
@@ -132,6 +134,7 @@ def _deploys(report: Report, names: list[str], base, hosts: int, reps: int, work
                         lambda: deploys.ansible(fl, variants, reps, workdir, log)),
             "failfast": ("§3a failed release", lambda: failures.failfast(fl, variants, reps, log)),
             "hung": ("§3b paused host", lambda: failures.hung(fl, variants, reps, log)),
+            "rivals": ("1. rivals", lambda: rivals.bench(fl, variants, reps, workdir, log)),
         }
         for name in names:
             _guard(report, name, table[name][0], table[name][1], log)

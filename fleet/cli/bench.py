@@ -11,15 +11,16 @@ from invoke import Exit
 from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
-              "restartgap, hooks, harness, rtt, hookscale, failfast, hung; openclaw and "
-              "ocgateway only when named")
+              "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung; "
+              "openclaw and ocgateway only when named")
 
 
 @task(help={"only": BENCH_HELP,
             "hosts": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
             "reps": "repetitions per contender (default 3)",
-            "json": "write every sample, summary, ratio and goal to this JSON file"})
-def bench(c, only="", hosts="8", reps="3", json=""):
+            "json": "write every sample, summary, ratio and goal to this JSON file",
+            "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)"})
+def bench(c, only="", hosts="8", reps="3", json="", plot=False):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
     from fleet.bench.run import parse_selection, run  # noqa: PLC0415
 
@@ -28,9 +29,19 @@ def bench(c, only="", hosts="8", reps="3", json=""):
     except ValueError as exc:
         raise Exit(f"error: {exc}", code=2) from None
     report = run(selected, hosts=number(hosts, "--hosts"), reps=number(reps, "--reps"))
-    if json:
+    if json or plot:
+        from fleet.bench.fixture import BENCH_DIR  # noqa: PLC0415
+
+        json = json or str(BENCH_DIR / "last.json")
         report.write_json(json)
         print(f"bench: wrote {json}")
+    if plot:
+        from pathlib import Path  # noqa: PLC0415
+
+        from fleet.bench.plot import plot as draw  # noqa: PLC0415
+
+        for path in draw(Path(json), Path("docs") / "img"):
+            print(f"bench: drew {path}")
     if any(s.error for s in report.sections):
         raise Exit(code=1)
 

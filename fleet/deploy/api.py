@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fleet.continuity.statelayout import release_name
 from fleet.deploy import commands, lease
-from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.connection import ConnectionError_, Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
@@ -183,17 +183,35 @@ def _step_relay(progress: Progress, what: str = "install") -> Callable[[str], No
     return relay
 
 
+def _open(host: Host, conns: Connections | None):
+    return conns.get(host) if conns is not None else connect(host)
+
+
+def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
+    """Close a connection of its own; a shared one stays open unless it failed."""
+    if conns is None:
+        if conn is not None:
+            conn.close()
+    elif failed:
+        conns.drop(host)
+
+
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
-                force: bool = False, dry_run: bool = False) -> HostResult:
-    """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run)."""
+                force: bool = False, dry_run: bool = False,
+                conns: Connections | None = None) -> HostResult:
+    """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
+    With `conns`, over the run's shared connection to the host (see Connections)."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
+    failed = True
     try:
         with timer.step("connect"):
-            conn = connect(host)
+            conn = _open(host, conns)
         if not dry_run:
-            return _install_host(host, artifact, progress, owner, force, conn, timer, t0)
+            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0)
+            failed = False
+            return result
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
                            command_timeout(host))
@@ -206,6 +224,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         status = parse_json("\n".join(lines[1:])) or {}
         plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
                          artifact.path.stat().st_size, force)
+        failed = False
         return HostResult(host.name, "planned", plan.action != "blocked",
                           from_release=status.get("current"),
                           to_release={"release": plan.target},
@@ -214,8 +233,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
-        if conn is not None:
-            conn.close()
+        _done(host, conn, conns, failed)
 
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
@@ -263,22 +281,23 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
                  relay: bool = False, timeout: float | None = None,
-                 status: bool = False) -> HostResult:
+                 status: bool = False, conns: Connections | None = None) -> HostResult:
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
+    failed = True
     try:
         with timer.step("connect"):
-            conn = connect(host)
+            conn = _open(host, conns)
         with timer.step(what):
             res = conn.run(command, timeout or command_timeout(host),
                            on_stderr_line=_step_relay(progress, what) if relay else None)
+        failed = False
         return _installer_result(host, res, timer, t0, what, status)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
-        if conn is not None:
-            conn.close()
+        _done(host, conn, conns, failed)
 
 
 def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None):
@@ -295,17 +314,33 @@ def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
     return rounds * max((deadline_for(h) for h in hosts), default=600.0) + 60.0
 
 
-def _leased(hosts: list[Host], owner: str, options: RunOptions | None, work,
+def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
+            work: Callable[[Host, Progress, Connections], HostResult],
             sink: ProgressSink) -> list[HostResult]:
-    """Run `work` on every host holding the fleet lease there; refused as a whole if another
-    run holds it anywhere (fleet.deploy.lease). A host whose take answered late is worked on
-    once its own take is decided; one the take could not reach is reported, not tried again."""
-    held = lease.take(hosts, owner, lease_time(hosts, options))
-    if held.refused:
-        first = next(iter(held.refusals.values()))
-        return [HostResult(h.name, "refused", False,
-                           note=held.refusals.get(h.name) or f"run refused: {first}")
-                for h in hosts]
+    """Run `work(host, progress, conns)` on every host holding the fleet lease there; refused
+    as a whole if another run holds it anywhere (fleet.deploy.lease). A host whose take
+    answered late is worked on once its own take is decided; one the take could not reach is
+    reported, not tried again. One connection per host (`conns`) serves the take, the work and
+    the release."""
+    conns = Connections()
+    try:
+        held = lease.take(hosts, owner, lease_time(hosts, options), conns)
+        if held.refused:
+            first = next(iter(held.refusals.values()))
+            return [HostResult(h.name, "refused", False,
+                               note=held.refusals.get(h.name) or f"run refused: {first}")
+                    for h in hosts]
+        return _run_leased(hosts, held, work, conns, sink, options)
+    finally:
+        conns.close()
+
+
+def _run_leased(hosts: list[Host], held: lease.Lease,
+                work: Callable[[Host, Progress, Connections], HostResult],
+                conns: Connections, sink: ProgressSink,
+                options: RunOptions | None) -> list[HostResult]:
+    """`work` on every host once its lease is decided (see `_leased`); the lease is given back
+    at the end, over the same connections."""
 
     def gated(host: Host, progress: Progress) -> HostResult:
         t0 = time.monotonic()
@@ -317,12 +352,12 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None, work,
         if blocked is not None:
             return HostResult(host.name, "refused", False, note=blocked,
                               duration_s=time.monotonic() - t0)
-        return work(host, progress)
+        return work(host, progress, conns)
 
     try:
         return _run(hosts, gated, sink, options)
     finally:
-        lease.release(held)
+        lease.release(held, conns)
 
 
 def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
@@ -330,8 +365,8 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
 
-    def work(h: Host, p: Progress) -> HostResult:
-        return deploy_host(h, artifact, p, owner, force, dry_run)
+    def work(h: Host, p: Progress, conns: Connections | None = None) -> HostResult:
+        return deploy_host(h, artifact, p, owner, force, dry_run, conns)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
                                                                     sink)
@@ -347,12 +382,14 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda h, p: _simple_host(
-        h, p, commands.rollback(h, owner, to), "rollback", True, install_timeout(h)), sink)
+    return _leased(hosts, owner, options, lambda h, p, conns: _simple_host(
+        h, p, commands.rollback(h, owner, to), "rollback", True, install_timeout(h),
+        conns=conns), sink)
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda h, p: _simple_host(
-        h, p, commands.restart(h, owner), "restart", True, install_timeout(h)), sink)
+    return _leased(hosts, owner, options, lambda h, p, conns: _simple_host(
+        h, p, commands.restart(h, owner), "restart", True, install_timeout(h),
+        conns=conns), sink)

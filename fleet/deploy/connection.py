@@ -8,6 +8,7 @@ each command, each transfer.
 
 from __future__ import annotations
 
+import codecs
 import io
 import logging
 import os
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,6 +145,25 @@ class LocalConnection:
     def close(self) -> None:
         return None
 
+    def is_active(self) -> bool:
+        return True
+
+
+_CONFIG: list = []
+_CONFIG_LOCK = threading.Lock()
+
+
+def _fabric_config():
+    """One Fabric Config for every connection of the process (read-only once built): building
+    it merges invoke's config layers and looks for config files, ~2 ms of CPU per host."""
+    with _CONFIG_LOCK:
+        if not _CONFIG:
+            import paramiko  # noqa: PLC0415
+            from fabric import Config  # noqa: PLC0415
+
+            _CONFIG.append(Config(ssh_config=paramiko.SSHConfig()))
+        return _CONFIG[0]
+
 
 class SshConnection:
     """A host over ssh through Fabric, with verified host keys and deadlines everywhere.
@@ -157,8 +178,7 @@ class SshConnection:
         self.target = None
 
     def _fabric(self, target, gateway=None):
-        import paramiko  # noqa: PLC0415
-        from fabric import Config, Connection  # noqa: PLC0415
+        from fabric import Connection  # noqa: PLC0415
 
         timeout = self.host.timeouts.connect
         kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
@@ -168,7 +188,7 @@ class SshConnection:
         if target.identity_files:
             kwargs["key_filename"] = list(target.identity_files)
         conn = Connection(target.hostname, user=target.user, port=target.port,
-                          config=Config(ssh_config=paramiko.SSHConfig()),
+                          config=_fabric_config(),
                           connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
                           gateway=gateway if gateway is not None else False)
         # Fabric installs AutoAddPolicy in Connection.__init__; replace it before open().
@@ -188,6 +208,7 @@ class SshConnection:
                 gateway = self._fabric(target.jump)
             self.conn = self._fabric(target, gateway)
             self.conn.open()
+            _quiet_transport(self.conn.client.get_transport())
         except Exception as exc:
             for conn in (self.conn, gateway):
                 sock = getattr(conn, "connect_kwargs", {}).get("sock")
@@ -199,18 +220,47 @@ class SshConnection:
 
     def run(self, command: str, timeout: float,
             on_stderr_line: LineCallback | None = None) -> CommandResult:
-        from invoke.exceptions import CommandTimedOut
+        """Run `command` in a new channel of the open connection; stdout and stderr are read
+        with blocking reads until the command ends or `timeout` passes.
 
+        Not Fabric's `Connection.run`: its runner polls every 10 ms while a command runs
+        (invoke's `Runner.wait`), ~6 ms of control-side CPU per second per host in flight,
+        which made a 64-host deploy cost the control side more than the ssh handshakes."""
+        deadline = time.monotonic() + timeout
         err = _LineWriter(on_stderr_line)
+        chan = None
         try:
-            res = self.conn.run(command, hide=False, warn=True, timeout=timeout, pty=False,
-                                in_stream=False, out_stream=io.StringIO(), err_stream=err)
-        except CommandTimedOut:
+            chan = self.conn.client.get_transport().open_session(timeout=min(timeout, 30.0))
+            chan.settimeout(timeout)  # shared by both reads: each waits at most until deadline
+            chan.exec_command(command)
+            chan.shutdown_write()  # no stdin, as `in_stream=False`
+            reader = threading.Thread(target=_read_stderr, args=(chan, err), daemon=True)
+            reader.start()
+            out = []
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("deadline")
+                chan.settimeout(left)
+                data = chan.recv(65536)
+                if not data:
+                    break
+                out.append(data)
+            reader.join(max(0.0, deadline - time.monotonic()))
+            if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                raise socket.timeout("no exit status")
+        except socket.timeout:
+            if chan is not None:
+                chan.close()
             raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
                                    f"{command[:120]}") from None
         except Exception as exc:
+            if chan is not None:
+                chan.close()
             raise ConnectionError_(f"{self.host.name}: command failed: {_describe(exc)}") from exc
-        return CommandResult(res.exited, res.stdout, res.stderr)
+        chan.close()
+        return CommandResult(chan.exit_status, b"".join(out).decode("utf-8", "replace"),
+                             "".join(err.text))
 
     def put(self, local: Path, remote: str, timeout: float) -> None:
         path = remote[2:] if remote.startswith("~/") else remote  # sftp starts in $HOME
@@ -241,6 +291,43 @@ def close_quietly(conn: Any) -> None:
     except Exception:
         pass
 
+    def is_active(self) -> bool:
+        """Whether the ssh transport is still up (a reused connection may have dropped)."""
+        transport = self.conn.client.get_transport() if self.conn is not None else None
+        return bool(transport is not None and transport.is_active())
+
+
+IDLE_CHECK_S = 1.0
+
+
+def _quiet_transport(transport) -> None:
+    """Let the transport's reader thread wake once a second instead of ten times.
+
+    Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
+    (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
+    those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
+    at once (the socket is closed under it); only keepalive and rekey checks run less often."""
+    sock = getattr(transport, "sock", None)
+    if sock is not None:
+        try:
+            sock.settimeout(IDLE_CHECK_S)
+        except (OSError, AttributeError):  # an exotic socket: the default stays
+            pass
+
+
+def _read_stderr(chan, writer: _LineWriter) -> None:
+    """Hand a channel's stderr to `writer` as it arrives (the installer's progress lines)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        while True:
+            data = chan.recv_stderr(65536)
+            if not data:
+                break
+            writer.write(decoder.decode(data))
+    except (OSError, EOFError):  # the channel closed or timed out: the caller reports it
+        pass
+    writer.write(decoder.decode(b"", final=True))
+
 
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
@@ -267,3 +354,50 @@ def connect(host: Host) -> LocalConnection | SshConnection:
     conn = LocalConnection(host) if host.is_local else SshConnection(host)
     conn.open()
     return conn
+
+
+class Connections:
+    """One connection per host for a whole run: the lease take, the deploy and the lease
+    release share it instead of opening three. Each ssh handshake costs the control side ~10 ms
+    of CPU (Paramiko's key exchange and authentication, under the GIL: they queue when many
+    hosts connect at once) and the host ~20 ms (sshd's re-exec and key exchange), and one or two
+    round trips; measured in docs/benchmarks.md (bigger fleet). A connection that failed or
+    dropped is opened again on the next use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, LocalConnection | SshConnection] = {}
+        self._host_locks: dict[str, threading.Lock] = {}
+        self._closed = False
+
+    def get(self, host: Host) -> LocalConnection | SshConnection:
+        """The host's open connection, connecting first if it has none (or it dropped)."""
+        with self._lock:
+            host_lock = self._host_locks.setdefault(host.name, threading.Lock())
+        with host_lock:  # two users of one host wait for one connect, never open two
+            conn = self._open.get(host.name)
+            if conn is not None and conn.is_active():
+                return conn
+            conn = connect(host)
+            with self._lock:
+                if not self._closed:
+                    self._open[host.name] = conn
+                    return conn
+            # the run ended while this connect was under way (a late host): keep nothing open
+            conn.close()
+            raise ConnectionError_(f"{host.name}: the run's connections were closed while "
+                                   "connecting")
+
+    def drop(self, host: Host) -> None:
+        """Close the host's connection after an error on it; the next `get` reconnects."""
+        with self._lock:
+            conn = self._open.pop(host.name, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conns, self._open = list(self._open.values()), {}
+        for conn in conns:
+            conn.close()

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.deploy.connection import connect
+from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.installer.lock import pid_alive
 
@@ -200,7 +200,15 @@ def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
                 for h in hosts}
 
 
-def _run_on(host: Host, command: str, timeout: float):
+def _run_on(host: Host, command: str, timeout: float, conns: Connections | None = None):
+    """Run `command` on `host`: over the run's shared connection when given (kept open for the
+    deploy that follows), else over a connection of its own."""
+    if conns is not None:
+        try:
+            return conns.get(host).run(command, timeout)
+        except Exception:
+            conns.drop(host)
+            raise
     conn = connect(host)
     try:
         return conn.run(command, timeout)
@@ -213,15 +221,18 @@ GRACE_FACTOR = 1.0  # ... and after the median answer time of the hosts that ans
 # host that has not even completed its SSH connection (one that has is alive: it is waited for)
 
 
-def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None) -> object:
+def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
+              conns: Connections | None = None) -> object:
     """One host's take (with the takeover of a holder that ran here and is gone); raises
     Unreached when the host cannot be connected to, so the take never ran. `connected()` is
-    called once the SSH connection stands."""
+    called once the SSH connection stands. With `conns`, over the run's shared connection (kept
+    open for the work that follows; dropped if the take fails on it)."""
     try:
-        conn = connect(h)
+        conn = conns.get(h) if conns is not None else connect(h)
     except Exception as exc:
         raise Unreached(exc) from None
     connected()
+    failed = True
     try:
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
         res = conn.run(lease_command(h, "take", run_id,
@@ -235,9 +246,13 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None) -> obj
                 record, deadline=time.time() + take_timeout(h),
                 takeover={"from": holder.get("from"), "pid": holder.get("pid")})),
                 take_timeout(h))
+        failed = False
         return res
     finally:
-        conn.close()
+        if conns is None:
+            conn.close()
+        elif failed:
+            conns.drop(h)
 
 
 def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
@@ -250,13 +265,15 @@ def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
     return elapsed >= max(GRACE_MIN_S, GRACE_FACTOR * typical)
 
 
-def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
+def take(hosts: list[Host], owner: str, lease_s: float,
+         conns: Connections | None = None) -> Lease:
     """Take the lease on every host, or none: on any refusal, release what was taken.
 
     A host that cannot be reached is not a refusal: the run reports it failed as before. A host
     whose answer is late (see `_go_on`) does not hold the others back: its take goes on, and the
     run's work on that host first waits for it (`Lease.wait`), so no host is ever changed
-    without its lease; a refusal that comes late is that host's alone.
+    without its lease; a refusal that comes late is that host's alone. With `conns`, the
+    connections stay open for the run (and its `release`).
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
@@ -269,7 +286,8 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
 
     def one(h: Host) -> None:
         try:
-            value: object = _take_one(h, lease.run_id, record, lambda: connected.add(h.name))
+            value: object = _take_one(h, lease.run_id, record, lambda: connected.add(h.name),
+                                      conns)
         except Exception as exc:  # reported per host
             value = exc
         with lease._cond:
@@ -299,7 +317,7 @@ def take(hosts: list[Host], owner: str, lease_s: float) -> Lease:
         for host in hosts:  # a take still under way may yet succeed: let it land first
             if host.name in lease.late:
                 lease.wait(host)
-        release(lease)
+        release(lease, conns)
         lease.held = []
         lease.targets = []
     return lease
@@ -322,11 +340,11 @@ def _dead_here(holder: dict) -> bool:
             and pid != os.getpid() and not pid_alive(pid))
 
 
-def release(lease: Lease) -> None:
+def release(lease: Lease, conns: Connections | None = None) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
     answer in time may still have taken it); best effort and bounded."""
     hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
         _each(hosts, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
-                                       take_timeout(h)), longest + 5)
+                                       take_timeout(h), conns), longest + 5)

@@ -187,7 +187,7 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
         return res
 
     futures: dict[str, Future] = {h.name: pool.submit(call, h) for h in group}
-    by_name = {h.name: h for h in group}
+    limits = {h.name: options.deadline(h) for h in group}  # once, not on every wake-up
     pending = dict(futures)
     wake = threading.Event()  # set by every finishing host: no polling latency on results
     for fut in futures.values():
@@ -202,7 +202,7 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
             else:
                 with lock:
                     t0 = started.get(name)
-                limit = options.deadline(by_name[name])
+                limit = limits[name]
                 if t0 is not None:
                     next_check = min(next_check, max(0.0, t0 + limit - time.monotonic()))
                 if t0 is not None and time.monotonic() - t0 > limit:
