@@ -29,10 +29,3 @@ _.__path__
 # RunRecord.decayed, fleet/harness/image.py ImageBuild.rootfs)
 _.decayed
 _.rootfs
-
-# no reader on main yet; remove with the code unless a reader appears:
-# OpenclawManager.activation (which activation the last restart used, reload or restart),
-# openclawconfig.fleet_paths, memory_continuity Locator.own_state_file
-_.activation
-fleet_paths
-_.own_state_file

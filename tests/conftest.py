@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures of the deploy, installer and CLI tests (artifacts, sandbox hosts), from
+# tests/support (on sys.path through pyproject's `pythonpath`).
+pytest_plugins = ["deploy_fixtures"]
+
 
 def docker_problem() -> str | None:
     """Why Docker cannot be used here, or None when it can."""

@@ -107,9 +107,6 @@ PLAYBOOK = """\
 """
 
 
-AnsibleUnavailable = tools.ToolUnavailable
-
-
 def ensure_ansible(log=print) -> Path:
     """`ansible-playbook` from the bench venv (installed with the bench extra if needed)."""
     return tools.executable("ansible-playbook", log=log)

@@ -21,7 +21,7 @@ from pathlib import Path
 from invoke import Exit
 
 from fleet.cli.flags import USAGE_ERROR, number, task
-from fleet.deploy import api, consent, journal, report
+from fleet.deploy import api, consent, deploylog, report
 from fleet.deploy.inventory import Host, InventoryError, default_inventory, load
 from fleet.deploy.runner import RunOptions
 
@@ -121,7 +121,7 @@ def _confirm(inv, hosts: list[Host], yes: bool, as_json: bool) -> None:
 def _record(inv, action: str, results, artifact: dict | None = None) -> None:
     """Best effort: a read-only checkout must not turn a good deploy into a failure."""
     try:
-        journal.record(inv.path, action, api.default_owner(), results, artifact)
+        deploylog.record(inv.path, action, api.default_owner(), results, artifact)
     except OSError as exc:
         print(f"warning: could not append to the deploy log: {exc}", file=sys.stderr)
 
@@ -186,9 +186,9 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
         options = _options(parallel, batch, max_fail)
         inv, selected = _select(hosts, inventory, prepare=not dry_run)
         if retry_failed:
-            failed = journal.last_failed(inv.path)
+            failed = deploylog.last_failed(inv.path)
             if failed is None:
-                raise Exit(f"error: no earlier deploy in {journal.log_path(inv.path)} to retry",
+                raise Exit(f"error: no earlier deploy in {deploylog.log_path(inv.path)} to retry",
                            USAGE_ERROR)
             selected = [h for h in selected if h.name in failed]
             if not selected:

@@ -21,7 +21,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from fleet.continuity.atomicfile import fsync_dir
 
@@ -145,13 +145,6 @@ def discard(candidate: Path) -> None:
         candidate.unlink()
     except OSError:
         pass
-
-
-def fleet_paths(data: Dict[str, Any], releases_root: str) -> List[str]:
-    """The load paths that belong to fleet releases (what a deploy last wrote)."""
-    root = releases_root.rstrip(os.sep) + os.sep
-    paths = ((data.get("plugins") or {}).get("load") or {}).get("paths") or []
-    return [p for p in paths if isinstance(p, str) and p.startswith(root)]
 
 
 def validation_key(data: Dict[str, Any], plugin_dirs: Dict[str, str], releases_root: str,

@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Optional
 
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.process import read_log_tail
-from fleet.installer import openclawconfig, openclawrpc, releases
+from fleet.installer import openclawconfig, openclawrpc, releasedirs
 from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
@@ -69,7 +69,6 @@ class OpenclawManager(Manager):
         self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
         self._version: Optional[str] = None  # the CLI's
         self._gateway_version: Optional[str] = None  # the running gateway's (its hello-ok)
-        self.activation: Optional[str] = None  # "reload" or "restart", once restart() ran
         self.validation: Optional[str] = None  # how the last new config was validated
         self._replaced: Optional[dict] = None  # the config content configure() last replaced
         self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
@@ -226,7 +225,7 @@ class OpenclawManager(Manager):
 
     # -- configuration -------------------------------------------------------------------
     def plugin_dirs(self, release: Path) -> Dict[str, str]:
-        meta = releases.read_meta(release) or {}
+        meta = releasedirs.read_meta(release) or {}
         return {pid: str(release / "fleet" / "plugins" / pkg)
                 for pid, pkg in sorted((meta.get("plugins") or {}).items())}
 
@@ -266,7 +265,7 @@ class OpenclawManager(Manager):
         the one boot left in a deploy (4 s idle, 15-30 s on a busy 2-core host)."""
         openclaw = self.cli_version()
         key = openclawconfig.validation_key(wanted, self.plugin_dirs(release),
-                                            str(releases.releases_dir(self.state_dir)),
+                                            str(releasedirs.releases_dir(self.state_dir)),
                                             openclaw) if openclaw else None
         store = StateLayout(self.state_dir).openclaw_validated
         try:
@@ -306,7 +305,7 @@ class OpenclawManager(Manager):
 
     # -- activation ----------------------------------------------------------------------
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
-        releases.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
+        releasedirs.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
         known = self._known or (self.known_plugins() if self.http_ready() else None)
         self._known = known  # the same gateway when restart() runs again (a rollback)
         changed = self.configure(release)
@@ -317,13 +316,11 @@ class OpenclawManager(Manager):
             try:
                 self.call("plugins.reload", {"plugins": [{"pluginId": i} for i in ids]},
                           timeout=max(timeout, 30.0))
-                self.activation = "reload"
                 return
             except RpcError as exc:
                 if "plugin load failed" in exc.message or "failed during" in exc.message:
                     raise ManagerError(f"plugin failed to load: {exc.message}") from None
                 # anything else (e.g. a reload this gateway cannot do): restart it instead
-        self.activation = "restart"
         self._known = None  # another gateway from here on
         if self.process is not None:
             self.process.stop(self.stop_grace)

@@ -21,10 +21,10 @@ from typing import Dict, Iterator, Optional
 
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
-from fleet.installer import audit, faults, releases
+from fleet.installer import audit, faults, releasedirs
 from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
 from fleet.installer.manager import Manager, ManagerError
-from fleet.installer.releases import ReleaseError
+from fleet.installer.releasedirs import ReleaseError
 
 
 def announce(event: dict) -> None:
@@ -151,12 +151,12 @@ class Transaction:
             if target is None:
                 with contextlib.suppress(ManagerError, OSError):
                     self.manager.stop(failed, self.timeout)
-                releases.unlink_current(self.state_dir)
+                releasedirs.unlink_current(self.state_dir)
                 self.result.update(result="rolled_back", to=None)
                 self.notes.append("first install failed: host left with no release")
                 return
-            releases.switch(self.state_dir, target, previous, self.manager.links_extensions)
-            meta = releases.read_meta(target) or {}
+            releasedirs.switch(self.state_dir, target, previous, self.manager.links_extensions)
+            meta = releasedirs.read_meta(target) or {}
             self.manager.restart(target, expected_versions(meta, {}), self.timeout)
             health = wait_ready(self.manager, target, expected_versions(meta, {}),
                                 self.timeout, None)
@@ -202,22 +202,22 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
                     force: bool, keep: int) -> dict:
     state_dir, res = tx.state_dir, tx.result
     with tx.step("verify"):
-        releases.verify_artifact(artifact, sha256)
-        manifest = releases.read_artifact_manifest(artifact)
-    current = releases.link_target(state_dir, "current")
-    previous = releases.link_target(state_dir, "previous")
-    res["from"] = summary(releases.read_meta(current))
+        releasedirs.verify_artifact(artifact, sha256)
+        manifest = releasedirs.read_artifact_manifest(artifact)
+    current = releasedirs.link_target(state_dir, "current")
+    previous = releasedirs.link_target(state_dir, "previous")
+    res["from"] = summary(releasedirs.read_meta(current))
     name = release_name(str(manifest["version"]), sha256)
     if current is not None and current.name == name and not force:
-        want = expected_versions(releases.read_meta(current) or {}, expect)
+        want = expected_versions(releasedirs.read_meta(current) or {}, expect)
         health = tx.manager.probe(current)
         if process.judge(health, want, release=current.name).state == process.READY:
             res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
             tx.record()
             return tx.finish()
     with tx.step("unpack"):
-        release = releases.unpack(state_dir, artifact, sha256, manifest)
-    meta = releases.read_meta(release) or {}
+        release = releasedirs.unpack(state_dir, artifact, sha256, manifest)
+    meta = releasedirs.read_meta(release) or {}
     want = expected_versions(meta, expect)
     if not tx.lock.still_mine():
         raise RuntimeError("lost the deploy lock (lease expired and another installer took it "
@@ -229,7 +229,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         back_prev = None
     try:
         with tx.step("switch"):
-            tx.notes.extend(releases.switch(state_dir, release, current,
+            tx.notes.extend(releasedirs.switch(state_dir, release, current,
                                              tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
         # Same release as before (--force, or its gateway was down): a restart, not an install
@@ -249,7 +249,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         return tx.finish()
     try:
         with tx.step("prune"):
-            removed = releases.prune(state_dir, keep)
+            removed = releasedirs.prune(state_dir, keep)
         if removed:
             res["pruned"] = removed
     except Exception as exc:  # housekeeping: the release is live and recorded
@@ -265,16 +265,16 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releases.link_target(state_dir, "current")
-        res["from"] = summary(releases.read_meta(current))
+        current = releasedirs.link_target(state_dir, "current")
+        res["from"] = summary(releasedirs.read_meta(current))
         if to:
-            target = releases.find_release(state_dir, to)
+            target = releasedirs.find_release(state_dir, to)
         else:
             target = _previous_release(state_dir, current)
-        meta = releases.read_meta(target) or {}
+        meta = releasedirs.read_meta(target) or {}
         try:
             with tx.step("switch"):
-                releases.switch(state_dir, target, current, manager.links_extensions)
+                releasedirs.switch(state_dir, target, current, manager.links_extensions)
             health = tx.restart_and_wait(target, expected_versions(meta, {}))
             res.update(ok=True, result="rolled_back", to=summary(meta), gateway=health)
         except Exception as exc:
@@ -290,10 +290,10 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
 
 
 def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
-    previous = releases.link_target(state_dir, "previous")
+    previous = releasedirs.link_target(state_dir, "previous")
     if previous is not None and previous != current:
         return previous
-    for rel in releases.list_releases(state_dir):
+    for rel in releasedirs.list_releases(state_dir):
         if rel != current:
             return rel
     raise ReleaseError("nothing to roll back to under {}: only {} is installed".format(
@@ -308,10 +308,10 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releases.link_target(state_dir, "current")
+        current = releasedirs.link_target(state_dir, "current")
         if current is None:
             raise ReleaseError(f"no release installed under {state_dir}; deploy first")
-        meta = releases.read_meta(current) or {}
+        meta = releasedirs.read_meta(current) or {}
         res["from"] = res["to"] = summary(meta)
         try:
             health = tx.restart_and_wait(current, expected_versions(meta, {}))
@@ -329,8 +329,8 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
 
 def status(state_dir: Path, manager: Manager) -> dict:
     """What runs here: releases, gateway health, readiness, lock holder, last audit entry."""
-    current = releases.link_target(state_dir, "current")
-    meta = releases.read_meta(current)
+    current = releasedirs.link_target(state_dir, "current")
+    meta = releasedirs.read_meta(current)
     health = manager.probe(current)
     holder = read_holder(state_dir)
     if holder is not None:
@@ -340,8 +340,9 @@ def status(state_dir: Path, manager: Manager) -> dict:
                if meta and current is not None else "not installed") or None
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
             "state_dir": str(state_dir), "current": summary(meta),
-            "previous": summary(releases.read_meta(releases.link_target(state_dir, "previous"))),
-            "releases": [r.name for r in releases.list_releases(state_dir)],
+            "previous": summary(releasedirs.read_meta(
+                releasedirs.link_target(state_dir, "previous"))),
+            "releases": [r.name for r in releasedirs.list_releases(state_dir)],
             "gateway": health, "ready": problem is None, "problem": problem,
             "lock": holder, "last_audit": audit.last_entry(state_dir),
             "disk_free_bytes": _disk_free(state_dir)}

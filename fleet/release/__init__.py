@@ -1,5 +1,7 @@
-"""fleet.release: components and their version files, verify, bump, changelog, tag, push, and the
-reproducible artifact. Control side (Python >= 3.10); the CLI in fleet.cli.release is a thin layer.
+"""fleet.release: cutting releases (components and their version files, verify, bump,
+changelog, tag, push) and the reproducible artifact; the release dirs on a host are
+fleet.installer.releasedirs. Control side (Python >= 3.10); the CLI in fleet.cli.release is
+a thin layer.
 """
 
 from fleet.release.error import ReleaseError

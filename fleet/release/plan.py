@@ -1,5 +1,5 @@
 """The plan of one release: every file change, the commit, the tag and the push, before any of it
-happens. `--dry-run` prints it; the real run writes it into the journal and carries it out.
+happens. `--dry-run` prints it; the real run writes it into the progress record and carries it out.
 
 A release holds one or more components (`ComponentRelease`), released in one commit with one tag;
 the commit message names every one of them (`release: memory-continuity v5.0.0, mc v2.1.0`), and

@@ -5,8 +5,9 @@ commit and one tag for all of them (the tag of the main component when it is amo
 the first in declared order), a changelog section per component.
 
 Every refusal happens before the first change. Once changes start, each step is recorded in the
-journal (`.git/fleet-release.json`); a failure says where it stopped and prints the one command that
-finishes the job (`invoke release --resume`), which never makes a second commit or tag.
+progress record (`.git/fleet-release.json`); a failure says where it stopped and prints
+the one command that finishes the job (`invoke release --resume`), which never makes a second
+commit or tag.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from fleet.release.plan import (
     file_changes,
     write_text,
 )
-from fleet.release.state import JOURNAL_NAME, RESUME_COMMAND, Journal
+from fleet.release.progress import PROGRESS_FILE, RESUME_COMMAND, Progress
 from fleet.release.verify import dependency_problems, verify
 
 Echo = Callable[[str], None]
@@ -105,28 +106,28 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
     root = Path(root)
     project = load_project(root)
     git = Git(root)
-    journal_path = git.git_dir() / JOURNAL_NAME
-    journal = Journal.load(journal_path)
-    if journal is not None:  # the journal is saved with sorted keys: back to declared order
+    progress_path = git.git_dir() / PROGRESS_FILE
+    progress = Progress.load(progress_path)
+    if progress is not None:  # saved with sorted keys: back to declared order
         order = {cid: i for i, cid in enumerate(project.components)}
-        journal.versions = dict(sorted(journal.versions.items(),
-                                       key=lambda kv: order.get(kv[0], len(order))))
+        progress.versions = dict(sorted(progress.versions.items(),
+                                        key=lambda kv: order.get(kv[0], len(order))))
     if resume:
-        if journal is None:
+        if progress is None:
             raise ReleaseError(f"nothing to resume: no unfinished release is recorded in "
-                               f"{journal_path}")
+                               f"{progress_path}")
         named = _names(component)
-        if part or _names(version) or (named and set(named) != set(journal.versions)):
-            raise ReleaseError(f"--resume finishes the recorded release of {journal.label}; "
+        if part or _names(version) or (named and set(named) != set(progress.versions)):
+            raise ReleaseError(f"--resume finishes the recorded release of {progress.label}; "
                                "drop --component/--part/--version")
         if not push:
-            journal.push = False
-        return _resume(git, project, journal, dry_run, echo)
-    if journal is not None:
-        where = f"stopped at step '{journal.failed_step}': {journal.error}" \
-            if journal.failed_step else f"steps done: {', '.join(journal.done) or 'none'}"
-        raise ReleaseError(f"an unfinished release of {journal.label} is "
-                           f"recorded in {journal_path} ({where}); fix: finish it with "
+            progress.push = False
+        return _resume(git, project, progress, dry_run, echo)
+    if progress is not None:
+        where = f"stopped at step '{progress.failed_step}': {progress.error}" \
+            if progress.failed_step else f"steps done: {', '.join(progress.done) or 'none'}"
+        raise ReleaseError(f"an unfinished release of {progress.label} is "
+                           f"recorded in {progress_path} ({where}); fix: finish it with "
                            f"`{RESUME_COMMAND}` before starting another")
     requested = requested_versions(project, component, version)
     plan = preflight(git, project, requested, part, push, echo, today)
@@ -134,13 +135,13 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
         echo("DRY RUN: nothing is changed")
         echo(plan.describe())
         return _result(project, plan.versions, plan.tag, None, False, True, plan)
-    journal = Journal(versions=plan.versions,
-                      previous={r.id: r.previous for r in plan.releases}, tag=plan.tag,
-                      branch=plan.branch, base=plan.base, files=plan.paths,
-                      changelog_section=plan.changelog_section, push=plan.push,
-                      remote=plan.remote, path=journal_path)
-    journal.claim()
-    return _execute(git, project, journal, echo, plan)
+    progress = Progress(versions=plan.versions,
+                        previous={r.id: r.previous for r in plan.releases}, tag=plan.tag,
+                        branch=plan.branch, base=plan.base, files=plan.paths,
+                        changelog_section=plan.changelog_section, push=plan.push,
+                        remote=plan.remote, path=progress_path)
+    progress.claim()
+    return _execute(git, project, progress, echo, plan)
 
 
 def pick_remote(git: Git, branch: str) -> Optional[str]:
@@ -259,85 +260,85 @@ def _check_remote(git: Git, remote: str, branch: str, tags: list, push: bool,
                            f"`git pull --rebase {remote} {branch}`, then release")
 
 
-def _resume(git: Git, project: Project, journal: Journal, dry_run: bool,
+def _resume(git: Git, project: Project, progress: Progress, dry_run: bool,
             echo: Echo) -> ReleaseResult:
     branch = git.branch()
-    if branch != journal.branch:
-        raise ReleaseError(f"cannot resume: the release of {journal.label}"
-                           f" was started on branch {journal.branch}, HEAD is on "
-                           f"{branch or 'a detached HEAD'}; fix: `git switch {journal.branch}`")
-    stray = [p for p in git.dirty_paths() if p not in journal.files]
+    if branch != progress.branch:
+        raise ReleaseError(f"cannot resume: the release of {progress.label}"
+                           f" was started on branch {progress.branch}, HEAD is on "
+                           f"{branch or 'a detached HEAD'}; fix: `git switch {progress.branch}`")
+    stray = [p for p in git.dirty_paths() if p not in progress.files]
     if stray:
         raise ReleaseError(f"cannot resume: uncommitted changes outside the release files: "
                            f"{', '.join(stray)}; fix: commit or stash them first")
     if dry_run:
-        echo(f"DRY RUN: resume the release of {journal.label}; "
-             f"steps left: {', '.join(journal.pending()) or 'none'}")
-        return _result(project, journal.versions, journal.tag, journal.commit, False, True, None)
-    echo(f"resuming the release of {journal.label} "
-         f"(done: {', '.join(journal.done) or 'nothing'})")
-    return _execute(git, project, journal, echo, None)
+        echo(f"DRY RUN: resume the release of {progress.label}; "
+             f"steps left: {', '.join(progress.pending()) or 'none'}")
+        return _result(project, progress.versions, progress.tag, progress.commit, False, True, None)
+    echo(f"resuming the release of {progress.label} "
+         f"(done: {', '.join(progress.done) or 'nothing'})")
+    return _execute(git, project, progress, echo, None)
 
 
-def _execute(git: Git, project: Project, journal: Journal, echo: Echo,
+def _execute(git: Git, project: Project, progress: Progress, echo: Echo,
              plan: Optional[Plan]) -> ReleaseResult:
-    message = commit_message(journal.versions)
+    message = commit_message(progress.versions)
     step = "files"
     try:
-        if "files" not in journal.done:
+        if "files" not in progress.done:
             changes = plan.changes if plan else file_changes(
-                project, journal.versions, journal.changelog_section)
+                project, progress.versions, progress.changelog_section)
             for change in changes:
                 if change.new != change.old:
                     write_text(Path(project.root) / change.path, change.new)
-            journal.mark("files")
-            echo(f"wrote {journal.label} into {', '.join(journal.files)}")
+            progress.mark("files")
+            echo(f"wrote {progress.label} into {', '.join(progress.files)}")
         step = "commit"
-        if "commit" not in journal.done:
-            journal.commit = _commit(git, journal, message)
-            journal.mark("commit")
-            echo(f"committed {journal.commit[:12]} {message!r}")
+        if "commit" not in progress.done:
+            progress.commit = _commit(git, progress, message)
+            progress.mark("commit")
+            echo(f"committed {progress.commit[:12]} {message!r}")
         step = "tag"
-        if "tag" not in journal.done:
-            existing = git.tag_target(journal.tag)
+        if "tag" not in progress.done:
+            existing = git.tag_target(progress.tag)
             if existing is None:
-                git.annotated_tag(journal.tag, message, journal.commit)
-            elif existing != journal.commit:
-                raise ReleaseError(f"tag {journal.tag} already exists on {existing[:12]}, not on "
-                                   f"the release commit {journal.commit[:12]}; delete it with "
-                                   f"`git tag -d {journal.tag}` if it is stale")
-            journal.mark("tag")
-            echo(f"tagged {journal.tag}")
+                git.annotated_tag(progress.tag, message, progress.commit)
+            elif existing != progress.commit:
+                raise ReleaseError(f"tag {progress.tag} already exists on {existing[:12]}, not on "
+                                   f"the release commit {progress.commit[:12]}; delete it with "
+                                   f"`git tag -d {progress.tag}` if it is stale")
+            progress.mark("tag")
+            echo(f"tagged {progress.tag}")
         step = "push"
         pushed = False
-        if "push" not in journal.done:
-            if journal.push and journal.remote:
-                git.push(journal.remote, journal.branch, journal.tag)
+        if "push" not in progress.done:
+            if progress.push and progress.remote:
+                git.push(progress.remote, progress.branch, progress.tag)
                 pushed = True
-                echo(f"pushed {journal.branch} and {journal.tag} to {journal.remote}")
-            elif not journal.remote:
+                echo(f"pushed {progress.branch} and {progress.tag} to {progress.remote}")
+            elif not progress.remote:
                 echo("no remote configured: nothing pushed")
             else:
-                echo(f"not pushed (--no-push); later: git push --atomic {journal.remote} "
-                     f"{journal.branch} {journal.tag}")
-            journal.mark("push")
+                echo(f"not pushed (--no-push); later: git push --atomic {progress.remote} "
+                     f"{progress.branch} {progress.tag}")
+            progress.mark("push")
     except (ReleaseError, OSError) as exc:
-        journal.fail(step, str(exc))
-        done = ", ".join(journal.done) or "nothing"
-        raise ReleaseError(f"release of {journal.label} stopped at step "
-                           f"'{step}': {exc}\ndone so far: {done} (recorded in {journal.path})\n"
+        progress.fail(step, str(exc))
+        done = ", ".join(progress.done) or "nothing"
+        raise ReleaseError(f"release of {progress.label} stopped at step "
+                           f"'{step}': {exc}\ndone so far: {done} (recorded in {progress.path})\n"
                            f"fix the cause, then finish it with: {RESUME_COMMAND}") from exc
-    journal.delete()
-    echo(f"released {journal.label} ({journal.tag})")
-    return _result(project, journal.versions, journal.tag, journal.commit, pushed, False, plan)
+    progress.delete()
+    echo(f"released {progress.label} ({progress.tag})")
+    return _result(project, progress.versions, progress.tag, progress.commit, pushed, False, plan)
 
 
-def _commit(git: Git, journal: Journal, message: str) -> str:
+def _commit(git: Git, progress: Progress, message: str) -> str:
     """Make the release commit, or adopt it if a crash struck after git committed."""
     head = git.head()
-    if head != journal.base:
-        if git.commit_subject(head) == message and git.parent(head) == journal.base:
+    if head != progress.base:
+        if git.commit_subject(head) == message and git.parent(head) == progress.base:
             return head
-        raise ReleaseError(f"HEAD moved from {journal.base[:12]} to {head[:12]} since the release "
+        raise ReleaseError(f"HEAD moved from {progress.base[:12]} to {head[:12]} since the release "
                            "started and is not its commit; move the branch back or finish by hand")
-    return git.commit_paths(message, journal.files)
+    return git.commit_paths(message, progress.files)

@@ -11,8 +11,8 @@ from release_fixtures import MAIN, Repo, commit_file, task_env
 
 from fleet.release.component import load_project
 from fleet.release.error import ReleaseError
+from fleet.release.progress import PROGRESS_FILE, Progress
 from fleet.release.release import run_release
-from fleet.release.state import JOURNAL_NAME, Journal
 from fleet.release.verify import verify
 
 MC_FILES = {"fleet/plugins/mc/openclaw.plugin.json", "fleet/plugins/mc/package.json"}
@@ -152,7 +152,7 @@ def test_release_bumps_every_file_of_the_component_and_nothing_else(repo):
     assert repo.remote_git("rev-parse", "main") == result.commit
     assert repo.remote_git("rev-parse", f"{result.tag}^{{commit}}") == result.commit
     assert repo.git("status", "--porcelain") == ""
-    assert not (repo.path / ".git" / JOURNAL_NAME).exists()
+    assert not (repo.path / ".git" / PROGRESS_FILE).exists()
 
 
 def test_other_components_tag_with_their_name(repo):
@@ -295,11 +295,11 @@ def test_joint_release_resumes_after_a_failed_push(repo):
     assert repo.remote_git("tag", "--list") == result.tag
 
 
-def test_an_old_single_component_journal_still_resumes(repo):
+def test_an_old_single_component_progress_record_still_resumes(repo):
     reject_pushes(repo)
     with pytest.raises(ReleaseError):
         release(repo, component="mc")
-    path = repo.path / ".git" / JOURNAL_NAME
+    path = repo.path / ".git" / PROGRESS_FILE
     data = json.loads(path.read_text())
     versions_ = data.pop("versions")
     (cid, ver), = versions_.items()
@@ -324,8 +324,8 @@ def test_failed_push_then_resume_gives_one_commit_and_one_tag(repo):
     msg = str(err.value)
     assert "stopped at step 'push'" in msg and "invoke release --resume" in msg
     assert "rejected by test hook" in msg
-    journal = Journal.load(repo.path / ".git" / JOURNAL_NAME)
-    assert journal.failed_step == "push" and journal.done == ["files", "commit", "tag"]
+    progress = Progress.load(repo.path / ".git" / PROGRESS_FILE)
+    assert progress.failed_step == "push" and progress.done == ["files", "commit", "tag"]
     assert release_commits_on_remote(repo) == []
     # a plain rerun must refuse instead of making a second commit or tag
     before = repo.snapshot()
@@ -340,23 +340,23 @@ def test_failed_push_then_resume_gives_one_commit_and_one_tag(repo):
     assert repo.remote_git("rev-parse", "main") == repo.git("rev-parse", "HEAD") == result.commit
     assert len([s for s in repo.git("log", "--format=%s").splitlines()
                 if s.startswith("release:")]) == 1
-    assert not (repo.path / ".git" / JOURNAL_NAME).exists()
+    assert not (repo.path / ".git" / PROGRESS_FILE).exists()
     with pytest.raises(ReleaseError, match="nothing to resume"):
         release(repo, resume=True)
 
 
 def test_crash_after_commit_is_adopted_on_resume(repo, monkeypatch):
-    real_mark = Journal.mark
+    real_mark = Progress.mark
 
     def crash_on_commit(self, step):
         if step == "commit":
             raise OSError("disk full (simulated)")
         real_mark(self, step)
 
-    monkeypatch.setattr(Journal, "mark", crash_on_commit)
+    monkeypatch.setattr(Progress, "mark", crash_on_commit)
     with pytest.raises(ReleaseError, match=r"(?s)stopped at step 'commit'.*disk full"):
         release(repo, component="mc")
-    monkeypatch.setattr(Journal, "mark", real_mark)
+    monkeypatch.setattr(Progress, "mark", real_mark)
     head = repo.git("rev-parse", "HEAD")
     result, _ = release(repo, resume=True)
     assert result.commit == head
@@ -427,14 +427,14 @@ def test_refuses_when_the_remote_branch_is_ahead(repo, tmp_path):
 
 
 def test_a_concurrent_release_cannot_start(repo, monkeypatch):
-    """Another process creating the journal between our preflight and our start wins."""
+    """Another process creating the progress record between our preflight and our start wins."""
     from fleet.release import release as release_mod
 
     real_preflight = release_mod.preflight
 
     def racing_preflight(*args, **kw):
         plan = real_preflight(*args, **kw)
-        (repo.path / ".git" / JOURNAL_NAME).write_text("{}")
+        (repo.path / ".git" / PROGRESS_FILE).write_text("{}")
         return plan
 
     monkeypatch.setattr(release_mod, "preflight", racing_preflight)

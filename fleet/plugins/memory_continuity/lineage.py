@@ -28,7 +28,7 @@ MAX_CHILDREN = 2000
 
 
 def record_path(state_dir: Path) -> Path:
-    return Path(state_dir) / StateLayout.REQUESTERS
+    return StateLayout(state_dir).requesters
 
 
 def _load(text: Optional[str]) -> Dict[str, Dict[str, Any]]:

@@ -61,13 +61,6 @@ class Locator:
             return self.agent_workspace(key.agent_id), key
         return None, key
 
-    def own_state_file(self, ctx: Mapping[str, Any]) -> Tuple[Optional[Path], Optional[SessionKey]]:
-        """The session's own state file: per-child file for a subagent session."""
-        ws, key = self.session(ctx)
-        if ws is None:
-            return None, key
-        return paths.session_state_file(ws, key), key
-
     def session_file_for_key(
         self, key: SessionKey, workspace_hint: Optional[Path] = None,
         hint_agent: Optional[str] = None,

@@ -1,6 +1,6 @@
 """The host-side installer run directly (as the control side does), with a stand-in gateway.
 
-The `command` manager drives tests/deploy/fakegw.py, so these tests exercise the installer's own
+The `command` manager drives tests/support/fakegw.py, so these tests exercise the installer's own
 rules (hash check, lock lease, pruning, first-install failure, Python 3.9) quickly.
 """
 

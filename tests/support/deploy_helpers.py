@@ -1,5 +1,6 @@
-"""Helpers shared by the deploy tests (a module with its own name: every test folder has a
-conftest.py, so `from conftest import ...` would pick whichever was imported last)."""
+"""Helpers shared by the deploy, installer and CLI tests (tests/support is on sys.path through
+pyproject's `pythonpath`; a module with its own name: every test folder has a conftest.py, so
+`from conftest import ...` would pick whichever was imported last)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 A snapshot keeps artifacts stable while others edit the working tree, and is where a test makes
 one release differ from another (memory-continuity's version, a plugin that fails to load).
-Shared by the deploy, integration and OpenClaw tests (this folder is on `sys.path` through its
-`conftest.py`).
+Shared by the deploy, integration and OpenClaw tests (tests/support is on `sys.path` through
+pyproject's pytest `pythonpath`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 PROJECT_FILES = ("pyproject.toml", "README.md")
 
 

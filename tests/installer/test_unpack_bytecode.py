@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.installer import releases
+from fleet.installer import releasedirs
 
 MODULES = ("fleet.gateway.service", "fleet.gateway.daemon")
 PROBE = """\
@@ -29,8 +29,8 @@ print(json.dumps({n: {"file": m.__file__, "tampered": getattr(m, "TAMPERED", Fal
 
 def install(tmp_path: Path, art) -> Path:
     path = Path(art.path)
-    return releases.unpack(tmp_path / "state", path, art.sha256,
-                           releases.read_artifact_manifest(path))
+    return releasedirs.unpack(tmp_path / "state", path, art.sha256,
+                              releasedirs.read_artifact_manifest(path))
 
 
 def zipped_sources(art) -> dict:
@@ -101,9 +101,9 @@ def test_bytecode_not_matching_the_manifest_is_refused(tmp_path, artifacts):
                 data = data[:-1] + bytes([data[-1] ^ 1])
             dst.writestr(info, data)
     digest = hashlib.sha256(bad.read_bytes()).hexdigest()
-    manifest = releases.read_artifact_manifest(bad)
-    with pytest.raises(releases.ReleaseError, match="service.pyc does not match"):
-        releases.unpack(tmp_path / "state", bad, digest, manifest)
+    manifest = releasedirs.read_artifact_manifest(bad)
+    with pytest.raises(releasedirs.ReleaseError, match="service.pyc does not match"):
+        releasedirs.unpack(tmp_path / "state", bad, digest, manifest)
     assert [p.name for p in StateLayout(tmp_path / "state").releases_dir.iterdir()] == []
 
 
@@ -111,9 +111,10 @@ UNPACK = """\
 import sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from fleet.installer import releases
+from fleet.installer import releasedirs
 art = Path(sys.argv[3])
-print(releases.unpack(Path(sys.argv[2]), art, sys.argv[4], releases.read_artifact_manifest(art)))
+manifest = releasedirs.read_artifact_manifest(art)
+print(releasedirs.unpack(Path(sys.argv[2]), art, sys.argv[4], manifest))
 """
 PY39 = next(iter(sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")))),
             None)
@@ -131,5 +132,5 @@ def test_python_3_9_installs_no_foreign_bytecode(tmp_path, artifacts):
     assert proc.returncode == 0, proc.stderr
     release = Path(proc.stdout.strip())
     assert list(release.rglob("*.pyc")) == []
-    meta = json.loads((release / releases.META).read_text())
+    meta = json.loads((release / releasedirs.META).read_text())
     assert meta["sha256"] == hashlib.sha256(Path(art.path).read_bytes()).hexdigest()

@@ -1,4 +1,5 @@
-"""Releases on a host: unpack an artifact once, switch `current` atomically, keep the newest N.
+"""Release dirs on a host: unpack an artifact once, switch `current` atomically, keep the
+newest N (cutting a release is fleet.release, on the control machine).
 
 Layout (docs/architecture.md): `<state>/fleet/releases/<version>-<sha12>/` holds an unpacked
 artifact plus `fleet_release.json` (sha256, version, components, plugin dirs, install time);

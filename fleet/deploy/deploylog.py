@@ -1,4 +1,5 @@
-"""The control side's own append-only record of runs (each host keeps its own audit.jsonl too).
+"""The deploy log: the control side's own append-only record of runs (each host keeps its own
+audit.jsonl too).
 
 One JSON line per deploy / rollback / restart in `.fleet/deploy-log.jsonl` beside the inventory:
 who ran it, when, with which artifact, and each host's outcome, so "what did we do to the fleet

@@ -1,4 +1,4 @@
-"""The release journal: where a release stopped, so `invoke release --resume` can finish it.
+"""The progress record: where a release stopped, so `invoke release --resume` can finish it.
 
 Kept in `.git/fleet-release.json` (never committed, never in the work tree). Written before the
 first change and after every step, atomically; removed when the release completes. Its presence
@@ -16,13 +16,13 @@ from typing import Optional
 from fleet.continuity.atomicfile import atomic_write
 from fleet.release.error import ReleaseError
 
-JOURNAL_NAME = "fleet-release.json"
+PROGRESS_FILE = "fleet-release.json"
 STEPS = ("files", "commit", "tag", "push")
 RESUME_COMMAND = "invoke release --resume"
 
 
 @dataclass
-class Journal:
+class Progress:
     """One in-flight release: its plan and the steps already done."""
 
     versions: dict  # component -> new version, in the project's declared order
@@ -41,14 +41,14 @@ class Journal:
     path: Optional[Path] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def load(cls, path: Path) -> Optional[Journal]:
-        """The journal at `path`, or None when no release is in flight."""
+    def load(cls, path: Path) -> Optional[Progress]:
+        """The progress record at `path`, or None when no release is in flight."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except ValueError as exc:
-            raise ReleaseError(f"{path}: the release journal is corrupt ({exc}); inspect it, "
+            raise ReleaseError(f"{path}: the progress record is corrupt ({exc}); inspect it, "
                                "finish the release by hand, then delete the file") from exc
         if isinstance(data, dict) and "component" in data and "versions" not in data:
             # written by a single-component fleet: {component, version, previous: str}
@@ -57,15 +57,15 @@ class Journal:
             data["previous"] = {cid: data.get("previous")}
         names = {f.name for f in fields(cls)} - {"path"}
         try:
-            journal = cls(**{k: v for k, v in data.items() if k in names})
+            progress = cls(**{k: v for k, v in data.items() if k in names})
         except TypeError as exc:
-            raise ReleaseError(f"{path}: the release journal lacks fields ({exc}); inspect it, "
+            raise ReleaseError(f"{path}: the progress record lacks fields ({exc}); inspect it, "
                                "finish the release by hand, then delete the file") from exc
-        journal.path = Path(path)
-        return journal
+        progress.path = Path(path)
+        return progress
 
     def claim(self) -> None:
-        """Create the journal exclusively: two releases started at once cannot both proceed."""
+        """Create the record exclusively: two releases started at once cannot both proceed."""
         assert self.path is not None
         try:
             os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
@@ -76,7 +76,7 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        """Write atomically (temp file + fsync + rename) so a crash never leaves half a journal."""
+        """Write atomically (temp file + fsync + rename) so a crash never leaves half a record."""
         assert self.path is not None
         data = {k: v for k, v in asdict(self).items() if k != "path"}
         atomic_write(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n", 0o600)

@@ -1,4 +1,5 @@
-"""Fixtures for deploy tests: source trees with chosen versions, artifacts, sandbox hosts.
+"""Fixtures for the deploy, installer and CLI tests: source trees with chosen versions,
+artifacts, sandbox hosts (registered for every folder by `pytest_plugins` in tests/conftest.py).
 
 Artifacts are built with `fleet.release.artifact.build_artifact` from copies of this repo's sources,
 so a test can deploy a bumped version or a release whose plugin fails on import.
