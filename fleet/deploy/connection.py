@@ -280,6 +280,11 @@ class SshConnection:
     def close(self) -> None:
         close_quietly(self.conn)
 
+    def is_active(self) -> bool:
+        """Whether the ssh transport is still up (a reused connection may have dropped)."""
+        transport = self.conn.client.get_transport() if self.conn is not None else None
+        return bool(transport is not None and transport.is_active())
+
 
 def close_quietly(conn: Any) -> None:
     """Close `conn` (None: nothing to do) ignoring its errors: closing happens on the way out,
@@ -290,11 +295,6 @@ def close_quietly(conn: Any) -> None:
         conn.close()
     except Exception:
         pass
-
-    def is_active(self) -> bool:
-        """Whether the ssh transport is still up (a reused connection may have dropped)."""
-        transport = self.conn.client.get_transport() if self.conn is not None else None
-        return bool(transport is not None and transport.is_active())
 
 
 IDLE_CHECK_S = 1.0

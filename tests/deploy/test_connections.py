@@ -104,3 +104,26 @@ def test_ssh_command_past_its_timeout_fails_naming_the_host(scripted):
         conn.run("hang", 0.5)
     assert time.monotonic() - t0 < 5
     conn.close()
+
+
+def test_a_run_reuses_its_open_ssh_connection(scripted):
+    def script(channel):
+        time.sleep(0.05)
+        channel.sendall(b"hi\n")
+        channel.send_exit_status(0)
+        channel.close()
+
+    first = scripted(script)  # a connection to the server, to learn its host entry
+    host = first.host
+    first.close()
+    conns = connection.Connections()
+    try:
+        conn = conns.get(host)
+        assert conn.run("echo hi", 10).stdout == "hi\n"
+        assert conns.get(host) is conn  # the lease take, the install and the release share it
+        assert conn.run("echo hi", 10).stdout == "hi\n"
+        conn.close()  # dropped under the run: the next use opens a new one
+        again = conns.get(host)
+        assert again is not conn and again.run("echo hi", 10).stdout == "hi\n"
+    finally:
+        conns.close()
