@@ -198,9 +198,10 @@ def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
 
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                 force: bool = False, dry_run: bool = False,
-                conns: Connections | None = None) -> HostResult:
+                conns: Connections | None = None, stored: str | None = None) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
-    With `conns`, over the run's shared connection to the host (see Connections)."""
+    With `conns`, over the run's shared connection to the host (see Connections); `stored`:
+    what the host said of the artifact when the lease was taken (fleet.deploy.lease)."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -209,7 +210,8 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         with timer.step("connect"):
             conn = _open(host, conns)
         if not dry_run:
-            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0)
+            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
+                                   stored)
             failed = False
             return result
         with timer.step("check"):
@@ -237,11 +239,14 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
-                  force: bool, conn, timer: _Timer, t0: float) -> HostResult:
+                  force: bool, conn, timer: _Timer, t0: float,
+                  stored: str | None = None) -> HostResult:
     """Run the installer on the stored artifact; upload first only when the host lacks it (or
-    the stored copy is not this artifact). 1 round trip for a redeploy, 3 for a new release;
-    no status or hash process: the installer verifies the SHA-256 itself."""
-    uploaded = False
+    the stored copy is not this artifact). 1 round trip for a redeploy; for a new release 1
+    (upload and install in one, when the lease take said the host lacks the artifact) or 2; no
+    status or hash process: the installer verifies the SHA-256 itself."""
+    if stored == "missing":  # said by the lease take, under this run's lease: nothing to try
+        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0)
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
@@ -267,15 +272,40 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
     if first == commands.MISSING or unrunnable or ("SHA-256" in reason
                                                    and "expected" in reason):
-        with timer.step("upload"):
-            conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
-                     host.timeouts.transfer)
-        uploaded = True
-        with timer.step("install"):
-            res = conn.run(commands.install(host, artifact.sha256, owner, force),
-                           install_timeout(host), on_stderr_line=_step_relay(progress))
+        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0)
     result = _installer_result(host, res, timer, t0, "installer")
-    result.data["uploaded"] = uploaded
+    result.data["uploaded"] = False
+    return result
+
+
+def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
+                        force: bool, conn, timer: _Timer, t0: float) -> HostResult:
+    """Send the artifact as the stdin of the command that stores it and runs the installer
+    (commands.upload_and_install): one round trip; the steps `upload` (until the host has every
+    byte) and `install` (the rest) are timed apart."""
+    size = artifact.path.stat().st_size
+    progress("upload", "")
+    started = [time.monotonic()]
+
+    def sent() -> None:
+        timer.steps["upload"] = round(time.monotonic() - started[0], 4)
+        progress("install", "")
+        started[0] = time.monotonic()
+
+    try:
+        res = conn.send_and_run(artifact.path,
+                                commands.upload_and_install(host, artifact.sha256, size, owner,
+                                                            force),
+                                host.timeouts.transfer, install_timeout(host),
+                                on_stderr_line=_step_relay(progress), on_sent=sent)
+    finally:  # the step under way when it ended: still the upload, or the install after it
+        timer.steps["install" if "upload" in timer.steps else "upload"] = round(
+            time.monotonic() - started[0], 4)
+    if (res.stdout.strip().splitlines() or [""])[-1] == commands.INCOMPLETE:
+        raise ConnectionError_(f"{host.name}: upload of {artifact.path.name} failed: the host "
+                               f"did not receive all {size} bytes (nothing was installed)")
+    result = _installer_result(host, res, timer, t0, "installer")
+    result.data["uploaded"] = True
     return result
 
 
@@ -315,16 +345,18 @@ def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
 
 
 def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
-            work: Callable[[Host, Progress, Connections], HostResult],
-            sink: ProgressSink) -> list[HostResult]:
-    """Run `work(host, progress, conns)` on every host holding the fleet lease there; refused
+            work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
+            sink: ProgressSink, artifact: ArtifactRef | None = None) -> list[HostResult]:
+    """Run `work(host, progress, conns, lease)` on every host holding the fleet lease there; refused
     as a whole if another run holds it anywhere (fleet.deploy.lease). A host whose take
     answered late is worked on once its own take is decided; one the take could not reach is
     reported, not tried again. One connection per host (`conns`) serves the take, the work and
-    the release."""
+    the release. With `artifact`, the take also asks each host whether it has it
+    (`Lease.artifact`)."""
     conns = Connections()
+    probe = None if artifact is None else (artifact.sha256, artifact.path.stat().st_size)
     try:
-        held = lease.take(hosts, owner, lease_time(hosts, options), conns)
+        held = lease.take(hosts, owner, lease_time(hosts, options), conns, probe)
         if held.refused:
             first = next(iter(held.refusals.values()))
             return [HostResult(h.name, "refused", False,
@@ -336,7 +368,7 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
 
 
 def _run_leased(hosts: list[Host], held: lease.Lease,
-                work: Callable[[Host, Progress, Connections], HostResult],
+                work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
                 conns: Connections, sink: ProgressSink,
                 options: RunOptions | None) -> list[HostResult]:
     """`work` on every host once its lease is decided (see `_leased`); the lease is given back
@@ -352,7 +384,7 @@ def _run_leased(hosts: list[Host], held: lease.Lease,
         if blocked is not None:
             return HostResult(host.name, "refused", False, note=blocked,
                               duration_s=time.monotonic() - t0)
-        return work(host, progress, conns)
+        return work(host, progress, conns, held)
 
     try:
         return _run(hosts, gated, sink, options)
@@ -365,11 +397,13 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
 
-    def work(h: Host, p: Progress, conns: Connections | None = None) -> HostResult:
-        return deploy_host(h, artifact, p, owner, force, dry_run, conns)
+    def work(h: Host, p: Progress, conns: Connections | None = None,
+             held: lease.Lease | None = None) -> HostResult:
+        stored = held.artifact.get(h.name) if held is not None else None
+        return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
-                                                                    sink)
+                                                                    sink, artifact)
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
@@ -382,7 +416,7 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | None = None, owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda h, p, conns: _simple_host(
+    return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
         h, p, commands.rollback(h, owner, to), "rollback", True, install_timeout(h),
         conns=conns), sink)
 
@@ -390,6 +424,6 @@ def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None =
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()
-    return _leased(hosts, owner, options, lambda h, p, conns: _simple_host(
+    return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
         h, p, commands.restart(h, owner), "restart", True, install_timeout(h),
         conns=conns), sink)

@@ -140,6 +140,26 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
 
 
 UNCHANGED = "FLEET-UNCHANGED"
+INCOMPLETE = "FLEET-UPLOAD-INCOMPLETE"
+
+
+def upload_and_install(host: Host, sha256: str, size: int, owner: str,
+                       force: bool = False) -> str:
+    """Take the artifact on stdin, then run the installer on it: one round trip and one channel
+    for the upload and the install (fleet.deploy.connection's `send_and_run`).
+
+    The bytes go to a temp name next to the final one (`*.part`, pruned by the installer when
+    stale); only a file of exactly `size` bytes is renamed into place (atomic, same dir), so a
+    connection dropped mid-upload leaves no artifact under its final name, and the temp file is
+    removed. Anything short prints INCOMPLETE and exits 1 without running the installer. The
+    SHA-256 is then checked by the installer before it unpacks anything, as after any upload.
+    """
+    final = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz")
+    part = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz.$$.part")
+    receive = (f'mkdir -p {_in_state(StateLayout.ARTIFACTS)} && cat > {part} && '
+               f'[ "$(wc -c < {part})" -eq {int(size)} ] && mv -f {part} {final} '
+               f"|| {{ rm -f {part}; echo {INCOMPLETE}; exit 1; }}")
+    return f"S={_state(host)}; {receive}; {install(host, sha256, owner, force)}"
 
 
 def noop_check(sha256: str, version: str) -> str:

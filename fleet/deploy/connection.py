@@ -105,7 +105,26 @@ class LocalConnection:
 
     def run(self, command: str, timeout: float,
             on_stderr_line: LineCallback | None = None) -> CommandResult:
-        proc = subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL,
+        return self._run(command, timeout, on_stderr_line, subprocess.DEVNULL)
+
+    def send_and_run(self, local: Path, command: str, transfer_timeout: float, timeout: float,
+                     on_stderr_line: LineCallback | None = None,
+                     on_sent: Callable[[], None] | None = None) -> CommandResult:
+        """`command` with the file `local` as its stdin (see SshConnection.send_and_run); here
+        the command reads the file itself."""
+        try:
+            stdin = open(local, "rb")  # noqa: SIM115  (closed below, once the command ended)
+        except OSError as exc:
+            raise ConnectionError_(f"{self.host.name}: upload of {local.name} failed: "
+                                   f"{_describe(exc)}") from exc
+        with stdin:
+            if on_sent is not None:
+                on_sent()
+            return self._run(command, transfer_timeout + timeout, on_stderr_line, stdin)
+
+    def _run(self, command: str, timeout: float, on_stderr_line: LineCallback | None,
+             stdin) -> CommandResult:
+        proc = subprocess.Popen(["sh", "-c", command], stdin=stdin,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         out: list[bytes] = []
@@ -226,16 +245,42 @@ class SshConnection:
         Not Fabric's `Connection.run`: its runner polls every 10 ms while a command runs
         (invoke's `Runner.wait`), ~6 ms of control-side CPU per second per host in flight,
         which made a 64-host deploy cost the control side more than the ssh handshakes."""
+        return self._exec(command, timeout, on_stderr_line)
+
+    def send_and_run(self, local: Path, command: str, transfer_timeout: float, timeout: float,
+                     on_stderr_line: LineCallback | None = None,
+                     on_sent: Callable[[], None] | None = None) -> CommandResult:
+        """Run `command` with the bytes of `local` as its stdin, then end of input: an upload
+        and the command that takes it in (fleet.deploy.commands.upload_and_install) in one
+        round trip, and no SFTP session (its open, stat and per-chunk acknowledgements).
+
+        Sending must end within `transfer_timeout` (else "upload of <file> failed", as a failed
+        SFTP upload said); `on_sent()` is called then, and the command has `timeout` more. The
+        command is what keeps a cut-off upload from its final name (it renames a complete file
+        only)."""
+        return self._exec(command, timeout, on_stderr_line, (local, transfer_timeout), on_sent)
+
+    def _exec(self, command: str, timeout: float, on_stderr_line: LineCallback | None,
+              upload: tuple[Path, float] | None = None,
+              on_sent: Callable[[], None] | None = None) -> CommandResult:
         deadline = time.monotonic() + timeout
         err = _LineWriter(on_stderr_line)
-        chan = None
+        chan = reader = None
+        sending = upload is not None  # a failure until the file is sent is the upload's
         try:
-            chan = self.conn.client.get_transport().open_session(timeout=min(timeout, 30.0))
+            opening = min(timeout, 30.0) if upload is None else min(upload[1], 30.0)
+            chan = self.conn.client.get_transport().open_session(timeout=opening)
             chan.settimeout(timeout)  # shared by both reads: each waits at most until deadline
             chan.exec_command(command)
-            chan.shutdown_write()  # no stdin, as `in_stream=False`
             reader = threading.Thread(target=_read_stderr, args=(chan, err), daemon=True)
             reader.start()
+            if upload is not None:
+                self._send(chan, *upload)
+                sending = False
+                deadline = time.monotonic() + timeout
+                if on_sent is not None:
+                    on_sent()
+            chan.shutdown_write()  # no (more) stdin, as `in_stream=False`
             out = []
             while True:
                 left = deadline - time.monotonic()
@@ -249,18 +294,42 @@ class SshConnection:
             reader.join(max(0.0, deadline - time.monotonic()))
             if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
                 raise socket.timeout("no exit status")
-        except socket.timeout:
-            if chan is not None:
-                chan.close()
-            raise ConnectionError_(f"{self.host.name}: command timed out after {timeout:.0f}s: "
-                                   f"{command[:120]}") from None
         except Exception as exc:
             if chan is not None:
                 chan.close()
+            if sending:
+                if reader is not None:  # what the host said before it stopped reading
+                    reader.join(1.0)
+                cause = exc.cause if isinstance(exc, _SendFailed) else exc
+                said = " ".join("".join(err.text).split())[-300:]
+                raise ConnectionError_(f"{self.host.name}: upload of {upload[0].name} failed: "
+                                       f"{_describe(cause)}" + (f" (host: {said})" if said else
+                                                                "")) from cause
+            if isinstance(exc, socket.timeout):
+                raise ConnectionError_(f"{self.host.name}: command timed out after "
+                                       f"{timeout:.0f}s: {command[:120]}") from None
             raise ConnectionError_(f"{self.host.name}: command failed: {_describe(exc)}") from exc
         chan.close()
         return CommandResult(chan.exit_status, b"".join(out).decode("utf-8", "replace"),
                              "".join(err.text))
+
+    @staticmethod
+    def _send(chan, local: Path, timeout: float) -> None:
+        """Write the file to the channel's stdin within `timeout` (blocking on the window)."""
+        end = time.monotonic() + timeout
+        try:
+            with open(local, "rb") as fh:
+                while True:
+                    chunk = fh.read(SEND_CHUNK)
+                    if not chunk:
+                        return
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        raise socket.timeout(f"timed out after {timeout:.0f}s")
+                    chan.settimeout(left)
+                    chan.sendall(chunk)
+        except Exception as exc:
+            raise _SendFailed(exc) from exc
 
     def put(self, local: Path, remote: str, timeout: float) -> None:
         path = remote[2:] if remote.startswith("~/") else remote  # sftp starts in $HOME
@@ -298,6 +367,16 @@ def close_quietly(conn: Any) -> None:
 
 
 IDLE_CHECK_S = 1.0
+SEND_CHUNK = 1 << 18  # bytes read from the file per send; paramiko splits them into packets
+
+
+class _SendFailed(Exception):
+    """Sending a command's stdin failed (reported as the upload's failure)."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
 
 
 def _quiet_transport(transport) -> None:

@@ -27,6 +27,7 @@ from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.installer.lock import pid_alive
 
+ARTIFACT_STATES = ("active", "stored", "missing")  # what a take says of a deploy's artifact
 TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
 
 
@@ -63,13 +64,32 @@ if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused ho
     print(json.dumps({"ok": False, "late": True}))
     sys.exit(4)
 takeover = record.pop("takeover", None)  # a holder the control machine saw dead
+probe = record.pop("artifact", None)  # {"sha256", "size"}: a deploy asks what the host has
+def stored():
+    if not isinstance(probe, dict):
+        return None
+    try:
+        with open(os.path.join(state, @META@), encoding="utf-8") as fh:
+            if json.load(fh).get("sha256") == probe["sha256"]:
+                return "active"
+    except (OSError, ValueError, AttributeError):
+        pass
+    art = os.path.join(state, @ARTIFACTS@, probe["sha256"] + ".pyz")
+    try:
+        if os.path.getsize(art) == probe["size"]:
+            return "stored"
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(art), exist_ok=True)
+    return "missing"
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)
 for _ in range(5):
     cur = read()
     if cur is not None:
         if cur.get("run") == run:
-            break
+            print(json.dumps({"ok": True, "artifact": stored()}))
+            sys.exit(0)
         dead = isinstance(takeover, dict) and cur.get("from") == takeover.get("from") and \
             cur.get("pid") == takeover.get("pid")
         if not dead and time.time() - float(cur.get("time") or 0) < float(cur.get("lease") or 0):
@@ -91,13 +111,14 @@ for _ in range(5):
         fh.write(json.dumps(record, sort_keys=True) + "\\n")
         fh.flush()
         os.fsync(fh.fileno())
-    print(json.dumps({"ok": True}))
+    print(json.dumps({"ok": True, "artifact": stored()}))
     sys.exit(0)
 else:
     print(json.dumps({"ok": False, "holder": {"owner": "?", "note": "lease file keeps changing"}}))
     sys.exit(3)
-print(json.dumps({"ok": True}))
-""".replace("@LEASE@", repr(StateLayout.LEASE))
+""".replace("@LEASE@", repr(StateLayout.LEASE)).replace(
+    "@META@", repr(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_META}")).replace(
+    "@ARTIFACTS@", repr(StateLayout.ARTIFACTS))
 
 
 def lease_command(host: Host, action: str, run_id: str, record: dict | None = None) -> str:
@@ -127,6 +148,10 @@ class Lease:
     unreached: dict[str, Unreached] = field(default_factory=dict)  # host -> why (never ran)
     late: set[str] = field(default_factory=set)  # still answering when the run went on
     answered_s: dict[str, float] = field(default_factory=dict)  # host -> its answer came after
+    # host -> what it has of the artifact a deploy asked about (`take(artifact=...)`): "active"
+    # (the current release), "stored" (a file of its size), "missing" (its dir made); absent
+    # when not asked or not answered
+    artifact: dict[str, str] = field(default_factory=dict)
     _answers: dict[str, object] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _deadline: float = 0.0
@@ -145,6 +170,8 @@ class Lease:
             return
         if reply.get("ok") is True:
             self.held.append(host)
+            if reply.get("artifact") in ARTIFACT_STATES:
+                self.artifact[host.name] = reply["artifact"]
         elif isinstance(reply.get("holder"), dict):
             self.refusals[host.name] = (
                 "deploy lock of another run (fleet lease) held on this host by "
@@ -266,18 +293,22 @@ def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
 
 
 def take(hosts: list[Host], owner: str, lease_s: float,
-         conns: Connections | None = None) -> Lease:
+         conns: Connections | None = None, artifact: tuple[str, int] | None = None) -> Lease:
     """Take the lease on every host, or none: on any refusal, release what was taken.
 
     A host that cannot be reached is not a refusal: the run reports it failed as before. A host
     whose answer is late (see `_go_on`) does not hold the others back: its take goes on, and the
     run's work on that host first waits for it (`Lease.wait`), so no host is ever changed
     without its lease; a refusal that comes late is that host's alone. With `conns`, the
-    connections stay open for the run (and its `release`).
+    connections stay open for the run (and its `release`). With `artifact` (SHA-256, size), each
+    host also says in the same answer whether it has that artifact (`Lease.artifact`), so a
+    deploy sends a host that lacks it the upload at once instead of first asking the installer.
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
               "lease": float(lease_s)}
+    if artifact is not None:
+        record["artifact"] = {"sha256": artifact[0], "size": int(artifact[1])}
     longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S) + 5
     started = time.monotonic()
     lease._deadline = started + longest

@@ -127,3 +127,47 @@ def test_a_run_reuses_its_open_ssh_connection(scripted):
         assert again is not conn and again.run("echo hi", 10).stdout == "hi\n"
     finally:
         conns.close()
+
+
+def _read_all(channel) -> bytes:
+    data = []
+    while chunk := channel.recv(65536):
+        data.append(chunk)
+    return b"".join(data)
+
+
+def test_ssh_send_and_run_gives_the_file_as_stdin_then_the_answer(scripted, tmp_path):
+    import hashlib
+
+    payload = bytes(range(256)) * 12000  # ~3 MB: more than one channel window
+    local = tmp_path / "x.pyz"
+    local.write_bytes(payload)
+
+    def script(channel):
+        got = _read_all(channel)  # until the client's end of input
+        channel.sendall(f"{len(got)} {hashlib.sha256(got).hexdigest()}\n".encode())
+        channel.send_exit_status(0)
+        channel.close()
+
+    conn = scripted(script)
+    calls = []
+    res = conn.send_and_run(local, "store and install", 10, 10, on_sent=lambda: calls.append(1))
+    conn.close()
+    assert res.exit_code == 0 and calls == [1]
+    assert res.stdout == f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n"
+
+
+def test_ssh_upload_cut_off_by_the_host_fails_naming_the_host_and_the_file(scripted, tmp_path):
+    local = tmp_path / "x.pyz"
+    local.write_bytes(b"\0" * 8_000_000)
+
+    def script(channel):
+        channel.recv(1000)
+        channel.sendall_stderr(b"disk full\n")
+        channel.close()  # gone before the file is through
+
+    conn = scripted(script)
+    with pytest.raises(connection.ConnectionError_, match="box: upload of x.pyz failed") as info:
+        conn.send_and_run(local, "store", 10, 10)
+    conn.close()
+    assert "disk full" in str(info.value)
