@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fleet.continuity.statelayout import release_name
 from fleet.deploy import commands, lease
-from fleet.deploy.connection import ConnectionError_, Connections, connect
+from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
@@ -353,6 +353,10 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
     reported, not tried again. One connection per host (`conns`) serves the take, the work and
     the release. With `artifact`, the take also asks each host whether it has it
     (`Lease.artifact`)."""
+    try:  # one socket per host from the take to the release: the default 1,024 is too few
+        open_files_limit(hosts)
+    except ValueError as exc:
+        return [HostResult(h.name, "refused", False, note=f"run refused: {exc}") for h in hosts]
     conns = Connections()
     probe = None if artifact is None else (artifact.sha256, artifact.path.stat().st_size)
     try:

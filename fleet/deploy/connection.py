@@ -428,6 +428,44 @@ def nodelay_socket(host: str, port: int, timeout: float) -> socket.socket:
     return sock
 
 
+FD_RESERVE = 64  # descriptors the process keeps for itself: its files, pipes, logs, DNS
+MACOS_OPEN_MAX = 10240  # macOS refuses a soft limit above OPEN_MAX when the hard one is infinite
+
+
+def open_files_limit(hosts: list[Host]) -> int:
+    """Raise this process's soft limit of open files to its hard limit, and return it.
+
+    A changing run keeps one ssh connection per host open from the lease take to the release,
+    so a fleet of 1,000 hosts needs ~1,000 sockets whatever `--parallel` is, and the usual soft
+    limit is 1,024 (the hard one is usually far higher: raising the soft limit needs no
+    privilege). Raises ValueError, naming the numbers and the fix, when even the hard limit
+    cannot hold one socket per ssh host (two through a jump host) plus FD_RESERVE: better than
+    failing hosts half-way with "Too many open files"."""
+    try:
+        import resource  # noqa: PLC0415  (POSIX only)
+    except ImportError:
+        return 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        for want in ([hard] if hard != resource.RLIM_INFINITY else []) + [MACOS_OPEN_MAX]:
+            if want <= soft:
+                continue
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                soft = want
+                break
+            except (ValueError, OSError):
+                continue
+    need = FD_RESERVE + sum(0 if h.is_local else 2 if h.jump else 1 for h in hosts)
+    if soft != resource.RLIM_INFINITY and need > soft:
+        raise ValueError(f"{len(hosts)} hosts need ~{need} open files (one ssh connection each "
+                         f"for the whole run), but this process may open {soft} (hard limit "
+                         f"{hard}): raise it (`ulimit -n {need}` as root, or the "
+                         "`nofile` limit in /etc/security/limits.conf) or deploy the hosts in "
+                         "parts (`--hosts` a group at a time)")
+    return soft
+
+
 def connect(host: Host) -> LocalConnection | SshConnection:
     """Open the right connection for `host` (errors name the host and the cause)."""
     conn = LocalConnection(host) if host.is_local else SshConnection(host)

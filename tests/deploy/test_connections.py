@@ -171,3 +171,41 @@ def test_ssh_upload_cut_off_by_the_host_fails_naming_the_host_and_the_file(scrip
         conn.send_and_run(local, "store", 10, 10)
     conn.close()
     assert "disk full" in str(info.value)
+
+
+def test_a_run_raises_its_soft_open_files_limit_to_the_hard_one():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 64:
+        pytest.skip("the hard limit of open files is already this low")
+    ssh = [Host(name=f"s{i}", host="192.0.2.1") for i in range(3)]
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))  # below what 3 hosts need
+        raised = connection.open_files_limit(ssh)
+        assert raised == resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 64
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_run_the_hard_limit_cannot_hold_is_refused_before_any_host_is_touched(tmp_path):
+    """In a child process: an unprivileged process cannot raise its hard limit back."""
+    import json
+    import subprocess
+    import sys
+
+    child = """
+import json, resource
+from fleet.deploy import api
+from fleet.deploy.inventory import Host
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+hosts = [Host(name=f"s{i}", host="192.0.2.1") for i in range(3)]
+art = api.ArtifactRef(None, "0" * 64, "1.0.0", {})
+print(json.dumps([[r.host, r.result, r.note] for r in api.deploy(hosts, art, print)]))
+"""
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [r[:2] for r in rows] == [["s0", "refused"], ["s1", "refused"], ["s2", "refused"]]
+    assert "3 hosts need ~67 open files" in rows[0][2] and "ulimit -n 67" in rows[0][2]
