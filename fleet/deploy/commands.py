@@ -1,8 +1,10 @@
 """The shell lines the control side sends to a host: few round trips, same for ssh and local.
 
-A deploy costs two commands per host (check + install) and at most one upload: `check` creates
-the artifact dir, says whether the artifact with that SHA-256 is already there, and prints the
-installed release's status in the same round trip. All host work is done by the installer inside
+A deploy costs one command per host besides the fleet lease's take and release: `install`
+(the no-op check, else the installer on the stored artifact), or, when the take said the host
+lacks the artifact, `upload_and_install` with the artifact as its stdin. `check` (dry runs) says
+whether the artifact with that SHA-256 is already there and prints the installed release's
+status in the same round trip. All host work is done by the installer inside
 the artifact (fleet.installer), never by ad-hoc shell here; commands run from `/` so a `fleet`
 directory in the login directory can never shadow the release's package.
 """

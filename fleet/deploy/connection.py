@@ -201,7 +201,7 @@ class SshConnection:
 
         timeout = self.host.timeouts.connect
         kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
-                  "channel_timeout": timeout}
+                  "channel_timeout": timeout, "transport_factory": aead_first_transport}
         if gateway is None:  # through a jump host the "socket" is an ssh channel
             kwargs["sock"] = nodelay_socket(target.hostname, target.port, timeout)
         if target.identity_files:
@@ -211,7 +211,8 @@ class SshConnection:
                           connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
                           gateway=gateway if gateway is not None else False)
         # Fabric installs AutoAddPolicy in Connection.__init__; replace it before open().
-        hostkeys.apply(conn.client, target.known_hosts, target.policy)
+        hostkeys.apply(conn.client, target.known_hosts, target.policy, target.hostname,
+                       target.port)
         return conn
 
     def open(self) -> None:
@@ -367,6 +368,25 @@ def close_quietly(conn: Any) -> None:
 
 
 IDLE_CHECK_S = 1.0
+AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def aead_first_transport(sock, disabled_algorithms=None):
+    """A paramiko Transport that offers AES-GCM first (then paramiko's usual list, so a server
+    without it still connects).
+
+    With paramiko's default, AES-CTR + HMAC-SHA2, every packet received is checked by
+    `util.constant_time_bytes_eq`, a Python loop over the MAC's bytes: 14% of a 32-host deploy's
+    control-side CPU in a profile. AES-GCM authenticates inside the cipher (OpenSSL, via
+    `cryptography`), so no MAC is computed or compared in Python."""
+    import paramiko  # noqa: PLC0415
+
+    transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+    options = transport.get_security_options()
+    offered = tuple(options.ciphers)
+    first = tuple(c for c in AEAD_CIPHERS if c in offered)
+    options.ciphers = first + tuple(c for c in offered if c not in first)
+    return transport
 SEND_CHUNK = 1 << 18  # bytes read from the file per send; paramiko splits them into packets
 
 

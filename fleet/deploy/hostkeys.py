@@ -59,11 +59,44 @@ class RecordNew(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
-def apply(client: paramiko.SSHClient, known_hosts: str | Path, policy: str) -> None:
-    """Load known_hosts into `client` and set the missing-key policy (call before connecting)."""
+_PARSED: dict[Path, tuple[tuple[int, int], paramiko.HostKeys]] = {}
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed(path: Path) -> paramiko.HostKeys | None:
+    """The known_hosts file parsed once per process (again when its size or mtime changes, as
+    after an `accept-new` line): a fleet's file has a line per host, and parsing all of it for
+    every connection made a run's key checks grow with the square of the fleet (64 hosts: 64 x
+    64 keys decoded)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(path)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    keys = paramiko.HostKeys()
+    keys.load(str(path))
+    with _PARSED_LOCK:
+        _PARSED[path] = (stamp, keys)
+    return keys
+
+
+def apply(client: paramiko.SSHClient, known_hosts: str | Path, policy: str,
+          hostname: str | None = None, port: int = 22) -> None:
+    """Load known_hosts into `client` and set the missing-key policy (call before connecting).
+    With `hostname` (and `port`), only that host's keys are loaded: all paramiko looks up."""
     path = Path(known_hosts).expanduser()
-    if path.is_file():
-        client.get_host_keys().load(str(path))
+    if hostname is None:
+        if path.is_file():
+            client.get_host_keys().load(str(path))
+    else:
+        name = hostname if port == 22 else f"[{hostname}]:{port}"  # as paramiko looks it up
+        keys = _parsed(path)
+        for keytype, key in ((keys.lookup(name) if keys is not None else None) or {}).items():
+            client.get_host_keys().add(name, keytype, key)
     if policy == "accept-new":
         client.set_missing_host_key_policy(RecordNew(path))
     elif policy == "strict":

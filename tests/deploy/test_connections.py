@@ -209,3 +209,22 @@ print(json.dumps([[r.host, r.result, r.note] for r in api.deploy(hosts, art, pri
     rows = json.loads(out.stdout.strip().splitlines()[-1])
     assert [r[:2] for r in rows] == [["s0", "refused"], ["s1", "refused"], ["s2", "refused"]]
     assert "3 hosts need ~67 open files" in rows[0][2] and "ulimit -n 67" in rows[0][2]
+
+
+def test_ssh_prefers_aes_gcm_and_still_connects_to_a_server_without_it(scripted, monkeypatch):
+    import paramiko
+
+    def script(channel):
+        channel.sendall(b"hi\n")
+        channel.send_exit_status(0)
+        channel.close()
+
+    conn = scripted(script)
+    assert conn.conn.client.get_transport().local_cipher == "aes128-gcm@openssh.com"
+    assert conn.run("echo hi", 10).stdout == "hi\n"
+    conn.close()
+    monkeypatch.setattr(paramiko.Transport, "_preferred_ciphers", ("aes128-ctr", "aes256-ctr"))
+    old = scripted(script)  # both ends without GCM, as an old sshd
+    assert old.conn.client.get_transport().local_cipher == "aes128-ctr"
+    assert old.run("echo hi", 10).stdout == "hi\n"
+    old.close()
