@@ -77,14 +77,19 @@ def find_toolchain() -> oc_toolchain.Toolchain:
     if found is None:
         raise ImageError("the OpenClaw toolchain is not installed in "
                          f"{oc_toolchain.install_dir()}: run `invoke openclaw.install` first")
+    try:
+        oc_toolchain.complete_lifecycle(found)  # the hosts' users could not write there
+    except oc_toolchain.ToolchainError as exc:
+        raise ImageError(str(exc)) from None
     return found
 
 
 def layer_key(base_tag: str, tool: oc_toolchain.Toolchain) -> str:
-    """Hash of what the layer is made of (the toolchain by its pinned versions)."""
+    """Hash of what the layer is made of (the toolchain by its pinned versions, copied only once
+    its package lifecycle is complete: layers copied before that could not start OpenClaw)."""
     digest = hashlib.sha256()
     for part in (base_tag, DOCKERFILE, WRAPPER, MODEL_UNIT, oc_toolchain.node_package(),
-                 tool.node_version, tool.openclaw_version):
+                 tool.node_version, tool.openclaw_version, "lifecycle complete"):
         digest.update(part.encode() + b"\0")
     digest.update(MODEL_SOURCE.read_bytes())
     return digest.hexdigest()[:16]
