@@ -34,7 +34,7 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 _PLUGIN_MANIFEST = "openclaw.plugin.json"
 
 
-class ReleaseError(RuntimeError):
+class UnusableRelease(RuntimeError):
     """An artifact or release that cannot be used (bad hash, bad archive, missing release)."""
 
 
@@ -49,7 +49,7 @@ def sha256_file(path: Path) -> str:
 def verify_artifact(path: Path, expected: str) -> None:
     """Refuse an artifact whose SHA-256 differs from the one the control side built."""
     if not path.is_file():
-        raise ReleaseError(f"artifact {path} does not exist")
+        raise UnusableRelease(f"artifact {path} does not exist")
     actual = sha256_file(path)
     if actual != expected.lower():
         note = "corrupt or partial upload; deploy again to re-upload"
@@ -60,7 +60,7 @@ def verify_artifact(path: Path, expected: str) -> None:
                 note = "corrupt or partial upload, removed; the next deploy uploads it again"
             except OSError:
                 pass
-        raise ReleaseError(f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})")
+        raise UnusableRelease(f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})")
 
 
 def read_artifact_manifest(path: Path) -> dict:
@@ -68,11 +68,11 @@ def read_artifact_manifest(path: Path) -> dict:
         with zipfile.ZipFile(str(path)) as zf:
             manifest = json.loads(zf.read(MANIFEST).decode("utf-8"))
     except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
-        raise ReleaseError(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
+        raise UnusableRelease(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
     if not isinstance(manifest, dict) or not manifest.get("version"):
-        raise ReleaseError(f"artifact {path}: {MANIFEST} lacks a 'version'")
+        raise UnusableRelease(f"artifact {path}: {MANIFEST} lacks a 'version'")
     if not is_version_name(manifest["version"]):
-        raise ReleaseError(
+        raise UnusableRelease(
             f"artifact {path}: {MANIFEST} version {manifest['version']!r} is not a safe release "
             "name (letters, digits, '.', '_', '+', '-'; no '..' or '/'); refusing the artifact")
     return manifest
@@ -88,34 +88,34 @@ def check_members(zf: zipfile.ZipFile, artifact: Path, manifest: dict) -> None:
     ids that are not the gateway's id rule (they name `extensions/<id>`), or sizes of a bomb."""
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
-        raise ReleaseError(f"artifact {artifact} has {len(infos)} members (limit {MAX_MEMBERS}); "
-                           "refusing it")
+        raise UnusableRelease(f"artifact {artifact} has {len(infos)} members "
+                              f"(limit {MAX_MEMBERS}); refusing it")
     total = 0
     for info in infos:
         if _unsafe(info.filename):
-            raise ReleaseError(f"artifact {artifact} has unsafe member {info.filename!r}")
+            raise UnusableRelease(f"artifact {artifact} has unsafe member {info.filename!r}")
         if info.file_size > MAX_MEMBER_BYTES:
-            raise ReleaseError(
+            raise UnusableRelease(
                 f"artifact {artifact}: member {info.filename!r} unpacks to {info.file_size} bytes "
                 f"(limit {MAX_MEMBER_BYTES}); refusing it")
         total += info.file_size
         if total > MAX_TOTAL_BYTES:
-            raise ReleaseError(f"artifact {artifact} unpacks to more than {MAX_TOTAL_BYTES} bytes; "
-                               "refusing it")
+            raise UnusableRelease(f"artifact {artifact} unpacks to more than "
+                                  f"{MAX_TOTAL_BYTES} bytes; refusing it")
         parts = Path(info.filename).parts
         if len(parts) == 4 and parts[:2] == ("fleet", "plugins") and parts[3] == _PLUGIN_MANIFEST:
             try:
                 plugin_id = json.loads(zf.read(info).decode("utf-8")).get("id")
             except (ValueError, AttributeError, RecursionError) as exc:
-                raise ReleaseError(f"artifact {artifact}: {info.filename} is unreadable: "
-                                   f"{exc}") from exc
+                raise UnusableRelease(f"artifact {artifact}: {info.filename} is unreadable: "
+                                      f"{exc}") from exc
             if not is_plugin_id(plugin_id):
-                raise ReleaseError(
+                raise UnusableRelease(
                     f"artifact {artifact}: {info.filename} has plugin id {plugin_id!r}, which is "
                     "not a valid plugin id (a-z, 0-9, '.', '_', '-'); refusing the artifact")
     for rel in (manifest.get("files") or {}):
         if not isinstance(rel, str) or _unsafe(rel):
-            raise ReleaseError(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
+            raise UnusableRelease(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
 
 
 def _plugin_dirs(root: Path) -> Dict[str, str]:
@@ -137,7 +137,7 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
 def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path:
     """Unpack into a temp dir, check every file against the manifest, then rename into place."""
     if not is_version_name(manifest.get("version")):
-        raise ReleaseError(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
+        raise UnusableRelease(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
     target = StateLayout(state_dir).release_dir(str(manifest["version"]), sha256)
     if (target / META).is_file():
         return target
@@ -155,7 +155,8 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
             actual = member if isinstance(member, str) else (
                 sha256_file(member) if member.is_file() else None)
             if actual != digest:
-                raise ReleaseError(f"artifact {artifact}: {rel} does not match its manifest hash")
+                raise UnusableRelease(
+                    f"artifact {artifact}: {rel} does not match its manifest hash")
         meta = {"sha256": sha256, "version": manifest["version"],
                 "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
                 "installed_at": time.time()}
@@ -302,7 +303,7 @@ def find_release(state_dir: Path, wanted: str) -> Path:
         if wanted in (rel.name, meta.get("version")) or (
                 len(wanted) >= 7 and str(meta.get("sha256", "")).startswith(wanted)):
             return rel
-    raise ReleaseError("no release {!r} under {}; known: {}".format(
+    raise UnusableRelease("no release {!r} under {}; known: {}".format(
         wanted, StateLayout(state_dir).releases_dir, ", ".join(r.name for r in releases) or "none"))
 
 

@@ -24,7 +24,7 @@ from fleet.gateway import process
 from fleet.installer import audit, faults, releasedirs
 from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
 from fleet.installer.manager import Manager, ManagerError
-from fleet.installer.releasedirs import ReleaseError
+from fleet.installer.releasedirs import UnusableRelease
 
 
 def announce(event: dict) -> None:
@@ -37,7 +37,7 @@ def announce(event: dict) -> None:
 
 def describe(exc: BaseException) -> str:
     """Our own errors speak for themselves; anything else also names its type."""
-    if isinstance(exc, (ReleaseError, faults.InjectedFault, ManagerError)):
+    if isinstance(exc, (UnusableRelease, faults.InjectedFault, ManagerError)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
@@ -296,7 +296,7 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
     for rel in releasedirs.list_releases(state_dir):
         if rel != current:
             return rel
-    raise ReleaseError("nothing to roll back to under {}: only {} is installed".format(
+    raise UnusableRelease("nothing to roll back to under {}: only {} is installed".format(
         StateLayout(state_dir).releases_dir, current.name if current else "no release"))
 
 
@@ -310,7 +310,7 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
     try:
         current = releasedirs.link_target(state_dir, "current")
         if current is None:
-            raise ReleaseError(f"no release installed under {state_dir}; deploy first")
+            raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
         meta = releasedirs.read_meta(current) or {}
         res["from"] = res["to"] = summary(meta)
         try:
