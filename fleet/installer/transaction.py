@@ -24,6 +24,7 @@ from fleet.gateway import process
 from fleet.installer import audit, faults, releasedirs
 from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
 from fleet.installer.manager import Manager, ManagerError
+from fleet.installer.protocol import release_summary
 from fleet.installer.releasedirs import UnusableRelease
 
 
@@ -48,13 +49,6 @@ def default_owner() -> str:
     except Exception:  # no passwd entry in some containers
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
-
-
-def summary(meta: Optional[dict]) -> Optional[dict]:
-    if not meta:
-        return None
-    return {"release": meta.get("release"), "version": meta.get("version"),
-            "sha256": meta.get("sha256"), "components": meta.get("components", {})}
 
 
 def expected_versions(meta: dict, extra: Dict[str, str]) -> Dict[str, str]:
@@ -160,7 +154,7 @@ class Transaction:
             self.manager.restart(target, expected_versions(meta, {}), self.timeout)
             health = wait_ready(self.manager, target, expected_versions(meta, {}),
                                 self.timeout, None)
-            self.result.update(result="rolled_back", to=summary(meta), gateway=health)
+            self.result.update(result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:  # the rollback itself failed: say so loudly
             self.result.update(result="failed")
             self.result["reason"] = f"{reason}; rollback also failed: {exc}"
@@ -206,7 +200,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         manifest = releasedirs.read_artifact_manifest(artifact)
     current = releasedirs.link_target(state_dir, "current")
     previous = releasedirs.link_target(state_dir, "previous")
-    res["from"] = summary(releasedirs.read_meta(current))
+    res["from"] = release_summary(releasedirs.read_meta(current))
     name = release_name(str(manifest["version"]), sha256)
     if current is not None and current.name == name and not force:
         want = expected_versions(releasedirs.read_meta(current) or {}, expect)
@@ -234,14 +228,14 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         health = tx.restart_and_wait(release, want)
         # Same release as before (--force, or its gateway was down): a restart, not an install
         res.update(ok=True, result="restarted" if current == release else "installed",
-                   to=summary(meta), gateway=health)
+                   to=release_summary(meta), gateway=health)
         tx.record()
     except Exception as exc:
         if res["ok"]:
             res["ok"] = False
         if back_to is None and current == release:
             res["reason"] = str(exc)
-            res.update(result="failed", to=summary(meta))
+            res.update(result="failed", to=release_summary(meta))
         else:
             tx.switch_back(str(exc), release, back_to, back_prev)
         with contextlib.suppress(Exception):
@@ -266,7 +260,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
         return tx.finish()
     try:
         current = releasedirs.link_target(state_dir, "current")
-        res["from"] = summary(releasedirs.read_meta(current))
+        res["from"] = release_summary(releasedirs.read_meta(current))
         if to:
             target = releasedirs.find_release(state_dir, to)
         else:
@@ -276,7 +270,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
             with tx.step("switch"):
                 releasedirs.switch(state_dir, target, current, manager.links_extensions)
             health = tx.restart_and_wait(target, expected_versions(meta, {}))
-            res.update(ok=True, result="rolled_back", to=summary(meta), gateway=health)
+            res.update(ok=True, result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:
             tx.switch_back(str(exc), target, current, None)
             res["result"] = "failed"
@@ -312,7 +306,7 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
         if current is None:
             raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
         meta = releasedirs.read_meta(current) or {}
-        res["from"] = res["to"] = summary(meta)
+        res["from"] = res["to"] = release_summary(meta)
         try:
             health = tx.restart_and_wait(current, expected_versions(meta, {}))
             res.update(ok=True, result="restarted", gateway=health)
@@ -339,8 +333,8 @@ def status(state_dir: Path, manager: Manager) -> dict:
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
-            "state_dir": str(state_dir), "current": summary(meta),
-            "previous": summary(releasedirs.read_meta(
+            "state_dir": str(state_dir), "current": release_summary(meta),
+            "previous": release_summary(releasedirs.read_meta(
                 releasedirs.link_target(state_dir, "previous"))),
             "releases": [r.name for r in releasedirs.list_releases(state_dir)],
             "gateway": health, "ready": problem is None, "problem": problem,
