@@ -132,7 +132,7 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
     victim = fleet.hosts[-1]
     healthy = fleet.hosts[:-1]
     container = fleet.run.hosts[victim.name]
-    deadline = float(victim.timeouts.get("connect", 10) or 10)
+    deadline = victim.timeouts.connect
     alone, together = f"{n - 1} healthy hosts alone", f"{n - 1} healthy of {n}, one paused"
     for rep, name in alternation([alone, together], reps):
         art = variants.next()

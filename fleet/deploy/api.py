@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.continuity.statelayout import release_name
+from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect
 from fleet.deploy.inventory import Host
@@ -30,6 +30,7 @@ from fleet.installer.protocol import (
     HostStatus,
     InstallerAnswerError,
     InstallerResult,
+    is_sha_mismatch,
     release_summary,
     worst_case_s,
 )
@@ -52,7 +53,7 @@ def load_artifact(path: str | Path) -> ArtifactRef:
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         with zipfile.ZipFile(path) as zf:
-            manifest = json.loads(zf.read("fleet_manifest.json"))
+            manifest = json.loads(zf.read(StateLayout.MANIFEST))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a fleet artifact ({exc}); build one with "
                          "`invoke build` (or `fleet build`), or pass another --artifact") from None
@@ -285,8 +286,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     # (An installer that died without answering for any other reason is not retried.)
     unrunnable = answer is None and res.exit_code != 0 and re.search(
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
-    if first == commands.MISSING or unrunnable or ("SHA-256" in reason
-                                                   and "expected" in reason):
+    if first == commands.MISSING or unrunnable or is_sha_mismatch(reason):
         with timer.step("upload"):
             conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
                      host.timeouts.transfer)

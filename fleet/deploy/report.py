@@ -147,6 +147,13 @@ def print_results(title: str, results: list[HostResult], as_json: bool,
     console.print(summary_line(results, duration_s, ok), highlight=False)
 
 
+def _status(res: HostResult) -> HostStatus:
+    """A status run's typed answer (read from `data` for a HostResult built without one)."""
+    if res.status is not None:
+        return res.status
+    return HostStatus.from_dict(res.data or {}, res.host) if res.ok else HostStatus()
+
+
 WIDE = 150  # below this many columns the status table leaves out components and last change
 
 
@@ -156,7 +163,7 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
     Host names and releases are never cut or folded; on a narrow terminal the table keeps host,
     release, gateway, ready, free disk (and lock, when one is held) and leaves the long columns
     (components, last change) to a wider terminal and to `--json`."""
-    rows = [(r, r.status or HostStatus()) for r in results]
+    rows = [(r, _status(r)) for r in results]
     common = Counter(_release(st.current) for r, st in rows if r.ok)
     baseline = common.most_common(1)[0][0] if common else None
     wide = width >= WIDE
@@ -209,10 +216,9 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
 
 def status_summary(results: list[HostResult], duration_s: float) -> str:
     """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`."""
-    ready = sum(1 for r in results if r.ok and r.status is not None and r.status.ready)
+    ready = sum(1 for r in results if r.ok and _status(r).ready)
     down = sum(1 for r in results if not r.ok)
-    releases = sorted({_release(r.status.current if r.status else None)
-                       for r in results if r.ok})
+    releases = sorted({_release(_status(r).current) for r in results if r.ok})
     ok = ready == len(results)
     return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'ATTENTION'}[/]: "
             f"{len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "

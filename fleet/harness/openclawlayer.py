@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from fleet.harness.image import ImageError, _image_exists
+from fleet.installer.protocol import OPENCLAW
 from fleet.openclaw import toolchain as oc_toolchain
 
 OPENCLAW_REPO = "fleet-harness-openclaw"
@@ -148,7 +149,7 @@ def base_config(state_dir: str) -> dict:
     from fleet.deploy.inventory import Host  # noqa: PLC0415
     from fleet.openclaw.sandbox import base_config as sandbox_config  # noqa: PLC0415
 
-    host = Host(name="harness", state_dir=state_dir, manager="openclaw",
+    host = Host(name="harness", state_dir=state_dir, manager=OPENCLAW,
                 manager_options={"port": str(GATEWAY_PORT), "model_port": str(MODEL_PORT)})
     return sandbox_config(host)
 

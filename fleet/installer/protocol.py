@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
+READY_TIMEOUT_S = 60.0  # default `--timeout` (one restart's readiness wait) = timeouts.ready
 STEP_SLACK_S = 5.0  # beyond --timeout, for one restart or one readiness wait
 
 
@@ -35,6 +37,16 @@ def worst_case_s(timeout: float) -> float:
     `timeout` plus a little. The installer's lock lease must outlive it (or a peer takes over
     mid-run), and the control side must wait for it (or it cuts a host off mid-rollback)."""
     return 4 * (timeout + STEP_SLACK_S)
+
+
+def sha_mismatch(path: object, actual: str, expected: str, note: str) -> str:
+    """The reason an install gives when the artifact is not the one the control side built;
+    the control side recognises it (`is_sha_mismatch`) and uploads the artifact again."""
+    return f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})"
+
+
+def is_sha_mismatch(reason: str) -> bool:
+    return " has SHA-256 " in reason and ", expected " in reason
 
 
 class InstallerAnswerError(ValueError):

@@ -23,9 +23,10 @@ from typing import Dict, List, Optional
 from fleet.continuity.atomicfile import atomic_symlink, fsync_dir
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.manifest import is_plugin_id, is_version_name
+from fleet.installer.protocol import sha_mismatch
 
 META = StateLayout.RELEASE_META
-MANIFEST = "fleet_manifest.json"
+MANIFEST = StateLayout.MANIFEST
 # Unpacking limits (a zip bomb is refused before a byte is written). A release is ~2 MB and
 # ~300 files; these leave two orders of magnitude of room.
 MAX_MEMBERS = 10_000
@@ -53,14 +54,14 @@ def verify_artifact(path: Path, expected: str) -> None:
     actual = sha256_file(path)
     if actual != expected.lower():
         note = "corrupt or partial upload; deploy again to re-upload"
-        stored = path.parent.name == Path(StateLayout.ARTIFACTS).name
-        if stored and path.name == f"{expected.lower()}.pyz":
+        stored = Path(StateLayout.ARTIFACT.format(sha256=expected.lower())).parts
+        if path.parts[-len(stored):] == stored:
             try:  # never leave a bad file under the good name: the next deploy re-uploads
                 path.unlink()
                 note = "corrupt or partial upload, removed; the next deploy uploads it again"
             except OSError:
                 pass
-        raise UnusableRelease(f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})")
+        raise UnusableRelease(sha_mismatch(path, actual, expected, note))
 
 
 def read_artifact_manifest(path: Path) -> dict:
@@ -121,7 +122,7 @@ def check_members(zf: zipfile.ZipFile, artifact: Path, manifest: dict) -> None:
 def _plugin_dirs(root: Path) -> Dict[str, str]:
     """Plugin id -> package dir name, from each `fleet/plugins/<pkg>/openclaw.plugin.json`."""
     found = {}
-    base = root / "fleet" / "plugins"
+    base = root / StateLayout.RELEASE_PLUGINS
     if base.is_dir():
         for manifest in sorted(base.glob("*/openclaw.plugin.json")):
             try:
@@ -213,9 +214,17 @@ def read_meta(release: Optional[Path]) -> Optional[dict]:
     return meta
 
 
-def link_target(state_dir: Path, name: str) -> Optional[Path]:
-    """The release dir that `current`/`previous` points at, or None."""
-    link = StateLayout(state_dir).fleet_dir / name
+def current_release(state_dir: Path) -> Optional[Path]:
+    """The release dir `current` points at, or None."""
+    return _link_target(StateLayout(state_dir).current)
+
+
+def previous_release(state_dir: Path) -> Optional[Path]:
+    """The release dir `previous` points at, or None."""
+    return _link_target(StateLayout(state_dir).previous)
+
+
+def _link_target(link: Path) -> Optional[Path]:
     if not os.path.islink(str(link)):
         return None
     target = (link.parent / os.readlink(str(link))).resolve()
@@ -229,17 +238,17 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path],
 
     Returns notes (e.g. a manual plugin directory moved aside).
     """
-    base = StateLayout(state_dir).fleet_dir
+    layout = StateLayout(state_dir)
     notes = []
-    for name in ("previous", "current"):  # a real directory here was made by hand: keep it
-        path = base / name
+    base = layout.fleet_dir
+    for path in (layout.previous, layout.current):  # a real directory here was made by hand
         if os.path.lexists(str(path)) and not os.path.islink(str(path)):
-            aside = base / "{}.manual-{}".format(name, time.strftime("%Y%m%d-%H%M%S"))
+            aside = base / "{}.manual-{}".format(path.name, time.strftime("%Y%m%d-%H%M%S"))
             os.rename(str(path), str(aside))
             notes.append(f"moved manual {path} aside to {aside}")
     if previous is not None and previous != release:
-        atomic_symlink(base / "previous", os.path.relpath(str(previous), str(base)), sync=False)
-    atomic_symlink(base / "current", os.path.relpath(str(release), str(base)), sync=False)
+        atomic_symlink(layout.previous, os.path.relpath(str(previous), str(base)), sync=False)
+    atomic_symlink(layout.current, os.path.relpath(str(release), str(base)), sync=False)
     fsync_dir(base)
     return notes + (link_extensions(state_dir, release) if link_plugins else [])
 
@@ -280,10 +289,9 @@ def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
 
 def unlink_current(state_dir: Path) -> None:
     """Used when a first-ever install fails: the host goes back to having no release."""
-    for name in ("current",):
-        link = StateLayout(state_dir).fleet_dir / name
-        if os.path.islink(str(link)):
-            os.unlink(str(link))
+    link = StateLayout(state_dir).current
+    if os.path.islink(str(link)):
+        os.unlink(str(link))
 
 
 def list_releases(state_dir: Path) -> List[Path]:
@@ -309,7 +317,7 @@ def find_release(state_dir: Path, wanted: str) -> Path:
 
 def prune(state_dir: Path, keep: int) -> List[str]:
     """Delete all but the newest `keep` releases, never `current` or `previous`."""
-    protected = {link_target(state_dir, "current"), link_target(state_dir, "previous")}
+    protected = {current_release(state_dir), previous_release(state_dir)}
     removed = []
     removed_shas = set()
     for index, rel in enumerate(list_releases(state_dir)):
@@ -318,7 +326,8 @@ def prune(state_dir: Path, keep: int) -> List[str]:
         removed_shas.add((read_meta(rel) or {}).get("sha256"))
         shutil.rmtree(str(rel), ignore_errors=True)
         removed.append(rel.name)
-    artifacts = StateLayout(state_dir).artifacts_dir
+    layout = StateLayout(state_dir)
+    artifacts = layout.artifacts_dir
     for part in artifacts.glob("*.part") if artifacts.is_dir() else []:
         try:  # uploads interrupted more than an hour ago
             if time.time() - part.stat().st_mtime > 3600:
@@ -327,7 +336,7 @@ def prune(state_dir: Path, keep: int) -> List[str]:
             pass
     for sha in removed_shas:
         try:
-            (artifacts / f"{sha}.pyz").unlink()
+            layout.artifact(sha).unlink()
         except OSError:
             pass
     return removed

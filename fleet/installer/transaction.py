@@ -22,9 +22,15 @@ from typing import Dict, Iterator, Optional
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
 from fleet.installer import audit, faults, releasedirs
-from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
+from fleet.installer.lock import (
+    DEFAULT_LEASE_S,
+    DeployLock,
+    LockHeld,
+    read_holder,
+    stale_reason,
+)
 from fleet.installer.manager import Manager, ManagerError
-from fleet.installer.protocol import release_summary
+from fleet.installer.protocol import READY_TIMEOUT_S, release_summary
 from fleet.installer.releasedirs import UnusableRelease
 
 
@@ -176,8 +182,8 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 
 
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
-            expect: Dict[str, str], force: bool = False, timeout: float = 60.0,
-            keep: int = 5, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+            expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
+            keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
@@ -198,8 +204,8 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     with tx.step("verify"):
         releasedirs.verify_artifact(artifact, sha256)
         manifest = releasedirs.read_artifact_manifest(artifact)
-    current = releasedirs.link_target(state_dir, "current")
-    previous = releasedirs.link_target(state_dir, "previous")
+    current = releasedirs.current_release(state_dir)
+    previous = releasedirs.previous_release(state_dir)
     res["from"] = release_summary(releasedirs.read_meta(current))
     name = release_name(str(manifest["version"]), sha256)
     if current is not None and current.name == name and not force:
@@ -252,14 +258,15 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
 
 
 def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = None,
-             timeout: float = 60.0, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+             timeout: float = READY_TIMEOUT_S, lease_s: float = DEFAULT_LEASE_S,
+             lock_wait: float = 0.0) -> dict:
     """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releasedirs.link_target(state_dir, "current")
+        current = releasedirs.current_release(state_dir)
         res["from"] = release_summary(releasedirs.read_meta(current))
         if to:
             target = releasedirs.find_release(state_dir, to)
@@ -284,7 +291,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
 
 
 def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
-    previous = releasedirs.link_target(state_dir, "previous")
+    previous = releasedirs.previous_release(state_dir)
     if previous is not None and previous != current:
         return previous
     for rel in releasedirs.list_releases(state_dir):
@@ -294,15 +301,15 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
         StateLayout(state_dir).releases_dir, current.name if current else "no release"))
 
 
-def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0,
-            lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+            lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
     """Restart the gateway on the current release and wait until it reports its versions."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releasedirs.link_target(state_dir, "current")
+        current = releasedirs.current_release(state_dir)
         if current is None:
             raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
         meta = releasedirs.read_meta(current) or {}
@@ -323,7 +330,7 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
 
 def status(state_dir: Path, manager: Manager) -> dict:
     """What runs here: releases, gateway health, readiness, lock holder, last audit entry."""
-    current = releasedirs.link_target(state_dir, "current")
+    current = releasedirs.current_release(state_dir)
     meta = releasedirs.read_meta(current)
     health = manager.probe(current)
     holder = read_holder(state_dir)
@@ -335,7 +342,7 @@ def status(state_dir: Path, manager: Manager) -> dict:
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
             "state_dir": str(state_dir), "current": release_summary(meta),
             "previous": release_summary(releasedirs.read_meta(
-                releasedirs.link_target(state_dir, "previous"))),
+                releasedirs.previous_release(state_dir))),
             "releases": [r.name for r in releasedirs.list_releases(state_dir)],
             "gateway": health, "ready": problem is None, "problem": problem,
             "lock": holder, "last_audit": audit.last_entry(state_dir),
