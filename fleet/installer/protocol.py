@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Type, TypeVar
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
 FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
@@ -68,11 +68,24 @@ def _optional(data: Dict[str, Any], key: str, kind: Any, what: str, host: str = 
     return value
 
 
-def _load(text: str, host: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise _bad(host, f"not JSON ({exc}): {text[:120]!r}") from None
+AnswerT = TypeVar("AnswerT", bound="_Answer")
+
+
+class _Answer:
+    """What every typed answer has: read from one line of JSON."""
+
+    @classmethod
+    def from_dict(cls: Type[AnswerT], data: Any, host: str = "") -> AnswerT:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls: Type[AnswerT], text: str, host: str = "") -> AnswerT:
+        """Parse one answer line; `InstallerAnswerError` names the host and what is wrong."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise _bad(host, f"not JSON ({exc}): {text[:120]!r}") from None
+        return cls.from_dict(data, host)
 
 
 def _object(data: Any, host: str) -> Dict[str, Any]:
@@ -91,7 +104,7 @@ def release_summary(meta: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class InstallerResult:
+class InstallerResult(_Answer):
     """One installer answer. `data` keeps every field as the installer wrote it (reports and
     `--json` show it whole); the typed fields are the ones the control side decides on."""
 
@@ -104,11 +117,6 @@ class InstallerResult:
     to_release: Optional[Dict[str, Any]] = None
     status: Optional[HostStatus] = None  # a `status` answer, typed
     data: Dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, text: str, host: str = "") -> InstallerResult:
-        """Parse one answer line; `InstallerAnswerError` names what is wrong with it."""
-        return cls.from_dict(_load(text, host), host)
 
     @classmethod
     def from_dict(cls, data: Any, host: str = "") -> InstallerResult:
@@ -154,7 +162,7 @@ class LockHolder:
 
 
 @dataclass(frozen=True)
-class HostStatus:
+class HostStatus(_Answer):
     """A host's `status` answer: what runs there. Fields missing from the answer read as
     "nothing" (an empty status is a host with nothing installed); `data` keeps it whole."""
 
@@ -166,10 +174,6 @@ class HostStatus:
     last_audit: Dict[str, Any] = field(default_factory=dict)  # the newest audit entry
     disk_free_bytes: Optional[int] = None
     data: Dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, text: str, host: str = "") -> HostStatus:
-        return cls.from_dict(_load(text, host), host)
 
     @classmethod
     def from_dict(cls, data: Any, host: str = "") -> HostStatus:
@@ -186,7 +190,7 @@ class HostStatus:
 
 
 @dataclass(frozen=True)
-class DoctorAnswer:
+class DoctorAnswer(_Answer):
     """A host's `doctor` answer: its checks (`{check, severity, message, ...}`), the continuity
     doctor's report (`{severity, targets}`) and the host's clock (`time`, for the skew)."""
 
