@@ -19,8 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from fleet.deploy.inventory import Host
 from fleet.harness.image import ImageError, _image_exists
+from fleet.installer.protocol import OPENCLAW
 from fleet.openclaw import toolchain as oc_toolchain
+from fleet.openclaw.sandbox import QUIET_ENV
+from fleet.openclaw.sandbox import base_config as sandbox_config
 
 OPENCLAW_REPO = "fleet-harness-openclaw"
 PREFIX = "/opt/openclaw"
@@ -139,7 +143,6 @@ def gateway_options() -> dict[str, str]:
     """The inventory's `gateway.options` for an OpenClaw host of the harness: OpenClaw runs as
     the user's service, from this image's pinned Node, kept off the network (no mDNS, update
     checks or catalogs: fleet.openclaw.sandbox.QUIET_ENV)."""
-    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
 
     opts = {"mode": "service", "node": f"{PREFIX}/bin/node",
             "openclaw": f"{PREFIX}/node_modules/openclaw/openclaw.mjs"}
@@ -150,10 +153,7 @@ def gateway_options() -> dict[str, str]:
 def base_config(state_dir: str) -> dict:
     """The first openclaw.json of a harness OpenClaw host: the sandbox's (loopback, no auth, the
     scripted model as the agents' provider, no heartbeat or update checks)."""
-    from fleet.deploy.inventory import Host  # noqa: PLC0415
-    from fleet.openclaw.sandbox import base_config as sandbox_config  # noqa: PLC0415
-
-    host = Host(name="harness", state_dir=state_dir, manager="openclaw",
+    host = Host(name="harness", state_dir=state_dir, manager=OPENCLAW,
                 manager_options={"port": str(GATEWAY_PORT), "model_port": str(MODEL_PORT)})
     return sandbox_config(host)
 
@@ -162,7 +162,6 @@ def setup_script(state_dir: str) -> str:
     """Shell for the login user: config, the model's service, OpenClaw's own service install.
     The quiet environment goes into the user manager's environment (inherited by the service)
     before the install: OpenClaw refuses to install over service files it did not write."""
-    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
 
     config = json.dumps(base_config(state_dir), indent=2) + "\n"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**QUIET_ENV, **NO_EGRESS}.items())
