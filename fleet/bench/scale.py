@@ -146,9 +146,9 @@ def probe(inventory: str, artifact: str, count: int, mode: str = "reuse") -> dic
                 return conn
 
         api.Connections = Fresh
+    hosts = load(inventory).select("all")[:count]
     # 64 gateways starting on one busy core take longer than the usual 30 s
-    hosts = [replace(h, timeouts=replace(h.timeouts, ready=READY_S))
-             for h in load(inventory).select("all")[:count]]
+    hosts = [replace(h, timeouts=replace(h.timeouts, ready=READY_S)) for h in hosts]
     art = api.load_artifact(artifact)
     base = _rss_mb("VmRSS")
     cpu0, t0 = _cpu_s(), time.perf_counter()

@@ -24,7 +24,7 @@ NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed":
 
 
 def artifact_path(host: Host, sha256: str) -> str:
-    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACTS}/{sha256}.pyz"
+    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACT.format(sha256=sha256)}"
 
 
 def _in_state(rel: str) -> str:
@@ -32,7 +32,7 @@ def _in_state(rel: str) -> str:
     return f'"$S/{rel}"'
 
 
-_INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/fleet/installer/cli.py")
+_INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_INSTALLER}")
 
 
 def common_args(host: Host, owner: str) -> list[str]:
@@ -78,7 +78,7 @@ def doctor(host: Host, owner: str) -> str:
 CHECK_PY = """\
 import hashlib, os, sys
 state, sha, create = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-art = os.path.join(state, @ARTIFACTS@, sha + ".pyz")
+art = os.path.join(state, @ARTIFACT@.format(sha256=sha))
 if create:
     os.makedirs(os.path.dirname(art), exist_ok=True)
 try:
@@ -88,7 +88,7 @@ except OSError:
     have = False
 print("@HAVE@" if have else "@MISSING@", flush=True)
 cur = os.path.join(state, @CURRENT@)
-if os.path.isfile(os.path.join(cur, "fleet", "installer", "cli.py")):
+if os.path.isfile(os.path.join(cur, @RELEASE_INSTALLER@)):
     sys.path.insert(0, cur)
     from fleet.installer.cli import main
     sys.exit(main(["status"] + sys.argv[4:]))
@@ -96,8 +96,9 @@ print(@NOT_INSTALLED@)
 """
 for _key, _value in (("@HAVE@", HAVE), ("@MISSING@", MISSING),
                      ("@NOT_INSTALLED@", repr(NOT_INSTALLED)),
-                     ("@ARTIFACTS@", repr(StateLayout.ARTIFACTS)),
-                     ("@CURRENT@", repr(StateLayout.CURRENT))):
+                     ("@ARTIFACT@", repr(StateLayout.ARTIFACT)),
+                     ("@CURRENT@", repr(StateLayout.CURRENT)),
+                     ("@RELEASE_INSTALLER@", repr(StateLayout.RELEASE_INSTALLER))):
     CHECK_PY = CHECK_PY.replace(_key, _value)
 
 
@@ -124,7 +125,7 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     if force:
         args.append("--force")
     quoted = " ".join(shlex.quote(a) for a in args)
-    art = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz")
+    art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
     run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
     if not if_present:
         return f"S={_state(host)}; {run}"
@@ -156,8 +157,8 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     removed. Anything short prints INCOMPLETE and exits 1 without running the installer. The
     SHA-256 is then checked by the installer before it unpacks anything, as after any upload.
     """
-    final = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz")
-    part = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz.$$.part")
+    artifact = StateLayout.ARTIFACT.format(sha256=sha256)
+    final, part = _in_state(artifact), _in_state(f"{artifact}.$$.part")
     receive = (f'mkdir -p {_in_state(StateLayout.ARTIFACTS)} && cat > {part} && '
                f'[ "$(wc -c < {part})" -eq {int(size)} ] && mv -f {part} {final} '
                f"|| {{ rm -f {part}; echo {INCOMPLETE}; exit 1; }}")

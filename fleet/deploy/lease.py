@@ -74,7 +74,7 @@ def stored():
                 return "active"
     except (OSError, ValueError, AttributeError):
         pass
-    art = os.path.join(state, @ARTIFACTS@, probe["sha256"] + ".pyz")
+    art = os.path.join(state, @ARTIFACT@.format(sha256=probe["sha256"]))
     try:
         if os.path.getsize(art) == probe["size"]:
             return "stored"
@@ -118,7 +118,7 @@ else:
     sys.exit(3)
 """.replace("@LEASE@", repr(StateLayout.LEASE)).replace(
     "@META@", repr(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_META}")).replace(
-    "@ARTIFACTS@", repr(StateLayout.ARTIFACTS))
+    "@ARTIFACT@", repr(StateLayout.ARTIFACT))
 
 
 def lease_command(host: Host, action: str, run_id: str, record: dict | None = None) -> str:
