@@ -23,10 +23,6 @@ NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed":
                  '"ready": false, "problem": "not installed"}')
 
 
-def artifact_path(host: Host, sha256: str) -> str:
-    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACT.format(sha256=sha256)}"
-
-
 def _in_state(rel: str) -> str:
     """A path of the state dir in a shell line that has set `$S` to it, double-quoted."""
     return f'"$S/{rel}"'

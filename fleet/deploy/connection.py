@@ -1,8 +1,9 @@
 """How the control side talks to a host: ssh (Fabric) or local (subprocess), one small interface.
 
 Both run a shell command with a deadline (optionally streaming stderr lines, which carry the
-installer's `{"step": ...}` progress) and upload a file to a temp name then rename it, so a host
-never sees a partial artifact under its final name. Every wait is bounded: connect, banner, auth,
+installer's `{"step": ...}` progress), also with a file as its stdin (`send_and_run`: the upload,
+which the command stores under a temp name and renames only when complete, so a host never sees
+a partial artifact under its final name). Every wait is bounded: connect, banner, auth,
 each command, each transfer.
 """
 
@@ -13,13 +14,11 @@ import io
 import logging
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,13 +152,6 @@ class LocalConnection:
     def _pump(stream, writer: _LineWriter) -> None:
         for raw in iter(stream.readline, b""):
             writer.write(raw.decode("utf-8", "replace"))
-
-    def put(self, local: Path, remote: str, timeout: float) -> None:
-        final = Path(os.path.expanduser(remote))
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.part")
-        shutil.copyfile(local, tmp)
-        os.replace(tmp, final)
 
     def close(self) -> None:
         return None
@@ -331,21 +323,6 @@ class SshConnection:
                     chan.sendall(chunk)
         except Exception as exc:
             raise _SendFailed(exc) from exc
-
-    def put(self, local: Path, remote: str, timeout: float) -> None:
-        path = remote[2:] if remote.startswith("~/") else remote  # sftp starts in $HOME
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.part"
-        try:
-            sftp = self.conn.client.open_sftp()
-            sftp.get_channel().settimeout(timeout)
-            try:
-                sftp.put(str(local), tmp, confirm=True)
-                sftp.posix_rename(tmp, path)
-            finally:
-                sftp.close()
-        except Exception as exc:
-            raise ConnectionError_(f"{self.host.name}: upload of {local.name} failed: "
-                                   f"{_describe(exc)}") from exc
 
     def close(self) -> None:
         close_quietly(self.conn)
