@@ -322,8 +322,10 @@ def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, o
         timer.steps["install" if "upload" in timer.steps else "upload"] = round(
             time.monotonic() - started[0], 4)
     if (res.stdout.strip().splitlines() or [""])[-1] == commands.INCOMPLETE:
+        said = stderr_tail(res.stderr)  # e.g. the artifacts dir could not be made or written
         raise ConnectionError_(f"{host.name}: upload of {artifact.path.name} failed: the host "
-                               f"did not receive all {size} bytes (nothing was installed)")
+                               f"did not store all {size} bytes (nothing was installed)"
+                               + (f": {said}" if said else ""))
     result = _installer_result(host, res, timer, t0, "installer")
     result.data["uploaded"] = True
     return result

@@ -80,7 +80,10 @@ def stored():
             return "stored"
     except OSError:
         pass
-    os.makedirs(os.path.dirname(art), exist_ok=True)
+    try:  # ready for the upload; if it cannot be made, the upload says why
+        os.makedirs(os.path.dirname(art), exist_ok=True)
+    except OSError:
+        pass
     return "missing"
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)

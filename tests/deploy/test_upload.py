@@ -108,3 +108,14 @@ def test_a_deploy_whose_upload_arrives_short_fails_naming_the_upload(sandbox, ar
     assert not res.ok and f"a: upload of {art.path.name} failed" in res.note
     assert list((sandbox.state("a") / "fleet" / "artifacts").iterdir()) == []
     assert sandbox.current("a") is None
+
+
+def test_an_artifacts_dir_the_host_cannot_make_fails_the_upload_saying_why(sandbox, artifacts):
+    art = artifacts()
+    state = sandbox.state("a") / "fleet"
+    state.mkdir(parents=True)
+    (state / "artifacts").write_text("not a dir")  # so mkdir -p fails, even for root
+    res = sandbox.deploy(art, hosts="a")["a"]
+    assert not res.ok and f"a: upload of {art.path.name} failed" in res.note
+    assert "mkdir" in res.note and "artifacts" in res.note, res.note
+    assert (state / "artifacts").read_text() == "not a dir" and sandbox.current("a") is None
