@@ -168,7 +168,7 @@ class SessionStore:
         self._keep(key, rec, text)
 
     def transcript(self, rec: Dict[str, Any]) -> Transcript:
-        return Transcript(Path(rec["transcript"]))
+        return Transcript(rec["transcript"])
 
     def children(self, parent_key: str) -> List[Dict[str, Any]]:
         return [r for r in self.all() if r.get("requesterSessionKey") == parent_key]
