@@ -226,7 +226,7 @@ class OpenclawManager(Manager):
     # -- configuration -------------------------------------------------------------------
     def plugin_dirs(self, release: Path) -> Dict[str, str]:
         meta = releasedirs.read_meta(release) or {}
-        return {pid: str(release / "fleet" / "plugins" / pkg)
+        return {pid: str(release / StateLayout.RELEASE_PLUGINS / pkg)
                 for pid, pkg in sorted((meta.get("plugins") or {}).items())}
 
     def configure(self, release: Path) -> bool:
@@ -265,7 +265,7 @@ class OpenclawManager(Manager):
         the one boot left in a deploy (4 s idle, 15-30 s on a busy 2-core host)."""
         openclaw = self.cli_version()
         key = openclawconfig.validation_key(wanted, self.plugin_dirs(release),
-                                            str(releasedirs.releases_dir(self.state_dir)),
+                                            str(StateLayout(self.state_dir).releases_dir),
                                             openclaw) if openclaw else None
         store = StateLayout(self.state_dir).openclaw_validated
         try:
