@@ -265,7 +265,7 @@ class OpenclawManager(Manager):
         the one boot left in a deploy (4 s idle, 15-30 s on a busy 2-core host)."""
         openclaw = self.cli_version()
         key = openclawconfig.validation_key(wanted, self.plugin_dirs(release),
-                                            str(releasedirs.releases_dir(self.state_dir)),
+                                            str(StateLayout(self.state_dir).releases_dir),
                                             openclaw) if openclaw else None
         store = StateLayout(self.state_dir).openclaw_validated
         try:
