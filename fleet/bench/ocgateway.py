@@ -41,12 +41,16 @@ BRIDGE = "fleet/plugins/bridge.mjs"
 _IMPORT = 'import { existsSync, realpathSync } from "node:fs";'
 _HOOK = "  async hook(name, event, ctx) {\n"
 _TIMED_HOOK = """  async hook(name, event, ctx) {
-    const t0 = performance.now();
+    const t0 = performance.timeOrigin + performance.now();
+    this.lastAnswer = null;
     const out = await this.hookUntimed(name, event, ctx);
-    const ms = performance.now() - t0;
+    const t1 = performance.timeOrigin + performance.now();
     const file = process.env.TIMINGS_ENV;
     if (file) {
-      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms }) + "\\n");
+      const a = this.lastAnswer;
+      const hops = a && a.at && a.sentAt ? [t0, a.sentAt, ...a.at, a.receivedAt, t1] : null;
+      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms: t1 - t0,
+                                            hops }) + "\\n");
     }
     return out;
   }
@@ -178,6 +182,35 @@ def hook_samples(paths: list[Path]) -> dict[str, list[float]]:
                 out.setdefault(f"{name} (first, starts the worker)", []).append(ms / 1000)
                 continue
             out.setdefault(name, []).append(ms / 1000)
+    return out
+
+
+HOPS = ("bridge before write", "pipe to worker + its reader waking", "worker handoff",
+        "worker handler", "pipe to bridge + Node's event loop", "bridge after answer")
+
+
+def hop_split(paths: list[Path], hook: str) -> dict[str, list[float]]:
+    """hop name (HOPS) -> ms per call of `hook` (first call per file left out): from the
+    timed bridge's time stamps [hook called, line written, worker read it, handler started,
+    answer ready, bridge parsed it, hook returned], epoch ms on one machine's clock."""
+    out: dict[str, list[float]] = {name: [] for name in HOPS}
+    for path in paths:
+        if not path.exists():
+            continue
+        first = True
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+                stamps = [float(x) for x in rec["hops"]] if rec.get("hook") == hook else None
+            except (ValueError, KeyError, TypeError):
+                continue
+            if stamps is None or len(stamps) != len(HOPS) + 1:
+                continue
+            if first:
+                first = False
+                continue
+            for name, a, b in zip(HOPS, stamps, stamps[1:]):
+                out[name].append(b - a)
     return out
 
 

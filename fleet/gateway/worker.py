@@ -17,8 +17,10 @@ Protocol (one JSON object per line, UTF-8):
                       {"id": n, "op": "ping"}
     worker -> bridge  {"ack": n}   as soon as request n is read (before it runs: a request
                       the worker died without acknowledging may be sent to a new worker)
-                      {"id": n, "ok": true, "result": ..., "errors": [..]}
-                      {"id": n, "ok": false, "error": "why"}
+                      {"id": n, "ok": true, "result": ..., "errors": [..], "at": [r, s, d]}
+                      {"id": n, "ok": false, "error": "why", "at": [r, s, d]}
+                      (`at`: when the request was read, its handler started and its answer
+                      was ready, epoch ms: the bridge's benchmark splits a round trip by hop)
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
 
 Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
@@ -34,6 +36,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -204,8 +207,13 @@ class Host:
         return {"ok": True, "result": {"text": out["text"]}}
 
 
-def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
+def now_ms() -> float:
+    return round(time.time() * 1000, 3)
+
+
+def answer(host: Host, out: Output, req: Dict[str, Any], read_at: float) -> None:
     rid = req.get("id")
+    started = now_ms()
     try:
         reply = host.handle(req)
     except BaseException as exc:  # nothing a request carries may end the worker
@@ -214,6 +222,7 @@ def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
         else:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     reply["id"] = rid
+    reply["at"] = [read_at, started, now_ms()]
     out.send(reply)
 
 
@@ -237,6 +246,7 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
             raw = read_line(stdin)
             if raw is None:
                 break
+            read_at = now_ms()
             if raw == b"":
                 out.send({"log": "error", "msg": f"[bridge] request longer than {MAX_LINE} "
                                                   "bytes discarded"})
@@ -254,7 +264,7 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
                 continue
             if req.get("id") is not None:
                 out.send({"ack": req.get("id")})
-            pool.submit(answer, host, out, req)
+            pool.submit(answer, host, out, req, read_at)
     finally:
         pool.shutdown(wait=True)
 

@@ -221,6 +221,8 @@ class Worker {
     if (!p) return; // answered after its deadline: already failed open
     this.pending.delete(msg.id);
     clearTimeout(p.timer);
+    msg.sentAt = p.sentAt; // epoch ms, as the worker's `at` (for the benchmark's split)
+    msg.receivedAt = performance.timeOrigin + performance.now();
     p.resolve(msg);
   }
 
@@ -244,10 +246,12 @@ class Worker {
         this.pending.delete(id);
         resolveCall({ ok: false, error: "timeout", timedOut: true });
       }, Math.max(1, deadline - Date.now()));
-      this.pending.set(id, { resolve: resolveCall, timer, acked: false });
+      const p = { resolve: resolveCall, timer, acked: false };
+      this.pending.set(id, p);
       try {
         this.child.stdin.write(line + "\n");
       } catch { /* a closed pipe: "close" fails the call as unread */ }
+      p.sentAt = performance.timeOrigin + performance.now();
     });
   }
 
@@ -342,6 +346,7 @@ class Bridge {
       // runs it, still within the same deadline.
       answer = await this.attempt(body, deadline);
     }
+    this.lastAnswer = answer; // its hop times, for the benchmark's timed bridge
     return answer;
   }
 
