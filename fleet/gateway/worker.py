@@ -24,8 +24,16 @@ Protocol (one JSON object per line, UTF-8):
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
 
 Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
-line longer than `MAX_LINE` is discarded, a handler that raises or hangs is the hook bus's
-problem (caught, time-limited). It exits when stdin closes.
+line longer than `MAX_LINE` is discarded, a handler that raises is caught. It exits when stdin
+closes.
+
+Where calls run: a modifying hook (`before_prompt_build`: the agent waits for its answer) runs in
+the reader thread itself, its handlers called directly: no handoff to a pool thread and no thread
+per handler, the two scheduler waits that dominated this hook on a busy host. Its deadline is the
+bridge's: a handler that hangs stops the reader, the bridge's call times out (fail open), its
+ping goes unread and it kills and restarts the worker. Void hooks and commands (checkpoints with
+fsyncs, slow and not awaited by the prompt) go to a pool thread, each handler time-limited by the
+hook bus, so they never hold up the next prompt.
 """
 
 from __future__ import annotations
@@ -187,7 +195,7 @@ class Host:
         event = event if isinstance(event, dict) else {}
         ctx = ctx if isinstance(ctx, dict) else {}
         if name in MODIFYING_HOOKS:
-            merged, errors = self.hooks.run_modifying(name, event, ctx)
+            merged, errors = self.hooks.run_modifying(name, event, ctx, inline=True)
             return {"ok": True, "result": merged or None, "errors": errors}
         errors = self.hooks.run_void(name, event, ctx)
         return {"ok": True, "result": None, "errors": errors}
@@ -264,7 +272,10 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
                 continue
             if req.get("id") is not None:
                 out.send({"ack": req.get("id")})
-            pool.submit(answer, host, out, req, read_at)
+            if req.get("op") == "hook" and req.get("hook") in MODIFYING_HOOKS:
+                answer(host, out, req, read_at)  # inline: see "Where calls run" above
+            else:
+                pool.submit(answer, host, out, req, read_at)
     finally:
         pool.shutdown(wait=True)
 

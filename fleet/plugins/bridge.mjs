@@ -61,6 +61,12 @@ function clip(text, max) {
 
 // JSON.stringify that never throws: functions, bigints and cycles become markers.
 function safeJson(value) {
+  // V8's fast path (no replacer) first: a hook call is on the agent's critical path, and a
+  // replacer runs for every key of the transcript. Only bigints and cycles throw: then markers.
+  try { return JSON.stringify(value); } catch { return markedJson(value); }
+}
+
+function markedJson(value) {
   const seen = new WeakSet();
   return JSON.stringify(value, (_key, v) => {
     if (typeof v === "function") return undefined;
@@ -238,8 +244,10 @@ class Worker {
         resolveCall({ ok: false, error: `request cannot be serialised: ${err.message}` });
         return;
       }
-      if (Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
-        resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent` });
+      // Cheap bound first (a UTF-16 unit is at most 3 UTF-8 bytes): most lines skip the count.
+      if (line.length * 3 > MAX_REQUEST_BYTES && Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
+        resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent`,
+          tooLarge: true, bytes: Buffer.byteLength(line, "utf8") });
         return;
       }
       const timer = setTimeout(() => {
@@ -248,10 +256,10 @@ class Worker {
       }, Math.max(1, deadline - Date.now()));
       const p = { resolve: resolveCall, timer, acked: false };
       this.pending.set(id, p);
+      p.sentAt = performance.timeOrigin + performance.now();
       try {
         this.child.stdin.write(line + "\n");
       } catch { /* a closed pipe: "close" fails the call as unread */ }
-      p.sentAt = performance.timeOrigin + performance.now();
     });
   }
 
@@ -357,16 +365,18 @@ class Bridge {
       return { ok: false, error: `worker unavailable, next start in ${Math.ceil(wait / 100) / 10}s` };
     }
     let timer;
-    const expired = new Promise((res) => {
-      timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),
-        Math.max(1, deadline - Date.now()));
-    });
     try {
-      const ready = await Promise.race([
-        worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
-        expired,
-      ]);
-      if (!ready.ok) return ready;
+      if (!worker.info) { // not ready yet: wait for its ready line, within the deadline
+        const expired = new Promise((res) => {
+          timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),
+            Math.max(1, deadline - Date.now()));
+        });
+        const ready = await Promise.race([
+          worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
+          expired,
+        ]);
+        if (!ready.ok) return ready;
+      }
       const answer = await worker.request(body, deadline);
       if (answer.ok) {
         this.failures = 0;
@@ -412,19 +422,18 @@ class Bridge {
   }
 
   async forward(name, event, ctx) {
-    let ev = event && typeof event === "object" ? event : {};
+    const ev = event && typeof event === "object" ? event : {};
     const base = { op: "hook", hook: name, ctx, ...this.context() };
-    if (Array.isArray(ev.messages)) {
-      const size = Buffer.byteLength(safeJson({ ...base, event: ev }), "utf8");
-      if (size > MAX_REQUEST_BYTES) {
-        const rest = size - Buffer.byteLength(safeJson(ev.messages), "utf8");
-        ev = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
-        this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
-          + `sending the newest ${ev.messages.length} of ${event.messages.length} messages`);
-      }
+    const kind = name === "before_prompt_build" ? name : "other";
+    let answer = await this.call({ ...base, event: ev }, kind);
+    if (answer.tooLarge && Array.isArray(ev.messages)) {
+      // Serialised once on the common path; only an oversized event is measured and trimmed.
+      const rest = answer.bytes - Buffer.byteLength(safeJson(ev.messages), "utf8");
+      const trimmed = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
+      this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
+        + `sending the newest ${trimmed.messages.length} of ${ev.messages.length} messages`);
+      answer = await this.call({ ...base, event: trimmed }, kind);
     }
-    const answer = await this.call({ ...base, event: ev },
-      name === "before_prompt_build" ? name : "other");
     if (!answer.ok) {
       this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
         + `${this.timeoutMs(name)} ms` : answer.error}; continuing without it`);
