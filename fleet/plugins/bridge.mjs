@@ -281,6 +281,7 @@ class Bridge {
     this.notBefore = 0;
     this.lastDiag = "";
     this.failedKey = null;
+    this.unread = new Map(); // hook name -> event fields its Python body never reads
   }
 
   config() {
@@ -422,7 +423,14 @@ class Bridge {
   }
 
   async forward(name, event, ctx) {
-    const ev = event && typeof event === "object" ? event : {};
+    let ev = event && typeof event === "object" ? event : {};
+    const unread = this.unread.get(name);
+    if (unread && unread.some((k) => k in ev)) {
+      // Fields the Python hook never reads (before_prompt_build: the whole transcript) are not
+      // serialised, piped and parsed on every prompt.
+      ev = { ...ev };
+      for (const k of unread) delete ev[k];
+    }
     const base = { op: "hook", hook: name, ctx, ...this.context() };
     const kind = name === "before_prompt_build" ? name : "other";
     let answer = await this.call({ ...base, event: ev }, kind);
@@ -500,7 +508,9 @@ export function locate(api, entryUrl) {
 /**
  * The OpenClaw plugin object for one fleet plugin directory.
  *
- * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
+ * hooks: [[hookName, priority, unreadFields?], ...] (unreadFields: event keys the Python body
+ * of that hook never reads, left out of the line: they mirror the plugin's UNREAD_EVENT_FIELDS);
+ * commands: [{name, description}]. register() only
  * registers handlers and resolves paths: it starts nothing and writes nothing (OpenClaw also
  * runs it inside CLI processes).
  */
@@ -512,7 +522,8 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
     register(api) {
       const { pluginDir, releaseRoot } = locate(api, entryUrl);
       const bridge = new Bridge({ pluginId: id, pluginDir, releaseRoot, api });
-      for (const [hook, priority] of hooks) {
+      for (const [hook, priority, unread] of hooks) {
+        if (Array.isArray(unread) && unread.length) bridge.unread.set(hook, unread.map(String));
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
       }
       for (const cmd of commands) {

@@ -96,10 +96,12 @@ def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
 
 def test_entry_hooks_are_the_python_plugins_hooks():
     """index.js declares the same hooks and priorities that plugin.py registers."""
-    from fleet.plugins.memory_continuity.plugin import HOOKS
+    from fleet.plugins.memory_continuity.plugin import HOOKS, UNREAD_EVENT_FIELDS
 
-    declared = re.findall(r'\["([a-z_]+)", (\d+)\]', MC_ENTRY.read_text())
-    assert sorted((h, int(p)) for h, p in declared) == sorted((h, p) for h, p, _ in HOOKS)
+    declared = re.findall(r'\["([a-z_]+)", (\d+)(?:, \[([^\]]*)\])?\]', MC_ENTRY.read_text())
+    assert sorted((h, int(p)) for h, p, _ in declared) == sorted((h, p) for h, p, _ in HOOKS)
+    unread = {h: tuple(re.findall(r'"([a-zA-Z_]+)"', f)) for h, _, f in declared if f}
+    assert unread == UNREAD_EVENT_FIELDS
 
 
 def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(node, state):
@@ -277,9 +279,13 @@ def register(api):
             time.sleep(120)
         if event.get("prompt") == "raise":
             raise RuntimeError("prompt handler broke")
+        if event.get("prompt") == "fields":
+            return {"prependSystemContext": " ".join(sorted(event))}
         return {"prependSystemContext": f"worker {os.getpid()}"}
 
     def end(event, ctx):
+        if event.get("messages"):
+            return
         with open(os.path.join(str(api.state_dir), "ended.txt"), "a") as f:
             f.write(f"{os.getpid()}\\n")
 
@@ -308,7 +314,8 @@ def slow_entry(tmp_path: Path) -> Path:
     (pkg / "index.js").write_text(
         'import { definePlugin } from "../bridge.mjs";\n'
         'export default definePlugin({ id: "slowpoke", name: "Slowpoke", description: "test", '
-        'entryUrl: import.meta.url, hooks: [["before_prompt_build", 10], ["agent_end", 90]] });\n')
+        'entryUrl: import.meta.url, hooks: [["before_prompt_build", 10, ["messages"]], '
+        '["agent_end", 90]] });\n')
     return pkg / "index.js"
 
 
@@ -344,3 +351,15 @@ def test_a_raising_prompt_handler_fails_open_and_the_same_worker_goes_on(node, s
     assert any("prompt handler broke" in e for e in out["errors"]), out["errors"]
     assert fine["result"]["prependSystemContext"] == f"worker {workers['pids'][0]}"
     assert not any("exited" in e for e in out["errors"])  # not restarted for it
+
+
+def test_event_fields_a_hook_declares_unread_are_not_sent(node, state, slow_entry):
+    """A hook entry's third element (the transcript for before_prompt_build) never reaches the
+    worker; other hooks still get every field."""
+    talk = {"messages": [{"role": "user", "content": "x" * 1000}] * 50}
+    fields = dict(prompt("fields"), event={"prompt": "fields", "extra": 1, **talk})
+    end = {"hook": "agent_end", "event": {"success": True, **talk}, "ctx": {}}
+    out = run(node, state, slow_entry, [fields, end])
+    assert out["steps"][0]["result"]["prependSystemContext"] == "extra prompt"
+    assert not (state / "ended.txt").exists()  # agent_end saw the messages
+    assert out["errors"] == []
