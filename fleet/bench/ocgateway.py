@@ -15,8 +15,11 @@ Alternated per repetition:
 
 Then the hook round trip inside the real gateway: a release whose bridge (`bridge.mjs`) also
 writes each hook call's duration (OpenClaw calling the plugin's handler -> JSON line to the
-Python worker -> answer) to a file named by `FLEET_BENCH_HOOK_TIMINGS`, then agent turns
-through `openclaw agent` on both hosts. Only the benchmark's variant carries that timing code.
+Python worker -> answer) and its hop time stamps to a file named by `FLEET_BENCH_HOOK_TIMINGS`,
+then agent turns through `openclaw agent` on both hosts, in two rounds. Only the benchmark's
+variant carries that timing code. With `FLEET_BENCH_HOOK_BASELINE=<git revision>` each round
+also runs the turns on that revision's bridge, worker and hook bus (HOOK_FILES), alternated with
+the current ones: old and new side by side under the same load.
 """
 
 from __future__ import annotations
