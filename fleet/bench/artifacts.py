@@ -15,10 +15,11 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.api import ArtifactRef, load_artifact
 
 NONCE_NAME = "fleet_bench_nonce.txt"
-MANIFEST = "fleet_manifest.json"
+MANIFEST = StateLayout.MANIFEST
 
 
 def variant(base: ArtifactRef, nonce: str, out_dir: Path,

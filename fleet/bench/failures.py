@@ -102,7 +102,7 @@ def failfast(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
         t_status = time.perf_counter()
         status = api.status(fleet.hosts, lambda *a: None, RunOptions(parallel=n))
         status_s = time.perf_counter() - t_status
-        wrong = [s for s in status if not s.data.get("ready")
+        wrong = [s for s in status if not (s.status and s.status.ready)
                  or (s.to_release or {}).get("sha256") == art.sha256]
         if wrong:
             raise RuntimeError("after the rollback: " + "; ".join(
@@ -132,7 +132,7 @@ def hung(fleet: fixture.Fleet, variants, reps: int, log=print) -> Section:
     victim = fleet.hosts[-1]
     healthy = fleet.hosts[:-1]
     container = fleet.run.hosts[victim.name]
-    deadline = float(victim.timeouts.get("connect", 10) or 10)
+    deadline = victim.timeouts.connect
     alone, together = f"{n - 1} healthy hosts alone", f"{n - 1} healthy of {n}, one paused"
     for rep, name in alternation([alone, together], reps):
         art = variants.next()

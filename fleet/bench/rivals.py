@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from fleet.bench import fixture
@@ -35,8 +36,9 @@ def bench(fl: fixture.Fleet, variants, reps: int, workdir: Path, log=print) -> S
     n = len(fl.hosts)
     sec = Section("rivals", f"1. fleet vs its rivals as their best users run them, {n} hosts")
     key, known = fl.key_path, fl.known_hosts
-    for host in fl.hosts:  # a ceiling, as the rivals' `restart --timeout 120`: a loaded machine
-        host.timeouts["ready"] = max(host.timeouts.get("ready") or 0, 120)
+    # a ceiling, as the rivals' `restart --timeout 120`: a loaded machine
+    fl.hosts[:] = [replace(h, timeouts=replace(h.timeouts, ready=max(h.timeouts.ready, 120)))
+                   for h in fl.hosts]
     runners = {
         ANSIBLE: AnsibleDeploy(workdir / "ansible", fl.hosts, key, known, log=log),
         TUNED: AnsibleDeploy(workdir / "ansible-tuned", fl.hosts, key, known, log=log,

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from fleet.bench import fixture
@@ -146,8 +147,8 @@ def probe(inventory: str, artifact: str, count: int, mode: str = "reuse") -> dic
 
         api.Connections = Fresh
     hosts = load(inventory).select("all")[:count]
-    for host in hosts:  # 64 gateways starting on one busy core take longer than the usual 30 s
-        host.timeouts["ready"] = READY_S
+    # 64 gateways starting on one busy core take longer than the usual 30 s
+    hosts = [replace(h, timeouts=replace(h.timeouts, ready=READY_S)) for h in hosts]
     art = api.load_artifact(artifact)
     base = _rss_mb("VmRSS")
     cpu0, t0 = _cpu_s(), time.perf_counter()

@@ -223,7 +223,7 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
         inv, selected = _select(hosts, inventory)
         with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
             results = api.status(selected, live.update, options)
-        healthy = all(r.ok and (r.data or {}).get("ready") for r in results)
+        healthy = all(r.ok and r.status is not None and r.status.ready for r in results)
         if json_:
             report.print_json(report.json_document("status", results, healthy, run.elapsed))
         else:

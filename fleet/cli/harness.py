@@ -1,4 +1,5 @@
-"""Tasks for the Docker harness: `invoke harness.up|down|status`. Thin: parse flags, call, print.
+"""Tasks for the Docker harness: `invoke harness.up|down|status|images`. Thin: parse flags, call,
+print.
 
 `harness.up` leaves its run in `.fleet/harness/` (inventory.yaml, known_hosts, the run's key and
 harness.json), so `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes` deploys
@@ -9,6 +10,7 @@ labelled `keep`, so test sessions never sweep them; `harness.down` removes them.
 from __future__ import annotations
 
 import json as jsonlib
+import time
 from pathlib import Path
 
 from invoke import Collection, Exit
@@ -128,7 +130,35 @@ def status(c, dir=None, json=False):
         print(f"* = the run in {directory} (inventory: {directory / 'inventory.yaml'})")
 
 
+@task(help={"openclaw": "also the OpenClaw layer (default yes; needs `invoke openclaw.install`)"})
+def images(c, openclaw=True):
+    """Build the host images the harness and its tests use, where missing; print size and time.
+
+    A cold build (debootstrap from Debian's mirror, then `docker import`) takes minutes per
+    image; CI runs this first, so that time is a step of its own and not a slow first test.
+    """
+    from fleet.harness.hosts import default_specs, fleet_specs  # noqa: PLC0415
+    from fleet.harness.image import ImageError  # noqa: PLC0415
+    from fleet.harness.run import Harness  # noqa: PLC0415
+
+    client = _client()
+    run = Harness(client, DEFAULT_DIR)  # for its image cache only: no host is started
+    specs = fleet_specs(3) if openclaw else default_specs(2)
+    started = time.monotonic()
+    for spec in specs:
+        t0 = time.monotonic()
+        try:
+            run.ensure_images([spec])
+        except ImageError as exc:
+            raise Exit(f"harness.images: {exc}", code=1) from exc
+        tag = run.images[spec.flavor]
+        size = client.images.get(tag).attrs.get("Size", 0) / 1e6
+        print(f"  {spec.flavor:<22} {tag}  {size:.0f} MB  {time.monotonic() - t0:.1f}s")
+    print(f"harness: {len(run.images)} image(s) ready in {time.monotonic() - started:.1f}s")
+
+
 ns = Collection("harness")
 ns.add_task(up)
+ns.add_task(images)
 ns.add_task(down)
 ns.add_task(status)

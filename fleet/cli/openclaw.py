@@ -16,7 +16,7 @@ def install(c, json_=False):
     started = time.monotonic()
     existing = toolchain.find()
     try:
-        tool = existing or toolchain.install(log=lambda line: print(f"openclaw: {line}"))
+        tool = toolchain.install(log=lambda line: print(f"openclaw: {line}"))
     except toolchain.ToolchainError as exc:
         raise Exit(f"openclaw.install: {exc}", code=1) from None
     result = {**tool.as_dict(), "installed": existing is None,

@@ -61,7 +61,7 @@ def verify(c, json=False):
 def release(c, component=None, part=None, version=None, dry_run=False, no_push=False,
             resume=False):
     """Bump components' versions in every file, changelog, one commit, annotated tag, push."""
-    from fleet.release.release import run_release  # noqa: PLC0415
+    from fleet.release.cut import run_release  # noqa: PLC0415
 
     try:
         run_release(_root(), component=component, part=part, version=version, dry_run=dry_run,

@@ -7,6 +7,7 @@ deletes files this module wrote. Older archives decay into `session_archive/cold
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from datetime import date, datetime, timedelta
@@ -80,13 +81,27 @@ def list_archives(workspace: Path) -> List[Path]:
 
 
 def free_name(directory: Path, stem: str) -> Path:
-    """First unused `<stem>.md`, `<stem>-2.md`, ... in `directory`."""
-    candidate = directory / f"{stem}.md"
+    """First unused `<stem>.md`, `<stem>-2.md`, ... in `directory`. Candidates are tried as
+    strings: a Path per candidate would intern each new name (see tempfiles.temp_path), and a
+    busy minute tries many."""
+    base = os.fspath(directory)
+    name = f"{stem}.md"
     n = 2
-    while candidate.exists():
-        candidate = directory / f"{stem}-{n}.md"
+    while _exists(os.path.join(base, name)):
+        name = f"{stem}-{n}.md"
         n += 1
-    return candidate
+    return Path(directory) / name
+
+
+def _exists(path: str) -> bool:
+    """`Path.exists()` for a string: False when missing, other errors raised."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    return True
 
 
 def archive_state(

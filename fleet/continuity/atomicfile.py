@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Optional, Union
 
 from fleet.continuity import tempfiles
@@ -40,8 +39,9 @@ def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = 
     the file keeps its own, and a new file gets the umask-based mode from the kernel (no
     `os.umask` round trip, which would race with other threads creating files).
     """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    p = os.fspath(path)  # a string: see tempfiles.temp_path
+    parent = os.path.dirname(p) or "."
+    os.makedirs(parent, exist_ok=True)
     data = text if isinstance(text, bytes) else text.encode("utf-8", errors="replace")
     if mode is None:
         try:
@@ -49,8 +49,7 @@ def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = 
         except FileNotFoundError:
             pass
     tmp = tempfiles.temp_path(p)
-    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                 0o600 if mode is not None else 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -58,26 +57,26 @@ def atomic_write(path: PathLike, text: Union[str, bytes], mode: Optional[int] = 
             if mode is not None:
                 os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
-        os.replace(str(tmp), str(p))
+        os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(str(tmp))
+            os.unlink(tmp)
         raise
-    fsync_dir(p.parent)
+    fsync_dir(parent)
 
 
 def atomic_symlink(link: PathLike, target: PathLike, sync: bool = True) -> None:
     """Point `link` at `target` (kept as given: relative stays relative) in one `os.replace`, so
     the link always exists and names the old target or the new one. `sync=False` leaves the
     directory fsync to a caller switching several links in one directory."""
-    p = Path(link)
+    p = os.fspath(link)
     tmp = tempfiles.temp_path(p)
-    os.symlink(str(target), str(tmp))
+    os.symlink(str(target), tmp)
     try:
-        os.replace(str(tmp), str(p))
+        os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(str(tmp))
+            os.unlink(tmp)
         raise
     if sync:
-        fsync_dir(p.parent)
+        fsync_dir(os.path.dirname(p) or ".")

@@ -46,7 +46,8 @@ class StateLayout:
     RELEASES = "fleet/releases"  # <release_name()>/ = an unpacked artifact + RELEASE_META
     CURRENT = "fleet/current"  # -> releases/<name> (switched atomically)
     PREVIOUS = "fleet/previous"
-    ARTIFACTS = "fleet/artifacts"  # <sha256>.pyz
+    ARTIFACTS = "fleet/artifacts"
+    ARTIFACT = ARTIFACTS + "/{sha256}.pyz"  # an uploaded artifact: `.format(sha256=...)`
     AUDIT = "fleet/audit.jsonl"
     LOCK = "fleet/deploy.lock"  # the installer's lock
     LEASE = "fleet/run.lease"  # the fleet-wide lease of a changing run
@@ -55,6 +56,9 @@ class StateLayout:
     OPENCLAW_PIDFILE = "fleet/openclaw-gateway.pid"
     OPENCLAW_VALIDATED = "fleet/openclaw-validated.json"  # cached `config validate` verdicts
     RELEASE_META = "fleet_release.json"  # inside a release dir: what the release holds
+    MANIFEST = "fleet_manifest.json"  # an artifact's root, so a release dir's: what it ships
+    RELEASE_INSTALLER = "fleet/installer/cli.py"  # inside a release dir: its installer
+    RELEASE_PLUGINS = "fleet/plugins"  # inside a release dir: <pkg>/ of each plugin
 
     def __init__(self, state_dir: Union[str, Path]) -> None:
         self.state_dir = Path(os.path.abspath(str(state_dir)))
@@ -79,7 +83,7 @@ class StateLayout:
     def extension_target(package: str) -> str:
         """What `extensions/<id>` points at: relative, through `current`, so one switch of
         `current` moves every plugin at once."""
-        return os.path.join("..", StateLayout.CURRENT, "fleet", "plugins", package)
+        return os.path.join("..", StateLayout.CURRENT, StateLayout.RELEASE_PLUGINS, package)
 
     @property
     def agents_dir(self) -> Path:
@@ -154,7 +158,7 @@ class StateLayout:
         return self._at(self.ARTIFACTS)
 
     def artifact(self, sha256: str) -> Path:
-        return self.artifacts_dir / f"{sha256}.pyz"
+        return self._at(self.ARTIFACT.format(sha256=sha256))
 
     @property
     def audit(self) -> Path:

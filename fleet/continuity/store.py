@@ -13,7 +13,6 @@ import fcntl
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional, Union
 
 from fleet.continuity.atomicfile import atomic_write
@@ -39,9 +38,10 @@ def _held_counts() -> Dict[str, int]:
     return counts
 
 
-def lock_path(path: PathLike) -> Path:
-    p = Path(path)
-    return p.with_name(p.name + ".lock")
+def lock_path(path: PathLike) -> str:
+    """`<path>.lock`, as a string: a Path would intern the new name on every lock (pathlib
+    interns every part of every path it builds; see tempfiles.temp_path)."""
+    return os.fspath(path) + ".lock"
 
 
 @contextlib.contextmanager
@@ -49,7 +49,7 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
     """Hold the exclusive lock of `path` (re-entrant within one thread); raise `LockTimeout`
     naming the lock file after `timeout` seconds."""
     lp = lock_path(path)
-    key = str(lp.absolute())
+    key = os.path.abspath(lp)
     counts = _held_counts()
     if counts.get(key):
         counts[key] += 1
@@ -58,8 +58,8 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
         finally:
             counts[key] -= 1
         return
-    lp.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(lp), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
+    fd = os.open(lp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         deadline = time.monotonic() + max(timeout, 0.0)
         delay = _POLL

@@ -21,9 +21,12 @@ TAG = ".fleet-tmp."
 _NAME = re.compile(r"\..+\.fleet-tmp\.(\d+)\.[A-Za-z0-9_]+")
 
 
-def temp_path(path: Path) -> Path:
-    """A temp name beside `path` for an atomic write by this process."""
-    return Path(path).with_name(f".{Path(path).name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
+def temp_path(path: os.PathLike[str] | str) -> str:
+    """A temp name beside `path` for an atomic write by this process. A string, not a Path:
+    pathlib interns every part of every path it builds, and every temp name is new (each one
+    takes a slot in CPython's interned-string table, which grows in steps and stays grown)."""
+    head, name = os.path.split(os.fspath(path))
+    return os.path.join(head, f".{name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
 
 
 def _alive(pid: int) -> bool:

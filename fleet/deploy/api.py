@@ -20,13 +20,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.continuity.statelayout import release_name
+from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
-from fleet.installer.protocol import InstallerAnswerError, InstallerResult, worst_case_s
+from fleet.installer.protocol import (
+    HostStatus,
+    InstallerAnswerError,
+    InstallerResult,
+    is_sha_mismatch,
+    release_summary,
+    worst_case_s,
+)
 
 ProgressSink = Callable[[str, str, str], None]
 
@@ -46,7 +53,7 @@ def load_artifact(path: str | Path) -> ArtifactRef:
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         with zipfile.ZipFile(path) as zf:
-            manifest = json.loads(zf.read("fleet_manifest.json"))
+            manifest = json.loads(zf.read(StateLayout.MANIFEST))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{path}: not a fleet artifact ({exc}); build one with "
                          "`invoke build` (or `fleet build`), or pass another --artifact") from None
@@ -141,7 +148,7 @@ def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
     active release and, if the gateway is not ready, why not."""
     data = parse_json(res.stdout)
     try:
-        answer = None if data is None else InstallerResult.from_dict(data)
+        answer = None if data is None else InstallerResult.from_dict(data, host.name)
     except InstallerAnswerError as exc:
         return HostResult(host.name, "failed", False, steps=timer.steps,
                           duration_s=time.monotonic() - t0,
@@ -153,11 +160,12 @@ def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
                           duration_s=time.monotonic() - t0,
                           note=f"{what} failed on the host (exit {res.exit_code}): {tail}",
                           data={"exit_code": res.exit_code, "stderr_tail": tail})
-    if status and answer.result == "status":
-        return HostResult(host.name, "ok", answer.ok, from_release=answer.current,
-                          to_release=answer.current, duration_s=time.monotonic() - t0,
-                          note="" if answer.ready else str(answer.problem or ""),
-                          steps=timer.steps, data=answer.data)
+    if status and answer.status is not None:
+        current = answer.status.current
+        return HostResult(host.name, "ok", answer.ok, from_release=current, to_release=current,
+                          duration_s=time.monotonic() - t0,
+                          note="" if answer.status.ready else str(answer.status.problem or ""),
+                          steps=timer.steps, data=answer.data, status=answer.status)
     steps = dict(timer.steps)
     steps.update({f"host.{k}": v for k, v in answer.steps.items()})
     notes = [n for n in [answer.reason, *answer.notes] if n]
@@ -167,6 +175,15 @@ def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
     return HostResult(host.name, answer.result, answer.ok, from_release=answer.from_release,
                       to_release=answer.to_release, duration_s=time.monotonic() - t0,
                       note="; ".join(notes), steps=steps, data=answer.data)
+
+
+def _reason(answer: dict | None) -> str:
+    """The reason an installer answer gives ("" for none, or for an answer fleet cannot read:
+    `_installer_result` reports that one)."""
+    try:
+        return "" if answer is None else InstallerResult.from_dict(answer).reason
+    except InstallerAnswerError:
+        return ""
 
 
 def _step_relay(progress: Progress, what: str = "install") -> Callable[[str], None]:
@@ -221,15 +238,20 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
             raise ConnectionError_(f"{host.name}: check failed (exit {res.exit_code}): "
                                    f"{tail[:300]}")
         have = lines[0] == commands.HAVE
-        status = parse_json("\n".join(lines[1:])) or {}
+        answer = parse_json("\n".join(lines[1:]))
+        try:
+            status = HostStatus() if answer is None else HostStatus.from_dict(answer, host.name)
+        except InstallerAnswerError as exc:
+            raise ConnectionError_(f"check gave a status fleet cannot read: {exc}") from None
         plan = plan_host(host.name, status, have, artifact.version, artifact.sha256,
                          artifact.path.stat().st_size, force)
         failed = False
         return HostResult(host.name, "planned", plan.action != "blocked",
-                          from_release=status.get("current"),
+                          from_release=status.current,
                           to_release={"release": plan.target},
                           duration_s=time.monotonic() - t0, note=plan.describe(),
-                          steps=timer.steps, data={"plan": plan.as_dict(), "status": status})
+                          steps=timer.steps, data={"plan": plan.as_dict(), "status": status.data},
+                          status=status)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
@@ -249,24 +271,22 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
-        meta = parse_json(res.stdout) or {}
-        current = {"release": release_name(str(meta.get("version")), str(meta.get("sha256", ""))),
-                   "version": meta.get("version"), "sha256": meta.get("sha256"),
-                   "components": meta.get("components", {})}
+        meta = parse_json(res.stdout) or {}  # the active release's fleet_release.json
+        name = release_name(str(meta.get("version")), str(meta.get("sha256", "")))
+        current = release_summary({**meta, "release": name})
         return HostResult(host.name, "unchanged", True, from_release=current,
                           to_release=current, duration_s=time.monotonic() - t0,
                           note="already active and ready (checked read-only)",
                           steps=timer.steps,
                           data={"uploaded": False, "restarted": False, "fast_path": True})
     answer = parse_json(res.stdout)
-    reason = str((answer or {}).get("reason") or "")
+    reason = _reason(answer)
     # MISSING, or a stored copy that is not this artifact: its SHA-256 differs, or it is so
     # damaged Python cannot even run it as a zipapp. Upload it again and install once more.
     # (An installer that died without answering for any other reason is not retried.)
     unrunnable = answer is None and res.exit_code != 0 and re.search(
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
-    if first == commands.MISSING or unrunnable or ("SHA-256" in reason
-                                                   and "expected" in reason):
+    if first == commands.MISSING or unrunnable or is_sha_mismatch(reason):
         with timer.step("upload"):
             conn.put(artifact.path, commands.artifact_path(host, artifact.sha256),
                      host.timeouts.transfer)

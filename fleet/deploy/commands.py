@@ -22,7 +22,7 @@ NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed":
 
 
 def artifact_path(host: Host, sha256: str) -> str:
-    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACTS}/{sha256}.pyz"
+    return f"{host.state_dir.rstrip('/')}/{StateLayout.ARTIFACT.format(sha256=sha256)}"
 
 
 def _in_state(rel: str) -> str:
@@ -30,7 +30,7 @@ def _in_state(rel: str) -> str:
     return f'"$S/{rel}"'
 
 
-_INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/fleet/installer/cli.py")
+_INSTALLER_IN_CURRENT = _in_state(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_INSTALLER}")
 
 
 def common_args(host: Host, owner: str) -> list[str]:
@@ -76,7 +76,7 @@ def doctor(host: Host, owner: str) -> str:
 CHECK_PY = """\
 import hashlib, os, sys
 state, sha, create = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-art = os.path.join(state, @ARTIFACTS@, sha + ".pyz")
+art = os.path.join(state, @ARTIFACT@.format(sha256=sha))
 if create:
     os.makedirs(os.path.dirname(art), exist_ok=True)
 try:
@@ -86,7 +86,7 @@ except OSError:
     have = False
 print("@HAVE@" if have else "@MISSING@", flush=True)
 cur = os.path.join(state, @CURRENT@)
-if os.path.isfile(os.path.join(cur, "fleet", "installer", "cli.py")):
+if os.path.isfile(os.path.join(cur, @RELEASE_INSTALLER@)):
     sys.path.insert(0, cur)
     from fleet.installer.cli import main
     sys.exit(main(["status"] + sys.argv[4:]))
@@ -94,8 +94,9 @@ print(@NOT_INSTALLED@)
 """
 for _key, _value in (("@HAVE@", HAVE), ("@MISSING@", MISSING),
                      ("@NOT_INSTALLED@", repr(NOT_INSTALLED)),
-                     ("@ARTIFACTS@", repr(StateLayout.ARTIFACTS)),
-                     ("@CURRENT@", repr(StateLayout.CURRENT))):
+                     ("@ARTIFACT@", repr(StateLayout.ARTIFACT)),
+                     ("@CURRENT@", repr(StateLayout.CURRENT)),
+                     ("@RELEASE_INSTALLER@", repr(StateLayout.RELEASE_INSTALLER))):
     CHECK_PY = CHECK_PY.replace(_key, _value)
 
 
@@ -122,7 +123,7 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     if force:
         args.append("--force")
     quoted = " ".join(shlex.quote(a) for a in args)
-    art = _in_state(f"{StateLayout.ARTIFACTS}/{sha256}.pyz")
+    art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
     run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
     if not if_present:
         return f"S={_state(host)}; {run}"

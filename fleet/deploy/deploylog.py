@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from fleet.deploy.runner import HostResult
+from fleet.installer.audit import newest_entry
 
 
 def log_path(inventory_path: Path) -> Path:
@@ -46,11 +47,7 @@ def last_failed(inventory_path: Path, action: str = "deploy") -> list[str] | Non
         lines = log_path(inventory_path).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    for line in reversed(lines):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("action") == action:
-            return [h["host"] for h in entry.get("hosts", []) if not h.get("ok")]
-    return None
+    entry = newest_entry(lines, lambda e: e.get("action") == action)
+    if entry is None:
+        return None
+    return [h["host"] for h in entry.get("hosts", []) if not h.get("ok")]

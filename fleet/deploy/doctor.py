@@ -21,6 +21,7 @@ from fleet.deploy.api import command_timeout, default_owner, parse_json
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
+from fleet.installer.protocol import DoctorAnswer, InstallerAnswerError, InstallerResult
 
 SKEW_WARN_S = 5.0
 SKEW_CRITICAL_S = 120.0  # locks, leases and staleness checks compare clocks across hosts
@@ -63,21 +64,36 @@ def doctor_host(host: Host, progress: Progress, owner: str) -> HostResult:
         if conn is not None:
             conn.close()
     data = parse_json(res.stdout)
-    if data is None or data.get("result") not in ("doctor", "status"):
+    if _result(data, host) not in ("doctor", "status"):
         tail = " ".join((res.stdout + res.stderr).strip().splitlines()[-3:])
         return _unreachable(host, f"doctor gave no answer (exit {res.exit_code}): {tail[:300]}",
                             t_start)
-    if data.get("result") == "status":  # NOT_INSTALLED: nothing deployed there yet
+    if _result(data, host) == "status":  # NOT_INSTALLED: nothing deployed there yet
         data = {"checks": [{"check": "release", "severity": "critical",
                             "message": "fleet is not installed; run a deploy first"}],
                 "time": None, "continuity": {"targets": [], "severity": "ok"}}
+        severity = "critical"
     else:
-        data["checks"] = list(data.get("checks") or []) + [clock_check(data.get("time"), t0, t1)]
-    severity = worst([c.get("severity", "ok") for c in data["checks"]]
-                     + [(data.get("continuity") or {}).get("severity", "ok")])
+        try:
+            answer = DoctorAnswer.from_dict(data, host.name)
+        except InstallerAnswerError as exc:
+            return _unreachable(host, f"doctor gave an answer fleet cannot read: {exc}", t_start)
+        clock = clock_check(answer.time, t0, t1)
+        data["checks"] = [*answer.checks, clock]
+        data["continuity"] = answer.continuity
+        severity = worst([*answer.severities, clock["severity"]])
     data["severity"], data["exit"] = severity, exit_code(severity)
     return HostResult(host.name, severity, True, duration_s=time.monotonic() - t_start,
                       note=_headline(data), data=data)
+
+
+def _result(data: dict | None, host: Host) -> str | None:
+    """What kind of answer the host gave: `doctor`, `status` (nothing installed), ...; None for
+    none or one fleet cannot read."""
+    try:
+        return None if data is None else InstallerResult.from_dict(data, host.name).result
+    except InstallerAnswerError:
+        return None
 
 
 def _unreachable_data(why: str) -> dict:

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from fleet.installer.protocol import MANAGERS
+from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S
 
 CONNECTIONS = ("ssh", "local")
 POLICIES = ("strict", "accept-new")
@@ -73,7 +73,7 @@ class Timeouts:
     connect: float = 10.0  # also the ssh banner and authentication
     command: float = 180.0  # one command (status, check, doctor)
     transfer: float = 120.0  # one upload
-    ready: float = 60.0  # each restart and readiness wait on the host (installer --timeout)
+    ready: float = READY_TIMEOUT_S  # each restart and readiness wait (installer --timeout)
     lock: float = 0.0  # waiting for a busy host lock (installer --lock-wait)
 
     @classmethod
@@ -115,7 +115,7 @@ class Host:
     jump: str | None = None
     python: str = "python3"
     state_dir: str = "~/.openclaw"
-    manager: str = "fleet"
+    manager: str = FLEET_MANAGER
     manager_options: dict = field(default_factory=dict)
     timeouts: Timeouts = field(default_factory=Timeouts)  # a mapping is turned into one
     sandbox: bool = False  # local, state dir inside `.fleet/` beside the inventory
@@ -507,7 +507,7 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
         merged["state_dir"] = str((base / Path(merged["state_dir"]).expanduser()).absolute())
     sandbox = connection == "local" and "state_dir" in merged and _inside(
         Path(merged["state_dir"]), base / SANDBOX_DIR)
-    return Host(name=name, manager=gateway.get("manager", "fleet"),
+    return Host(name=name, manager=gateway.get("manager", FLEET_MANAGER),
                 manager_options={k: str(v) for k, v in (gateway.get("options") or {}).items()},
                 timeouts=Timeouts.of(timeouts, name), sandbox=sandbox, explicit=explicit, **merged)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import release_name
+from fleet.installer.protocol import HostStatus
 
 
 @dataclass
@@ -33,28 +34,27 @@ class HostPlan:
                 "summary": self.describe()}
 
 
-def plan_host(host: str, status: dict, have_artifact: bool, version: str, sha256: str,
+def plan_host(host: str, status: HostStatus, have_artifact: bool, version: str, sha256: str,
               size: int, force: bool = False) -> HostPlan:
-    current = status.get("current") or None
+    current = status.current or None
     current_name = current.get("release") if current else None
     target = release_name(version, sha256)
-    lock = status.get("lock") or None
+    lock = status.lock
     details = []
-    if lock and not lock.get("stale"):
+    if lock and not lock.stale:
         return HostPlan(host, "blocked", current_name, target, False,
-                        [f"deploy lock held by {lock.get('owner')} (pid {lock.get('pid')} on "
-                         f"{lock.get('host')})"])
+                        [f"deploy lock held by {lock.owner} (pid {lock.pid} on {lock.host})"])
     if lock:
-        details.append(f"will take over a stale lock ({lock.get('stale')})")
+        details.append(f"will take over a stale lock ({lock.stale})")
     upload = not have_artifact
-    free = status.get("disk_free_bytes")
-    if isinstance(free, int) and free < 4 * size:  # the upload plus its unpacked release
+    free = status.disk_free_bytes
+    if free is not None and free < 4 * size:  # the upload plus its unpacked release
         details.append(f"LOW DISK: {free} bytes free, a deploy needs about {4 * size}")
     if current and current.get("sha256") == sha256:
-        if status.get("ready") and not force:
+        if status.ready and not force:
             return HostPlan(host, "nothing", current_name, target, False,
                             ["same SHA-256 active and ready", *details])
-        why = "forced" if force else f"not ready: {status.get('problem')}"
+        why = "forced" if force else f"not ready: {status.problem}"
         return HostPlan(host, "restart", current_name, target, upload, [why, *details])
     details.insert(0, f"from {current_name or 'nothing installed'}")
     if upload:

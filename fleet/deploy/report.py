@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fleet.deploy.runner import HostResult
+from fleet.installer.protocol import HostStatus
 
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
@@ -146,6 +147,13 @@ def print_results(title: str, results: list[HostResult], as_json: bool,
     console.print(summary_line(results, duration_s, ok), highlight=False)
 
 
+def _status(res: HostResult) -> HostStatus:
+    """A status run's typed answer (read from `data` for a HostResult built without one)."""
+    if res.status is not None:
+        return res.status
+    return HostStatus.from_dict(res.data or {}, res.host) if res.ok else HostStatus()
+
+
 WIDE = 150  # below this many columns the status table leaves out components and last change
 
 
@@ -155,30 +163,28 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
     Host names and releases are never cut or folded; on a narrow terminal the table keeps host,
     release, gateway, ready, free disk (and lock, when one is held) and leaves the long columns
     (components, last change) to a wider terminal and to `--json`."""
-    rows = [(r, r.data or {}) for r in results]
-    common = Counter(_release(d.get("current") or None) for r, d in rows if r.ok)
+    rows = [(r, _status(r)) for r in results]
+    common = Counter(_release(st.current) for r, st in rows if r.ok)
     baseline = common.most_common(1)[0][0] if common else None
     wide = width >= WIDE
-    show_lock = wide or any(d.get("lock") for _, d in rows)
+    show_lock = wide or any(st.lock for _, st in rows)
     columns = ["host", "release", *(["components"] if wide else []), "gateway", "ready",
                "free disk", *(["lock"] if show_lock else []), *(["last change"] if wide else [])]
     table = Table(title="fleet status")
     for column in columns:
         table.add_column(column, no_wrap=column in ("host", "release", "free disk"),
                          overflow="fold", min_width=5 if column == "ready" else None)
-    for res, data in rows:
+    for res, st in rows:
         cells: dict = {"host": res.host}
         if not res.ok:
             cells["release"] = Text(res.result, style="bold red")
             cells["ready"] = res.note
             table.add_row(*(cells.get(c, "") for c in columns))
             continue
-        current = data.get("current")
+        current = st.current
         release = _release(current)
         drift = release != baseline
-        gw = data.get("gateway") or {}
-        lock = data.get("lock")
-        audit = data.get("last_audit") or {}
+        gw, lock, audit = st.gateway, st.lock, st.last_audit
         uptime = gw.get("uptime_s")
         components = ", ".join(f"{k} {v}" for k, v in sorted(
             ((current or {}).get("components") or {}).items()))
@@ -196,12 +202,11 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
                             style="bold red" if drift else "green"),
             "components": components,
             "gateway": gateway,
-            "ready": Text("yes" if data.get("ready") else f"no: {data.get('problem')}",
-                          style="green" if data.get("ready") else "bold red"),
-            "free disk": human_bytes(data.get("disk_free_bytes")),
-            "lock": "-" if not lock else (f"{lock.get('owner')} pid {lock.get('pid')}"
-                                          + (f" (stale: {lock['stale']})" if lock.get("stale")
-                                             else "")),
+            "ready": Text("yes" if st.ready else f"no: {st.problem}",
+                          style="green" if st.ready else "bold red"),
+            "free disk": human_bytes(st.disk_free_bytes),
+            "lock": "-" if not lock else (f"{lock.owner} pid {lock.pid}"
+                                          + (f" (stale: {lock.stale})" if lock.stale else "")),
             "last change": (f"{audit.get('time', '')} {audit.get('action', '')} "
                             f"{audit.get('result', '')} by {audit.get('who', '?')}")
             if audit else "-"})
@@ -211,9 +216,9 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
 
 def status_summary(results: list[HostResult], duration_s: float) -> str:
     """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`."""
-    ready = sum(1 for r in results if r.ok and (r.data or {}).get("ready"))
+    ready = sum(1 for r in results if r.ok and _status(r).ready)
     down = sum(1 for r in results if not r.ok)
-    releases = sorted({_release((r.data or {}).get("current") or None) for r in results if r.ok})
+    releases = sorted({_release(_status(r).current) for r in results if r.ok})
     ok = ready == len(results)
     return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'ATTENTION'}[/]: "
             f"{len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from fleet.deploy.inventory import Host
+from fleet.installer.protocol import HostStatus
 
 Progress = Callable[[str, str], None]  # (step, note)
 
@@ -35,6 +36,7 @@ class HostResult:
     note: str = ""
     steps: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
+    status: HostStatus | None = None  # a status run's answer, typed (`data` holds it whole)
 
     def as_dict(self) -> dict:
         return {"host": self.host, "result": self.result, "ok": self.ok,

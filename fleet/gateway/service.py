@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Optional
 import fleet
 from fleet.continuity import private, tempfiles
 from fleet.continuity.paths import ConfigError, default_agent_id, load_config
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.agents import Agents
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import HookBus
@@ -138,7 +139,7 @@ class Gateway:
         root = release_root()
         manifest_version = None
         try:
-            manifest = json.loads((root / "fleet_manifest.json").read_text(encoding="utf-8"))
+            manifest = json.loads((root / StateLayout.MANIFEST).read_text(encoding="utf-8"))
             manifest_version = manifest.get("version")
         except (OSError, ValueError, AttributeError):
             pass

@@ -62,9 +62,16 @@ def record_text(rec: Dict[str, Any]) -> str:
 
 
 def index_text(texts: Dict[str, str]) -> str:
-    """An agent's index from its records' texts: a JSON object sorted by session key."""
-    rows = [f" {json.dumps(key, ensure_ascii=False)}: {texts[key]}" for key in sorted(texts)]
-    return "{\n" + ",\n".join(rows) + "\n}\n" if rows else "{}\n"
+    """An agent's index from its records' texts: a JSON object sorted by session key. Joined in
+    one pass from the texts themselves (no per-record copy: the index is rewritten on every
+    session op, and its records are ~2 KB each)."""
+    if not texts:
+        return "{}\n"
+    parts = ["{\n"]
+    for key in sorted(texts):
+        parts += (" ", json.dumps(key, ensure_ascii=False), ": ", texts[key], ",\n")
+    parts[-1] = "\n}\n"
+    return "".join(parts)
 
 
 def finished(rec: Dict[str, Any]) -> bool:
@@ -168,7 +175,7 @@ class SessionStore:
         self._keep(key, rec, text)
 
     def transcript(self, rec: Dict[str, Any]) -> Transcript:
-        return Transcript(Path(rec["transcript"]))
+        return Transcript(rec["transcript"])
 
     def children(self, parent_key: str) -> List[Dict[str, Any]]:
         return [r for r in self.all() if r.get("requesterSessionKey") == parent_key]

@@ -12,7 +12,6 @@ import os
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 # Appends to one file are serialised by one of a fixed set of locks (chosen by the path), so
@@ -21,9 +20,26 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional
 _LOCKS = tuple(threading.Lock() for _ in range(64))
 _TAIL_BLOCK = 64 * 1024  # `tail` reads the file backwards in blocks of this size
 
+# The keys and small values every message repeats (OpenClaw's message shape, messages.py). A
+# turn holds its whole session in memory while its hooks run; `json.loads` makes new copies of
+# these strings for every line (its key memo lasts one call), about 40% of a parsed message.
+# Messages read through `messages()` share one copy of each instead: equal values, and a
+# turn's peak of small objects (which CPython's allocator keeps after a burst) much lower.
+_SHARED = {
+    word: word
+    for word in (
+        "role", "content", "timestamp", "type", "text", "id", "name", "arguments",
+        "toolCallId", "toolName", "isError", "details", "status", "provenance", "__openclaw",
+        "kind", "seq", "tokensBefore", "childSessionKey", "runId", "sourceSessionKey",
+        "sourceChannel", "sourceTool", "message", "thinking", "image", "toolCall",
+        "toolResult", "tool", "user", "assistant", "system", "compaction", "notification",
+        "subagent_announce", "inter_session", "internal", "yielded",
+    )
+}
 
-def _lock_for(path: Path) -> threading.Lock:
-    return _LOCKS[hash(str(path)) % len(_LOCKS)]
+
+def _lock_for(path: str) -> threading.Lock:
+    return _LOCKS[hash(path) % len(_LOCKS)]
 
 
 def _parse(line: str) -> Optional[Dict[str, Any]]:
@@ -35,6 +51,18 @@ def _parse(line: str) -> Optional[Dict[str, Any]]:
     except json.JSONDecodeError:
         return None
     return item if isinstance(item, dict) else None
+
+
+def _share(value: Any) -> Any:
+    """`value` with the strings of `_SHARED` replaced by their one shared copy (equal value)."""
+    kind = type(value)
+    if kind is dict:
+        return {_SHARED.get(k, k): _share(v) for k, v in value.items()}
+    if kind is list:
+        return [_share(v) for v in value]
+    if kind is str:
+        return _SHARED.get(value, value)
+    return value
 
 
 def _last_messages(fh: Any, count: int) -> List[Dict[str, Any]]:
@@ -69,12 +97,14 @@ def iso_now(ts: Optional[float] = None) -> str:
 class Transcript:
     """The JSONL transcript of one session."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        # A string, not a Path: every session op opens its transcript, and pathlib would intern
+        # each session's uuid-named file name again (see tempfiles.temp_path).
+        self.path = os.fspath(path)
 
     def create(self, session_id: str, session_key: str, cwd: str) -> None:
         """Write the header line once; an existing transcript is kept as it is."""
-        if self.path.exists():
+        if os.path.exists(self.path):
             return
         header = {
             "type": "session",
@@ -109,9 +139,9 @@ class Transcript:
         if not lines:
             return
         data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with _lock_for(self.path):
-            fd = os.open(str(self.path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 os.write(fd, data.encode("utf-8"))
                 os.fsync(fd)
@@ -124,9 +154,10 @@ class Transcript:
 
     def messages(self) -> List[Dict[str, Any]]:
         """The session's messages in order (compaction markers included). Each line's wrapper
-        (type, id, timestamp) is dropped as soon as it is read: a turn reads its whole
-        session, and only the messages are kept."""
-        return [e["message"] for e in self._each() if _is_message(e)]
+        (type, id, timestamp) is dropped as soon as it is read, and the strings every message
+        repeats are shared (`_SHARED`): a turn reads its whole session, and only the messages
+        are kept."""
+        return [_share(e["message"]) for e in self._each() if _is_message(e)]
 
     def _each(self) -> Iterator[Dict[str, Any]]:
         """The parseable lines, read one at a time (never the whole file as one string)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from fleet.installer.protocol import FLEET_MANAGER
+
 GROUP = "harness"
 TIMEOUTS = {"connect": 10, "command": 60, "transfer": 30, "ready": 30}
 
@@ -28,7 +30,7 @@ def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict
             "known_hosts": str(known_hosts),
             "host_key_policy": "strict",
             "python": "python3",
-            "gateway": {"manager": "fleet"},
+            "gateway": {"manager": FLEET_MANAGER},
             "timeouts": dict(TIMEOUTS),
         },
         "hosts": {
@@ -39,7 +41,7 @@ def inventory_data(hosts: list[dict], key_path: Path, known_hosts: Path) -> dict
                 "state_dir": h["state_dir"],
                 **({"gateway": {"manager": h["manager"],
                                 **({"options": h["options"]} if h.get("options") else {})}}
-                   if h.get("manager", "fleet") != "fleet" else {}),
+                   if h.get("manager", FLEET_MANAGER) != FLEET_MANAGER else {}),
                 **({"timeouts": h["timeouts"]} if h.get("timeouts") else {}),
             }
             for h in hosts

@@ -19,8 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from fleet.deploy.inventory import Host
 from fleet.harness.image import ImageError, _image_exists
+from fleet.installer.protocol import OPENCLAW
 from fleet.openclaw import toolchain as oc_toolchain
+from fleet.openclaw.sandbox import QUIET_ENV
+from fleet.openclaw.sandbox import base_config as sandbox_config
 
 OPENCLAW_REPO = "fleet-harness-openclaw"
 PREFIX = "/opt/openclaw"
@@ -77,14 +81,19 @@ def find_toolchain() -> oc_toolchain.Toolchain:
     if found is None:
         raise ImageError("the OpenClaw toolchain is not installed in "
                          f"{oc_toolchain.install_dir()}: run `invoke openclaw.install` first")
+    try:
+        oc_toolchain.complete_lifecycle(found)  # the hosts' users could not write there
+    except oc_toolchain.ToolchainError as exc:
+        raise ImageError(str(exc)) from None
     return found
 
 
 def layer_key(base_tag: str, tool: oc_toolchain.Toolchain) -> str:
-    """Hash of what the layer is made of (the toolchain by its pinned versions)."""
+    """Hash of what the layer is made of (the toolchain by its pinned versions, copied only once
+    its package lifecycle is complete: layers copied before that could not start OpenClaw)."""
     digest = hashlib.sha256()
     for part in (base_tag, DOCKERFILE, WRAPPER, MODEL_UNIT, oc_toolchain.node_package(),
-                 tool.node_version, tool.openclaw_version):
+                 tool.node_version, tool.openclaw_version, "lifecycle complete"):
         digest.update(part.encode() + b"\0")
     digest.update(MODEL_SOURCE.read_bytes())
     return digest.hexdigest()[:16]
@@ -134,7 +143,6 @@ def gateway_options() -> dict[str, str]:
     """The inventory's `gateway.options` for an OpenClaw host of the harness: OpenClaw runs as
     the user's service, from this image's pinned Node, kept off the network (no mDNS, update
     checks or catalogs: fleet.openclaw.sandbox.QUIET_ENV)."""
-    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
 
     opts = {"mode": "service", "node": f"{PREFIX}/bin/node",
             "openclaw": f"{PREFIX}/node_modules/openclaw/openclaw.mjs"}
@@ -145,10 +153,7 @@ def gateway_options() -> dict[str, str]:
 def base_config(state_dir: str) -> dict:
     """The first openclaw.json of a harness OpenClaw host: the sandbox's (loopback, no auth, the
     scripted model as the agents' provider, no heartbeat or update checks)."""
-    from fleet.deploy.inventory import Host  # noqa: PLC0415
-    from fleet.openclaw.sandbox import base_config as sandbox_config  # noqa: PLC0415
-
-    host = Host(name="harness", state_dir=state_dir, manager="openclaw",
+    host = Host(name="harness", state_dir=state_dir, manager=OPENCLAW,
                 manager_options={"port": str(GATEWAY_PORT), "model_port": str(MODEL_PORT)})
     return sandbox_config(host)
 
@@ -157,7 +162,6 @@ def setup_script(state_dir: str) -> str:
     """Shell for the login user: config, the model's service, OpenClaw's own service install.
     The quiet environment goes into the user manager's environment (inherited by the service)
     before the install: OpenClaw refuses to install over service files it did not write."""
-    from fleet.openclaw.sandbox import QUIET_ENV  # noqa: PLC0415
 
     config = json.dumps(base_config(state_dir), indent=2) + "\n"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**QUIET_ENV, **NO_EGRESS}.items())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Callable, List, Optional
 
 from fleet.continuity.private import open_regular
 from fleet.continuity.statelayout import StateLayout
@@ -42,11 +42,19 @@ def last_entry(state_dir: Path) -> Optional[dict]:
             lines = fh.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return None
+    return newest_entry(lines)
+
+
+def newest_entry(lines: List[str],
+                 match: Callable[[dict], bool] = lambda entry: True) -> Optional[dict]:
+    """The newest line of a JSON-lines log that is an object and `match`es; a torn line (a
+    writer killed mid-line) or a foreign one is skipped. The control side's deploy log is read
+    the same way."""
     for line in reversed(lines):
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and match(entry):
             return entry
     return None

@@ -23,9 +23,11 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.installer import transaction
+from fleet.installer.lock import DEFAULT_LEASE_S
 from fleet.installer.manager import ManagerError, make_manager
-from fleet.installer.protocol import MANAGERS, worst_case_s
+from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, worst_case_s
 
 
 def read_manifest() -> dict:
@@ -33,7 +35,7 @@ def read_manifest() -> dict:
     archive = sys.argv[0]
     try:
         with zipfile.ZipFile(archive) as zf:
-            return json.loads(zf.read("fleet_manifest.json").decode("utf-8"))
+            return json.loads(zf.read(StateLayout.MANIFEST).decode("utf-8"))
     except (OSError, KeyError, zipfile.BadZipFile, ValueError):
         return {}
 
@@ -58,10 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--state-dir", default=os.environ.get("OPENCLAW_STATE_DIR", "~/.openclaw"))
-    common.add_argument("--manager", default="fleet", choices=MANAGERS)
+    common.add_argument("--manager", default=FLEET_MANAGER, choices=MANAGERS)
     common.add_argument("--manager-opt", action="append", default=[], metavar="K=V")
     common.add_argument("--owner", default=None, help="who runs this (audit and lock)")
-    common.add_argument("--timeout", type=float, default=60.0,
+    common.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
                         help="seconds for each restart and readiness wait")
     common.add_argument("--lease", type=float, default=None,
                         help="lock lease in seconds (default: 900, or longer than the worst "
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> dict:
     manager = make_manager(args.manager, state_dir, _pairs(args.manager_opt, "--manager-opt"))
     owner = args.owner or transaction.default_owner()
     if args.lease is None:  # the lease must outlive our own worst case, or a peer takes over
-        args.lease = max(900.0, worst_case_s(args.timeout) + 120)
+        args.lease = max(DEFAULT_LEASE_S, worst_case_s(args.timeout) + 120)
     if args.command == "status":
         return transaction.status(state_dir, manager)
     if args.command == "doctor":

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
-from fleet.installer.protocol import MANAGERS
+from fleet.installer.protocol import COMMAND, FLEET_MANAGER, LAUNCHD, MANAGERS, OPENCLAW, SYSTEMD
 
 
 class ManagerError(RuntimeError):
@@ -211,8 +211,8 @@ class CommandManager(Manager):
 def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
     from fleet.installer.openclawgw import OpenclawManager  # it builds on Manager
 
-    classes = {"fleet": FleetManager, "systemd": SystemdManager, "launchd": LaunchdManager,
-               "openclaw": OpenclawManager, "command": CommandManager}
+    classes = {FLEET_MANAGER: FleetManager, SYSTEMD: SystemdManager, LAUNCHD: LaunchdManager,
+               OPENCLAW: OpenclawManager, COMMAND: CommandManager}
     if name not in classes:
         raise ManagerError("unknown gateway manager {!r}; use one of {}".format(
             name, ", ".join(MANAGERS)))

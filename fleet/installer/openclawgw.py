@@ -226,7 +226,7 @@ class OpenclawManager(Manager):
     # -- configuration -------------------------------------------------------------------
     def plugin_dirs(self, release: Path) -> Dict[str, str]:
         meta = releasedirs.read_meta(release) or {}
-        return {pid: str(release / "fleet" / "plugins" / pkg)
+        return {pid: str(release / StateLayout.RELEASE_PLUGINS / pkg)
                 for pid, pkg in sorted((meta.get("plugins") or {}).items())}
 
     def configure(self, release: Path) -> bool:

@@ -4,26 +4,30 @@ the one JSON answer every installer command prints.
 Both sides import this module (the control side may import host code; this one needs nothing
 but the standard library), so the installer's argument choices, the control side's inventory
 check, the installer's own lock lease and the control side's command deadline can never drift
-apart, and the answer is read into a typed value that says which field is wrong instead of a
-dict probed with `.get(...)`.
+apart, and each answer is read into a typed value that says which host and field is wrong
+instead of a dict probed with `.get(...)`.
 
-The answer of install / rollback / restart: `{action, ok, result, host, state_dir, owner, from,
-to, reason, notes, restarted, steps: {step: seconds}, duration_s, gateway: <health>,
-lock_takeover?, lock_holder?, pruned?}` where `result` is installed | unchanged | rolled_back |
-restarted | refused | failed and `from`/`to` are `{release, version, sha256, components}`.
-`status` gives `{result: "status", current, previous, releases, gateway, ready, problem, lock,
-last_audit, disk_free_bytes}`. `doctor` gives `{result: "doctor", checks: [{check, severity,
-message}], continuity, severity, exit, time, ...}` (fleet/installer/doctor.py). Bad arguments
-give `{ok: false, result: "error", reason}`.
+The answer of install / rollback / restart (`InstallerResult`): `{action, ok, result, host,
+state_dir, owner, from, to, reason, notes, restarted, steps: {step: seconds}, duration_s,
+gateway: <health>, lock_takeover?, lock_holder?, pruned?}` where `result` is installed |
+unchanged | rolled_back | restarted | refused | failed and `from`/`to` are `release_summary()`s
+`{release, version, sha256, components}`. `status` (`HostStatus`) gives `{result: "status",
+current, previous, releases, gateway, ready, problem, lock, last_audit, disk_free_bytes}`, `lock`
+the holder `{owner, pid, host, time, lease, stale}` (`LockHolder`). `doctor` (`DoctorAnswer`)
+gives `{result: "doctor", checks: [{check, severity, message}], continuity: {severity, targets},
+time, severity, exit, ...}` (fleet/installer/doctor.py). Bad arguments give `{ok: false, result:
+"error", reason}`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Type, TypeVar
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
+FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
+READY_TIMEOUT_S = 60.0  # default `--timeout` (one restart's readiness wait) = timeouts.ready
 STEP_SLACK_S = 5.0  # beyond --timeout, for one restart or one readiness wait
 
 
@@ -35,21 +39,72 @@ def worst_case_s(timeout: float) -> float:
     return 4 * (timeout + STEP_SLACK_S)
 
 
+def sha_mismatch(path: object, actual: str, expected: str, note: str) -> str:
+    """The reason an install gives when the artifact is not the one the control side built;
+    the control side recognises it (`is_sha_mismatch`) and uploads the artifact again."""
+    return f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})"
+
+
+def is_sha_mismatch(reason: str) -> bool:
+    return " has SHA-256 " in reason and ", expected " in reason
+
+
 class InstallerAnswerError(ValueError):
-    """The installer's answer is not what this protocol says; the message names the field."""
+    """The installer's answer is not what this protocol says; the message names the host (when
+    the reader knows it) and the field."""
 
 
-def _optional(data: Dict[str, Any], key: str, kind: type, what: str) -> Any:
+def _bad(host: str, message: str) -> InstallerAnswerError:
+    return InstallerAnswerError(f"host {host}: {message}" if host else message)
+
+
+def _optional(data: Dict[str, Any], key: str, kind: Any, what: str, host: str = "",
+              prefix: str = "") -> Any:
     value = data.get(key)
     if value is None:
         return None
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise InstallerAnswerError(f"'{key}' must be {what} or null, got {value!r:.80}")
+        raise _bad(host, f"'{prefix}{key}' must be {what} or null, got {value!r:.80}")
     return value
 
 
+AnswerT = TypeVar("AnswerT", bound="_Answer")
+
+
+class _Answer:
+    """What every typed answer has: read from one line of JSON."""
+
+    @classmethod
+    def from_dict(cls: Type[AnswerT], data: Any, host: str = "") -> AnswerT:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls: Type[AnswerT], text: str, host: str = "") -> AnswerT:
+        """Parse one answer line; `InstallerAnswerError` names the host and what is wrong."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise _bad(host, f"not JSON ({exc}): {text[:120]!r}") from None
+        return cls.from_dict(data, host)
+
+
+def _object(data: Any, host: str) -> Dict[str, Any]:
+    if not isinstance(data, dict):
+        raise _bad(host, f"the answer must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def release_summary(meta: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """How an answer names a release (`from`, `to`, `current`, `previous`), from its
+    `fleet_release.json` with the release dir's name added as `release`."""
+    if not meta:
+        return None
+    return {"release": meta.get("release"), "version": meta.get("version"),
+            "sha256": meta.get("sha256"), "components": meta.get("components", {})}
+
+
 @dataclass(frozen=True)
-class InstallerResult:
+class InstallerResult(_Answer):
     """One installer answer. `data` keeps every field as the installer wrote it (reports and
     `--json` show it whole); the typed fields are the ones the control side decides on."""
 
@@ -60,45 +115,126 @@ class InstallerResult:
     steps: Dict[str, float] = field(default_factory=dict)
     from_release: Optional[Dict[str, Any]] = None
     to_release: Optional[Dict[str, Any]] = None
-    current: Optional[Dict[str, Any]] = None  # status: the active release
-    ready: Optional[bool] = None  # status: the gateway is ready on it
-    problem: Optional[str] = None  # status: why not
+    status: Optional[HostStatus] = None  # a `status` answer, typed
     data: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, text: str) -> InstallerResult:
-        """Parse one answer line; `InstallerAnswerError` names what is wrong with it."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InstallerAnswerError(f"not JSON ({exc}): {text[:120]!r}") from None
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> InstallerResult:
-        if not isinstance(data, dict):
-            raise InstallerAnswerError(f"the answer must be a JSON object, got "
-                                       f"{type(data).__name__}")
+    def from_dict(cls, data: Any, host: str = "") -> InstallerResult:
+        data = _object(data, host)
         if not isinstance(data.get("ok"), bool):
-            raise InstallerAnswerError(f"'ok' must be true or false, got {data.get('ok')!r:.80}")
+            raise _bad(host, f"'ok' must be true or false, got {data.get('ok')!r:.80}")
         result = data.get("result")
         if not isinstance(result, str) or not result:
-            raise InstallerAnswerError(f"'result' must be a non-empty string, got "
-                                       f"{result!r:.80}")
-        notes = _optional(data, "notes", list, "a list of strings") or []
+            raise _bad(host, f"'result' must be a non-empty string, got {result!r:.80}")
+        notes = _optional(data, "notes", list, "a list of strings", host) or []
         if not all(isinstance(n, str) for n in notes):
-            raise InstallerAnswerError(f"'notes' must be a list of strings, got {notes!r:.80}")
-        steps = _optional(data, "steps", dict, "an object of step -> seconds") or {}
+            raise _bad(host, f"'notes' must be a list of strings, got {notes!r:.80}")
+        steps = _optional(data, "steps", dict, "an object of step -> seconds", host) or {}
         for name, seconds in steps.items():
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                raise InstallerAnswerError(f"'steps.{name}' must be a number of seconds, got "
-                                           f"{seconds!r:.80}")
+                raise _bad(host, f"'steps.{name}' must be a number of seconds, got "
+                                 f"{seconds!r:.80}")
         return cls(ok=data["ok"], result=result,
-                   reason=_optional(data, "reason", str, "a string") or "",
+                   reason=_optional(data, "reason", str, "a string", host) or "",
                    notes=tuple(notes), steps=dict(steps),
-                   from_release=_optional(data, "from", dict, "an object"),
-                   to_release=_optional(data, "to", dict, "an object"),
-                   current=_optional(data, "current", dict, "an object"),
-                   ready=_optional(data, "ready", bool, "true or false"),
-                   problem=_optional(data, "problem", str, "a string"),
+                   from_release=_optional(data, "from", dict, "an object", host),
+                   to_release=_optional(data, "to", dict, "an object", host),
+                   status=HostStatus.from_dict(data, host) if result == "status" else None,
                    data=data)
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a host's deploy lock, as `status` shows it (`stale`: why it may be taken over,
+    None while its holder is alive)."""
+
+    owner: Optional[str]
+    pid: Optional[int]
+    host: Optional[str]
+    stale: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], host: str = "") -> LockHolder:
+        return cls(owner=_optional(data, "owner", str, "a string", host, "lock."),
+                   pid=_optional(data, "pid", int, "an integer", host, "lock."),
+                   host=_optional(data, "host", str, "a string", host, "lock."),
+                   stale=_optional(data, "stale", str, "a string", host, "lock."))
+
+
+@dataclass(frozen=True)
+class HostStatus(_Answer):
+    """A host's `status` answer: what runs there. Fields missing from the answer read as
+    "nothing" (an empty status is a host with nothing installed); `data` keeps it whole."""
+
+    current: Optional[Dict[str, Any]] = None  # the active release (`release_summary`)
+    ready: bool = False  # the gateway is ready on it
+    problem: Optional[str] = None  # why not
+    lock: Optional[LockHolder] = None
+    gateway: Dict[str, Any] = field(default_factory=dict)  # its health answer
+    last_audit: Dict[str, Any] = field(default_factory=dict)  # the newest audit entry
+    disk_free_bytes: Optional[int] = None
+    data: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, host: str = "") -> HostStatus:
+        data = _object(data, host)
+        lock = _optional(data, "lock", dict, "an object", host)
+        return cls(current=_optional(data, "current", dict, "an object", host),
+                   ready=bool(_optional(data, "ready", bool, "true or false", host)),
+                   problem=_optional(data, "problem", str, "a string", host),
+                   lock=None if lock is None else LockHolder.from_dict(lock, host),
+                   gateway=_optional(data, "gateway", dict, "an object", host) or {},
+                   last_audit=_optional(data, "last_audit", dict, "an object", host) or {},
+                   disk_free_bytes=_optional(data, "disk_free_bytes", int, "an integer", host),
+                   data=data)
+
+
+@dataclass(frozen=True)
+class DoctorAnswer(_Answer):
+    """A host's `doctor` answer: its checks (`{check, severity, message, ...}`), the continuity
+    doctor's report (`{severity, targets}`) and the host's clock (`time`, for the skew)."""
+
+    checks: Tuple[Dict[str, Any], ...]
+    continuity: Dict[str, Any]
+    time: Optional[float]
+    data: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def severities(self) -> Tuple[str, ...]:
+        """Every check's severity and the continuity report's."""
+        return tuple(c["severity"] for c in self.checks) + (self.continuity["severity"],)
+
+    @classmethod
+    def from_dict(cls, data: Any, host: str = "") -> DoctorAnswer:
+        # only `doctor` needs the severity names, and with them fleet.continuity.doctor: not
+        # imported at the top, where every installer start would pay for it
+        from fleet.continuity.doctor import SEVERITIES
+
+        data = _object(data, host)
+
+        def severity(item: Dict[str, Any], where: str) -> str:
+            value = item.get("severity", "ok")
+            if value not in SEVERITIES:
+                raise _bad(host, f"'{where}severity' must be one of {', '.join(SEVERITIES)}, "
+                                 f"got {value!r:.80}")
+            return value
+
+        checks = []
+        for i, check in enumerate(_optional(data, "checks", list, "a list", host) or []):
+            if not isinstance(check, dict):
+                raise _bad(host, f"'checks[{i}]' must be an object, got {check!r:.80}")
+            checks.append({**check, "check": str(check.get("check", "?")),
+                           "severity": severity(check, f"checks[{i}]."),
+                           "message": str(check.get("message", ""))})
+        continuity = dict(_optional(data, "continuity", dict, "an object", host) or {})
+        continuity["severity"] = severity(continuity, "continuity.")
+        targets = _optional(continuity, "targets", list, "a list", host, "continuity.") or []
+        for i, target in enumerate(targets):
+            if not isinstance(target, dict):
+                raise _bad(host, f"'continuity.targets[{i}]' must be an object, got "
+                                 f"{target!r:.80}")
+            severity(target, f"continuity.targets[{i}].")
+        continuity["targets"] = targets
+        clock = _optional(data, "time", (int, float), "a number", host)
+        return cls(checks=tuple(checks), continuity=continuity,
+                   time=None if clock is None else float(clock), data=data)

@@ -23,9 +23,10 @@ from typing import Dict, List, Optional
 from fleet.continuity.atomicfile import atomic_symlink, fsync_dir
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.manifest import is_plugin_id, is_version_name
+from fleet.installer.protocol import sha_mismatch
 
 META = StateLayout.RELEASE_META
-MANIFEST = "fleet_manifest.json"
+MANIFEST = StateLayout.MANIFEST
 # Unpacking limits (a zip bomb is refused before a byte is written). A release is ~2 MB and
 # ~300 files; these leave two orders of magnitude of room.
 MAX_MEMBERS = 10_000
@@ -34,7 +35,7 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 _PLUGIN_MANIFEST = "openclaw.plugin.json"
 
 
-class ReleaseError(RuntimeError):
+class UnusableRelease(RuntimeError):
     """An artifact or release that cannot be used (bad hash, bad archive, missing release)."""
 
 
@@ -49,18 +50,18 @@ def sha256_file(path: Path) -> str:
 def verify_artifact(path: Path, expected: str) -> None:
     """Refuse an artifact whose SHA-256 differs from the one the control side built."""
     if not path.is_file():
-        raise ReleaseError(f"artifact {path} does not exist")
+        raise UnusableRelease(f"artifact {path} does not exist")
     actual = sha256_file(path)
     if actual != expected.lower():
         note = "corrupt or partial upload; deploy again to re-upload"
-        stored = path.parent.name == Path(StateLayout.ARTIFACTS).name
-        if stored and path.name == f"{expected.lower()}.pyz":
+        stored = Path(StateLayout.ARTIFACT.format(sha256=expected.lower())).parts
+        if path.parts[-len(stored):] == stored:
             try:  # never leave a bad file under the good name: the next deploy re-uploads
                 path.unlink()
                 note = "corrupt or partial upload, removed; the next deploy uploads it again"
             except OSError:
                 pass
-        raise ReleaseError(f"artifact {path} has SHA-256 {actual}, expected {expected} ({note})")
+        raise UnusableRelease(sha_mismatch(path, actual, expected, note))
 
 
 def read_artifact_manifest(path: Path) -> dict:
@@ -68,11 +69,11 @@ def read_artifact_manifest(path: Path) -> dict:
         with zipfile.ZipFile(str(path)) as zf:
             manifest = json.loads(zf.read(MANIFEST).decode("utf-8"))
     except (OSError, KeyError, zipfile.BadZipFile, ValueError) as exc:
-        raise ReleaseError(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
+        raise UnusableRelease(f"artifact {path} has no readable {MANIFEST}: {exc}") from exc
     if not isinstance(manifest, dict) or not manifest.get("version"):
-        raise ReleaseError(f"artifact {path}: {MANIFEST} lacks a 'version'")
+        raise UnusableRelease(f"artifact {path}: {MANIFEST} lacks a 'version'")
     if not is_version_name(manifest["version"]):
-        raise ReleaseError(
+        raise UnusableRelease(
             f"artifact {path}: {MANIFEST} version {manifest['version']!r} is not a safe release "
             "name (letters, digits, '.', '_', '+', '-'; no '..' or '/'); refusing the artifact")
     return manifest
@@ -88,40 +89,40 @@ def check_members(zf: zipfile.ZipFile, artifact: Path, manifest: dict) -> None:
     ids that are not the gateway's id rule (they name `extensions/<id>`), or sizes of a bomb."""
     infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
-        raise ReleaseError(f"artifact {artifact} has {len(infos)} members (limit {MAX_MEMBERS}); "
-                           "refusing it")
+        raise UnusableRelease(f"artifact {artifact} has {len(infos)} members "
+                              f"(limit {MAX_MEMBERS}); refusing it")
     total = 0
     for info in infos:
         if _unsafe(info.filename):
-            raise ReleaseError(f"artifact {artifact} has unsafe member {info.filename!r}")
+            raise UnusableRelease(f"artifact {artifact} has unsafe member {info.filename!r}")
         if info.file_size > MAX_MEMBER_BYTES:
-            raise ReleaseError(
+            raise UnusableRelease(
                 f"artifact {artifact}: member {info.filename!r} unpacks to {info.file_size} bytes "
                 f"(limit {MAX_MEMBER_BYTES}); refusing it")
         total += info.file_size
         if total > MAX_TOTAL_BYTES:
-            raise ReleaseError(f"artifact {artifact} unpacks to more than {MAX_TOTAL_BYTES} bytes; "
-                               "refusing it")
+            raise UnusableRelease(f"artifact {artifact} unpacks to more than "
+                                  f"{MAX_TOTAL_BYTES} bytes; refusing it")
         parts = Path(info.filename).parts
         if len(parts) == 4 and parts[:2] == ("fleet", "plugins") and parts[3] == _PLUGIN_MANIFEST:
             try:
                 plugin_id = json.loads(zf.read(info).decode("utf-8")).get("id")
             except (ValueError, AttributeError, RecursionError) as exc:
-                raise ReleaseError(f"artifact {artifact}: {info.filename} is unreadable: "
-                                   f"{exc}") from exc
+                raise UnusableRelease(f"artifact {artifact}: {info.filename} is unreadable: "
+                                      f"{exc}") from exc
             if not is_plugin_id(plugin_id):
-                raise ReleaseError(
+                raise UnusableRelease(
                     f"artifact {artifact}: {info.filename} has plugin id {plugin_id!r}, which is "
                     "not a valid plugin id (a-z, 0-9, '.', '_', '-'); refusing the artifact")
     for rel in (manifest.get("files") or {}):
         if not isinstance(rel, str) or _unsafe(rel):
-            raise ReleaseError(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
+            raise UnusableRelease(f"artifact {artifact}: {MANIFEST} lists unsafe path {rel!r}")
 
 
 def _plugin_dirs(root: Path) -> Dict[str, str]:
     """Plugin id -> package dir name, from each `fleet/plugins/<pkg>/openclaw.plugin.json`."""
     found = {}
-    base = root / "fleet" / "plugins"
+    base = root / StateLayout.RELEASE_PLUGINS
     if base.is_dir():
         for manifest in sorted(base.glob("*/openclaw.plugin.json")):
             try:
@@ -137,7 +138,7 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
 def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path:
     """Unpack into a temp dir, check every file against the manifest, then rename into place."""
     if not is_version_name(manifest.get("version")):
-        raise ReleaseError(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
+        raise UnusableRelease(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
     target = StateLayout(state_dir).release_dir(str(manifest["version"]), sha256)
     if (target / META).is_file():
         return target
@@ -155,7 +156,8 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
             actual = member if isinstance(member, str) else (
                 sha256_file(member) if member.is_file() else None)
             if actual != digest:
-                raise ReleaseError(f"artifact {artifact}: {rel} does not match its manifest hash")
+                raise UnusableRelease(
+                    f"artifact {artifact}: {rel} does not match its manifest hash")
         meta = {"sha256": sha256, "version": manifest["version"],
                 "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
                 "installed_at": time.time()}
@@ -212,9 +214,17 @@ def read_meta(release: Optional[Path]) -> Optional[dict]:
     return meta
 
 
-def link_target(state_dir: Path, name: str) -> Optional[Path]:
-    """The release dir that `current`/`previous` points at, or None."""
-    link = StateLayout(state_dir).fleet_dir / name
+def current_release(state_dir: Path) -> Optional[Path]:
+    """The release dir `current` points at, or None."""
+    return _link_target(StateLayout(state_dir).current)
+
+
+def previous_release(state_dir: Path) -> Optional[Path]:
+    """The release dir `previous` points at, or None."""
+    return _link_target(StateLayout(state_dir).previous)
+
+
+def _link_target(link: Path) -> Optional[Path]:
     if not os.path.islink(str(link)):
         return None
     target = (link.parent / os.readlink(str(link))).resolve()
@@ -228,17 +238,17 @@ def switch(state_dir: Path, release: Path, previous: Optional[Path],
 
     Returns notes (e.g. a manual plugin directory moved aside).
     """
-    base = StateLayout(state_dir).fleet_dir
+    layout = StateLayout(state_dir)
     notes = []
-    for name in ("previous", "current"):  # a real directory here was made by hand: keep it
-        path = base / name
+    base = layout.fleet_dir
+    for path in (layout.previous, layout.current):  # a real directory here was made by hand
         if os.path.lexists(str(path)) and not os.path.islink(str(path)):
-            aside = base / "{}.manual-{}".format(name, time.strftime("%Y%m%d-%H%M%S"))
+            aside = base / "{}.manual-{}".format(path.name, time.strftime("%Y%m%d-%H%M%S"))
             os.rename(str(path), str(aside))
             notes.append(f"moved manual {path} aside to {aside}")
     if previous is not None and previous != release:
-        atomic_symlink(base / "previous", os.path.relpath(str(previous), str(base)), sync=False)
-    atomic_symlink(base / "current", os.path.relpath(str(release), str(base)), sync=False)
+        atomic_symlink(layout.previous, os.path.relpath(str(previous), str(base)), sync=False)
+    atomic_symlink(layout.current, os.path.relpath(str(release), str(base)), sync=False)
     fsync_dir(base)
     return notes + (link_extensions(state_dir, release) if link_plugins else [])
 
@@ -279,10 +289,9 @@ def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
 
 def unlink_current(state_dir: Path) -> None:
     """Used when a first-ever install fails: the host goes back to having no release."""
-    for name in ("current",):
-        link = StateLayout(state_dir).fleet_dir / name
-        if os.path.islink(str(link)):
-            os.unlink(str(link))
+    link = StateLayout(state_dir).current
+    if os.path.islink(str(link)):
+        os.unlink(str(link))
 
 
 def list_releases(state_dir: Path) -> List[Path]:
@@ -302,13 +311,13 @@ def find_release(state_dir: Path, wanted: str) -> Path:
         if wanted in (rel.name, meta.get("version")) or (
                 len(wanted) >= 7 and str(meta.get("sha256", "")).startswith(wanted)):
             return rel
-    raise ReleaseError("no release {!r} under {}; known: {}".format(
+    raise UnusableRelease("no release {!r} under {}; known: {}".format(
         wanted, StateLayout(state_dir).releases_dir, ", ".join(r.name for r in releases) or "none"))
 
 
 def prune(state_dir: Path, keep: int) -> List[str]:
     """Delete all but the newest `keep` releases, never `current` or `previous`."""
-    protected = {link_target(state_dir, "current"), link_target(state_dir, "previous")}
+    protected = {current_release(state_dir), previous_release(state_dir)}
     removed = []
     removed_shas = set()
     for index, rel in enumerate(list_releases(state_dir)):
@@ -317,7 +326,8 @@ def prune(state_dir: Path, keep: int) -> List[str]:
         removed_shas.add((read_meta(rel) or {}).get("sha256"))
         shutil.rmtree(str(rel), ignore_errors=True)
         removed.append(rel.name)
-    artifacts = StateLayout(state_dir).artifacts_dir
+    layout = StateLayout(state_dir)
+    artifacts = layout.artifacts_dir
     for part in artifacts.glob("*.part") if artifacts.is_dir() else []:
         try:  # uploads interrupted more than an hour ago
             if time.time() - part.stat().st_mtime > 3600:
@@ -326,7 +336,7 @@ def prune(state_dir: Path, keep: int) -> List[str]:
             pass
     for sha in removed_shas:
         try:
-            (artifacts / f"{sha}.pyz").unlink()
+            layout.artifact(sha).unlink()
         except OSError:
             pass
     return removed

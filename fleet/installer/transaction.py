@@ -22,9 +22,16 @@ from typing import Dict, Iterator, Optional
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
 from fleet.installer import audit, faults, releasedirs
-from fleet.installer.lock import DeployLock, LockHeld, read_holder, stale_reason
+from fleet.installer.lock import (
+    DEFAULT_LEASE_S,
+    DeployLock,
+    LockHeld,
+    read_holder,
+    stale_reason,
+)
 from fleet.installer.manager import Manager, ManagerError
-from fleet.installer.releasedirs import ReleaseError
+from fleet.installer.protocol import READY_TIMEOUT_S, release_summary
+from fleet.installer.releasedirs import UnusableRelease
 
 
 def announce(event: dict) -> None:
@@ -37,7 +44,7 @@ def announce(event: dict) -> None:
 
 def describe(exc: BaseException) -> str:
     """Our own errors speak for themselves; anything else also names its type."""
-    if isinstance(exc, (ReleaseError, faults.InjectedFault, ManagerError)):
+    if isinstance(exc, (UnusableRelease, faults.InjectedFault, ManagerError)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
@@ -48,13 +55,6 @@ def default_owner() -> str:
     except Exception:  # no passwd entry in some containers
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
-
-
-def summary(meta: Optional[dict]) -> Optional[dict]:
-    if not meta:
-        return None
-    return {"release": meta.get("release"), "version": meta.get("version"),
-            "sha256": meta.get("sha256"), "components": meta.get("components", {})}
 
 
 def expected_versions(meta: dict, extra: Dict[str, str]) -> Dict[str, str]:
@@ -160,7 +160,7 @@ class Transaction:
             self.manager.restart(target, expected_versions(meta, {}), self.timeout)
             health = wait_ready(self.manager, target, expected_versions(meta, {}),
                                 self.timeout, None)
-            self.result.update(result="rolled_back", to=summary(meta), gateway=health)
+            self.result.update(result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:  # the rollback itself failed: say so loudly
             self.result.update(result="failed")
             self.result["reason"] = f"{reason}; rollback also failed: {exc}"
@@ -182,8 +182,8 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 
 
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
-            expect: Dict[str, str], force: bool = False, timeout: float = 60.0,
-            keep: int = 5, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+            expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
+            keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
@@ -204,9 +204,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     with tx.step("verify"):
         releasedirs.verify_artifact(artifact, sha256)
         manifest = releasedirs.read_artifact_manifest(artifact)
-    current = releasedirs.link_target(state_dir, "current")
-    previous = releasedirs.link_target(state_dir, "previous")
-    res["from"] = summary(releasedirs.read_meta(current))
+    current = releasedirs.current_release(state_dir)
+    previous = releasedirs.previous_release(state_dir)
+    res["from"] = release_summary(releasedirs.read_meta(current))
     name = release_name(str(manifest["version"]), sha256)
     if current is not None and current.name == name and not force:
         want = expected_versions(releasedirs.read_meta(current) or {}, expect)
@@ -234,14 +234,14 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         health = tx.restart_and_wait(release, want)
         # Same release as before (--force, or its gateway was down): a restart, not an install
         res.update(ok=True, result="restarted" if current == release else "installed",
-                   to=summary(meta), gateway=health)
+                   to=release_summary(meta), gateway=health)
         tx.record()
     except Exception as exc:
         if res["ok"]:
             res["ok"] = False
         if back_to is None and current == release:
             res["reason"] = str(exc)
-            res.update(result="failed", to=summary(meta))
+            res.update(result="failed", to=release_summary(meta))
         else:
             tx.switch_back(str(exc), release, back_to, back_prev)
         with contextlib.suppress(Exception):
@@ -258,15 +258,16 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
 
 
 def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = None,
-             timeout: float = 60.0, lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+             timeout: float = READY_TIMEOUT_S, lease_s: float = DEFAULT_LEASE_S,
+             lock_wait: float = 0.0) -> dict:
     """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releasedirs.link_target(state_dir, "current")
-        res["from"] = summary(releasedirs.read_meta(current))
+        current = releasedirs.current_release(state_dir)
+        res["from"] = release_summary(releasedirs.read_meta(current))
         if to:
             target = releasedirs.find_release(state_dir, to)
         else:
@@ -276,7 +277,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
             with tx.step("switch"):
                 releasedirs.switch(state_dir, target, current, manager.links_extensions)
             health = tx.restart_and_wait(target, expected_versions(meta, {}))
-            res.update(ok=True, result="rolled_back", to=summary(meta), gateway=health)
+            res.update(ok=True, result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:
             tx.switch_back(str(exc), target, current, None)
             res["result"] = "failed"
@@ -290,29 +291,29 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
 
 
 def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
-    previous = releasedirs.link_target(state_dir, "previous")
+    previous = releasedirs.previous_release(state_dir)
     if previous is not None and previous != current:
         return previous
     for rel in releasedirs.list_releases(state_dir):
         if rel != current:
             return rel
-    raise ReleaseError("nothing to roll back to under {}: only {} is installed".format(
+    raise UnusableRelease("nothing to roll back to under {}: only {} is installed".format(
         StateLayout(state_dir).releases_dir, current.name if current else "no release"))
 
 
-def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0,
-            lease_s: float = 900.0, lock_wait: float = 0.0) -> dict:
+def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+            lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
     """Restart the gateway on the current release and wait until it reports its versions."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        current = releasedirs.link_target(state_dir, "current")
+        current = releasedirs.current_release(state_dir)
         if current is None:
-            raise ReleaseError(f"no release installed under {state_dir}; deploy first")
+            raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
         meta = releasedirs.read_meta(current) or {}
-        res["from"] = res["to"] = summary(meta)
+        res["from"] = res["to"] = release_summary(meta)
         try:
             health = tx.restart_and_wait(current, expected_versions(meta, {}))
             res.update(ok=True, result="restarted", gateway=health)
@@ -329,7 +330,7 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = 60.0
 
 def status(state_dir: Path, manager: Manager) -> dict:
     """What runs here: releases, gateway health, readiness, lock holder, last audit entry."""
-    current = releasedirs.link_target(state_dir, "current")
+    current = releasedirs.current_release(state_dir)
     meta = releasedirs.read_meta(current)
     health = manager.probe(current)
     holder = read_holder(state_dir)
@@ -339,9 +340,9 @@ def status(state_dir: Path, manager: Manager) -> dict:
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
     return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
-            "state_dir": str(state_dir), "current": summary(meta),
-            "previous": summary(releasedirs.read_meta(
-                releasedirs.link_target(state_dir, "previous"))),
+            "state_dir": str(state_dir), "current": release_summary(meta),
+            "previous": release_summary(releasedirs.read_meta(
+                releasedirs.previous_release(state_dir))),
             "releases": [r.name for r in releasedirs.list_releases(state_dir)],
             "gateway": health, "ready": problem is None, "problem": problem,
             "lock": holder, "last_audit": audit.last_entry(state_dir),

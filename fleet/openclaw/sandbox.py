@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy.inventory import Host
+from fleet.installer.protocol import OPENCLAW
 from fleet.openclaw import model, toolchain
 
 # Keeps a sandbox gateway's own traffic on this machine: no mDNS advertising, no update checks
@@ -44,7 +45,7 @@ class SandboxError(RuntimeError):
 
 
 def is_sandbox(host: Host) -> bool:
-    return (host.is_local and host.manager == "openclaw"
+    return (host.is_local and host.manager == OPENCLAW
             and host.manager_options.get("sandbox", "").lower() in ("1", "true", "yes"))
 
 

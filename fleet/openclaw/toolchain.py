@@ -140,6 +140,7 @@ def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INST
     home = home or cache_home()
     found = find(home)
     if found is not None:
+        complete_lifecycle(found)
         return found
     npm_path = shutil.which(npm)
     if npm_path is None:
@@ -176,7 +177,42 @@ def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INST
     tool = find(home)
     if tool is None:  # pragma: no cover - rename succeeded, so only a concurrent rm gets here
         raise ToolchainError(f"the install in {target} vanished right after it was made")
+    complete_lifecycle(tool)
     return tool
+
+
+# Left in OpenClaw's package dir while its own install steps (bundled plugins' postinstall) have
+# not run: npm ran with --ignore-scripts, and the OpenClaw CLI finishes them on its first start.
+LIFECYCLE_MARKERS = (".openclaw-lifecycle-pending", "dist/openclaw-install-guard")
+
+
+def lifecycle_pending(tool: Toolchain) -> bool:
+    package = tool.openclaw.parent
+    return any((package / marker).exists() for marker in LIFECYCLE_MARKERS)
+
+
+def complete_lifecycle(tool: Toolchain, timeout: float = 300.0) -> None:
+    """Let OpenClaw finish its package lifecycle now, as the user who owns the cache.
+
+    Its first start writes into its own package dir; run first by another user (a harness host's
+    login user, given a read-only copy of this dir) it fails with "package lifecycle is
+    incomplete ... permission denied". `openclaw --version` completes it and changes nothing else.
+    """
+    if not lifecycle_pending(tool):
+        return
+    try:
+        out = subprocess.run(tool.argv("--version"), env=tool.env(), capture_output=True,
+                             text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                             cwd=tool.root)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"finishing OpenClaw's install in {tool.root} failed: {exc}; run "
+                             "`invoke openclaw.install` again") from exc
+    if lifecycle_pending(tool):
+        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-8:])
+        raise ToolchainError(f"OpenClaw's install in {tool.root} is incomplete (its package "
+                             f"lifecycle did not finish, exit {out.returncode}):\n{tail}\nrun "
+                             "`invoke openclaw.install` again, as the user who owns that "
+                             "directory")
 
 
 def _npm_install(npm: str, prefix: Path, packages: list[str], timeout: float) -> None:

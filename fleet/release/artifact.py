@@ -33,6 +33,7 @@ from typing import Optional
 
 import fleet
 from fleet.continuity.atomicfile import atomic_write
+from fleet.continuity.statelayout import StateLayout
 from fleet.release.component import find_root, has_config, installed_project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.git import Git, GitError
@@ -42,7 +43,7 @@ HOST_FILES = ("fleet/__init__.py",)
 HOST_PACKAGES = ("fleet/continuity", "fleet/plugins", "fleet/gateway", "fleet/installer")
 DATA_SUFFIXES = (".py", ".json", ".md", ".conf", ".sh", ".service", ".plist", ".txt", ".js", ".mjs")
 SKIP_DIRS = ("__pycache__", "tests", "test")
-MANIFEST_NAME = "fleet_manifest.json"
+MANIFEST_NAME = StateLayout.MANIFEST
 SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN_PY = ('"""fleet artifact entry point: the host installer (stdlib only)."""\n'
            "from fleet.installer.cli import main\n\nraise SystemExit(main())\n")

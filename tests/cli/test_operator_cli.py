@@ -218,12 +218,14 @@ def test_status_table_keeps_names_whole_at_80_columns():
 
     from fleet.deploy.report import status_summary, status_table
     from fleet.deploy.runner import HostResult
+    from fleet.installer.protocol import HostStatus
     release = "5.0.1+dirty.0123abcd-0123456789ab"
-    results = [HostResult(f"sandbox-{i}", "ok", True, data={
-        "current": {"release": release, "components": {"memory-continuity": "5.0.1",
-                                                       "mc": "2.1.0"}},
-        "ready": True, "gateway": {"pid": 1234, "uptime_s": 5.0},
-        "disk_free_bytes": 5 * 1024 ** 3}) for i in (1, 2, 3)]
+    answer = {"current": {"release": release, "components": {"memory-continuity": "5.0.1",
+                                                             "mc": "2.1.0"}},
+              "ready": True, "gateway": {"pid": 1234, "uptime_s": 5.0},
+              "disk_free_bytes": 5 * 1024 ** 3}
+    results = [HostResult(f"sandbox-{i}", "ok", True, data=answer,
+                          status=HostStatus.from_dict(answer)) for i in (1, 2, 3)]
     console = Console(width=80, record=True, color_system=None)
     console.print(status_table(results, console.width))
     text = console.export_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleet.deploy.plan import plan_host
+from fleet.installer.protocol import HostStatus
 
 SHA = "ab" * 32
 OTHER = "cd" * 32
@@ -10,8 +11,8 @@ OTHER = "cd" * 32
 
 def status(sha=None, ready=True, lock=None, free=10**9, problem=None):
     current = {"release": f"5.0.0-{sha[:12]}", "sha256": sha} if sha else None
-    return {"current": current, "ready": ready, "lock": lock, "disk_free_bytes": free,
-            "problem": problem}
+    return HostStatus.from_dict({"current": current, "ready": ready, "lock": lock,
+                                 "disk_free_bytes": free, "problem": problem})
 
 
 def test_same_sha_ready_is_nothing_to_do():

@@ -123,3 +123,29 @@ def test_transcript_limit_through_the_gateway(recorder_gateway):
     for limit in (0, 1, 3, 5, 9):
         got = ok(gw, "transcript", sessionKey=key, limit=limit)["messages"]
         assert got == (whole[-limit:] if limit else [])
+
+
+_WORDS = st.sampled_from(["role", "content", "type", "text", "user", "assistant", "toolCall",
+                          "kind", "compaction", "arguments", "x", "Role", "text "])
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _WORDS | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_WORDS | st.text(max_size=8),
+                                                                 inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=st.lists(st.dictionaries(_WORDS | st.text(max_size=8), _JSON, max_size=5),
+                         min_size=1, max_size=6))
+def test_messages_read_back_exactly_as_appended(tmp_path_factory, messages):
+    """A turn's hooks get each message as it was appended: same keys in the same order, same
+    values and types (the strings messages repeat are shared when read, never changed)."""
+    path = tmp_path_factory.mktemp("m") / "s.jsonl"
+    t = Transcript(str(path))
+    t.create("sid", "agent:main:main", str(path.parent))
+    t.append(messages)
+    back = t.messages()
+    assert json.dumps(back) == json.dumps(messages)
+    assert [list(m) for m in back] == [list(m) for m in messages]
+    assert t.tail(len(messages)) == back

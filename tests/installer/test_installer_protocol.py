@@ -6,10 +6,15 @@ import json
 
 import pytest
 
-from fleet.deploy import api
+from fleet.deploy import api, doctor
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import Progress
-from fleet.installer.protocol import InstallerAnswerError, InstallerResult
+from fleet.installer.protocol import (
+    DoctorAnswer,
+    HostStatus,
+    InstallerAnswerError,
+    InstallerResult,
+)
 
 INSTALLED = {"action": "install", "ok": True, "result": "installed", "reason": None,
              "notes": ["took over a stale lock"], "steps": {"unpack": 0.25},
@@ -32,7 +37,8 @@ def test_a_good_answer_is_read_into_typed_fields_and_kept_whole():
     ({"steps": {"unpack": "fast"}}, "'steps.unpack' must be a number"),
     ({"notes": "one note"}, "'notes' must be a list of strings"),
     ({"to": "1.2.0"}, "'to' must be an object"),
-    ({"ready": "true"}, "'ready' must be true or false"),
+    ({"result": "status", "ready": "true"}, "'ready' must be true or false"),
+    ({"result": "status", "lock": {"pid": "12"}}, "'lock.pid' must be an integer"),
 ])
 def test_a_bad_answer_names_the_field(change, named):
     with pytest.raises(InstallerAnswerError, match=named):
@@ -72,7 +78,7 @@ def _restart_with_answer(monkeypatch, answer: dict):
 def test_deploy_reports_a_bad_installer_answer_as_failed_naming_the_field(monkeypatch):
     res = _restart_with_answer(monkeypatch, {**INSTALLED, "steps": {"unpack": "fast"}})
     assert (res.result, res.ok) == ("failed", False)
-    assert "restart gave an answer fleet cannot read: 'steps.unpack'" in res.note
+    assert "restart gave an answer fleet cannot read: host edge-1: 'steps.unpack'" in res.note
 
 
 def test_deploy_turns_a_good_answer_into_the_host_result(monkeypatch):
@@ -80,3 +86,59 @@ def test_deploy_turns_a_good_answer_into_the_host_result(monkeypatch):
     assert (res.result, res.ok) == ("installed", True)
     assert res.to_release["release"] == "1.2.0-abcdefabcdef"
     assert res.steps["host.unpack"] == 0.25 and res.note == "took over a stale lock"
+
+
+STATUS = {"ok": True, "result": "status", "current": {"release": "1.2.0-abcdefabcdef"},
+          "ready": False, "problem": "gateway does not answer", "disk_free_bytes": 4096,
+          "lock": {"owner": "ops@box", "pid": 7, "host": "box", "stale": "lease expired"},
+          "gateway": None, "last_audit": {"action": "install"}}
+
+
+def test_a_status_answer_is_typed_down_to_the_lock_holder():
+    status = InstallerResult.from_json(json.dumps(STATUS), "edge-1").status
+    assert status.current == {"release": "1.2.0-abcdefabcdef"} and status.ready is False
+    assert status.problem == "gateway does not answer" and status.disk_free_bytes == 4096
+    assert (status.lock.owner, status.lock.pid, status.lock.stale) == ("ops@box", 7,
+                                                                     "lease expired")
+    assert status.gateway == {} and status.last_audit == {"action": "install"}
+    assert HostStatus.from_dict({}).current is None and not HostStatus.from_dict({}).ready
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"disk_free_bytes": "4 KiB"}, "host edge-1: 'disk_free_bytes' must be an integer"),
+    ({"lock": {"owner": "ops", "stale": True}}, "host edge-1: 'lock.stale' must be a string"),
+    ({"current": "1.2.0"}, "host edge-1: 'current' must be an object"),
+])
+def test_a_bad_status_names_the_host_and_the_field(change, named):
+    with pytest.raises(InstallerAnswerError, match=named):
+        HostStatus.from_json(json.dumps({**STATUS, **change}), "edge-1")
+
+
+DOCTOR = {"ok": True, "result": "doctor", "time": 1000.0,
+          "checks": [{"check": "disk", "severity": "warning", "message": "low"}],
+          "continuity": {"severity": "ok", "targets": [{"agent": "main", "severity": "ok"}]}}
+
+
+def test_a_doctor_answer_gives_every_severity():
+    answer = DoctorAnswer.from_dict(DOCTOR, "edge-1")
+    assert answer.severities == ("warning", "ok") and answer.time == 1000.0
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"checks": [{"check": "disk", "severity": "bad"}]}, "'checks[0].severity' must be one of"),
+    ({"continuity": {"severity": "ok", "targets": [{"severity": 3}]}},
+     "'continuity.targets[0].severity' must be one of"),
+    ({"time": "noon"}, "'time' must be a number"),
+])
+def test_a_bad_doctor_answer_names_the_host_and_the_field(change, named):
+    with pytest.raises(InstallerAnswerError, match="host edge-1: " + named.replace("[", r"\[")):
+        DoctorAnswer.from_dict({**DOCTOR, **change}, "edge-1")
+
+
+def test_fleet_doctor_reports_a_host_whose_answer_it_cannot_read_as_critical(monkeypatch):
+    bad = {**DOCTOR, "checks": [{"check": "disk", "severity": "bad"}]}
+    monkeypatch.setattr(doctor, "connect", lambda host: _Conn(json.dumps(bad) + "\n"))
+    res = doctor.doctor_host(Host("edge-1", connection="local", state_dir="/nonexistent"),
+                             lambda step, detail: None, "ops")
+    assert (res.result, res.ok) == ("critical", False)
+    assert "doctor gave an answer fleet cannot read: host edge-1: 'checks[0].severity'" in res.note

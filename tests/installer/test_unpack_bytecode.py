@@ -102,7 +102,7 @@ def test_bytecode_not_matching_the_manifest_is_refused(tmp_path, artifacts):
             dst.writestr(info, data)
     digest = hashlib.sha256(bad.read_bytes()).hexdigest()
     manifest = releasedirs.read_artifact_manifest(bad)
-    with pytest.raises(releasedirs.ReleaseError, match="service.pyc does not match"):
+    with pytest.raises(releasedirs.UnusableRelease, match="service.pyc does not match"):
         releasedirs.unpack(tmp_path / "state", bad, digest, manifest)
     assert [p.name for p in StateLayout(tmp_path / "state").releases_dir.iterdir()] == []
 

@@ -25,7 +25,17 @@ m="$prefix/node_modules"; mkdir -p "$m/NODEPKG/bin" "$m/openclaw"
 printf '{"version": "%s"}' "${FAKE_NODE_VERSION:-NODEVER}" > "$m/NODEPKG/package.json"
 printf '{"version": "OCVER"}' > "$m/openclaw/package.json"
 printf 'console.log(1)' > "$m/openclaw/openclaw.mjs"
-printf '#!/bin/sh\necho v%s\n' "${FAKE_NODE_RUNS:-NODEVER}" > "$m/NODEPKG/bin/node"
+# as with the real --ignore-scripts install: OpenClaw's own install steps are still pending
+echo pending > "$m/openclaw/.openclaw-lifecycle-pending"
+cat > "$m/NODEPKG/bin/node" <<EOF
+#!/bin/sh
+# fake node: running openclaw.mjs finishes its package lifecycle (unless told it cannot)
+for a; do
+  case "\$a" in *openclaw.mjs) [ -z "\$FAKE_LIFECYCLE_STUCK" ] &&
+    rm -f "\$(dirname "\$a")/.openclaw-lifecycle-pending";; esac
+done
+echo v${FAKE_NODE_RUNS:-NODEVER}
+EOF
 chmod +x "$m/NODEPKG/bin/node"
 [ -n "$FAKE_NPM_DIE_AFTER" ] && exit 1
 exit 0
@@ -118,3 +128,24 @@ def test_a_node_too_old_is_refused(tmp_path, fake_npm, monkeypatch):
     with pytest.raises(toolchain.ToolchainError, match="older than OpenClaw needs"):
         toolchain.install(tmp_path / "cache")
     assert toolchain.find(tmp_path / "cache") is None
+
+
+def test_install_finishes_openclaws_own_install_steps(tmp_path, fake_npm):
+    tool = toolchain.install(tmp_path / "cache")
+    assert not (tool.openclaw.parent / ".openclaw-lifecycle-pending").exists()
+    assert not toolchain.lifecycle_pending(tool)
+
+
+def test_an_install_left_pending_is_finished_without_npm(tmp_path, fake_npm):
+    tool = toolchain.install(tmp_path / "cache")
+    marker = tool.openclaw.parent / ".openclaw-lifecycle-pending"
+    marker.write_text("pending\n")  # an install made before fleet finished the lifecycle
+    again = toolchain.install(tmp_path / "cache")
+    assert again == tool and not marker.exists()
+    assert len(_installs(fake_npm)) == 1
+
+
+def test_a_lifecycle_that_cannot_finish_is_a_clear_error(tmp_path, fake_npm, monkeypatch):
+    monkeypatch.setenv("FAKE_LIFECYCLE_STUCK", "1")
+    with pytest.raises(toolchain.ToolchainError, match="package lifecycle did not finish"):
+        toolchain.install(tmp_path / "cache")

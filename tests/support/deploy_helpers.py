@@ -15,6 +15,7 @@ from pathlib import Path
 
 from source_tree import break_python_entry, snapshot
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
 from fleet.release.artifact import build_artifact
@@ -58,7 +59,7 @@ def gateway_pids(state_dirs) -> None:
     """
     running = []
     for state in state_dirs:
-        pidfile = Path(state) / "run" / "gateway.pid"
+        pidfile = StateLayout(state).pidfile
         try:
             pid = int(pidfile.read_text().split()[0])
             os.kill(pid, signal.SIGTERM)
@@ -135,19 +136,19 @@ class Sandbox:
         return {r.host: r for r in results}
 
     def current(self, name: str) -> str | None:
-        link = self.state(name) / "fleet" / "current"
+        link = StateLayout(self.state(name)).current
         return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
     def health(self, name: str) -> dict | None:
         return process.probe(Layout(self.state(name)))
 
     def audit(self, name: str) -> list[dict]:
-        path = self.state(name) / "fleet" / "audit.jsonl"
+        path = StateLayout(self.state(name)).audit
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() \
             else []
 
     def fault(self, name: str, step: str, action: str) -> Path:
-        path = self.state(name) / "fleet" / "faults" / step
+        path = StateLayout(self.state(name)).faults_dir / step
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(action)
         return path

@@ -13,6 +13,7 @@ File: `<state>/memory-continuity/requesters.json`, `{"children": {childKey: {"re
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
@@ -27,7 +28,10 @@ from .locate import Locator
 MAX_CHILDREN = 2000
 
 
+@functools.lru_cache(maxsize=8)
 def record_path(state_dir: Path) -> Path:
+    """The same Path object for a state dir every time: every spawn and every child's prompt
+    build reads it, and a new Path interns its parts again (see tempfiles.temp_path)."""
     return StateLayout(state_dir).requesters
 
 

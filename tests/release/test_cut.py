@@ -10,9 +10,9 @@ import pytest
 from release_fixtures import MAIN, Repo, commit_file, task_env
 
 from fleet.release.component import load_project
+from fleet.release.cut import run_release
 from fleet.release.error import ReleaseError
 from fleet.release.progress import PROGRESS_FILE, Progress
-from fleet.release.release import run_release
 from fleet.release.verify import verify
 
 MC_FILES = {"fleet/plugins/mc/openclaw.plugin.json", "fleet/plugins/mc/package.json"}
@@ -428,16 +428,16 @@ def test_refuses_when_the_remote_branch_is_ahead(repo, tmp_path):
 
 def test_a_concurrent_release_cannot_start(repo, monkeypatch):
     """Another process creating the progress record between our preflight and our start wins."""
-    from fleet.release import release as release_mod
+    from fleet.release import cut
 
-    real_preflight = release_mod.preflight
+    real_preflight = cut.preflight
 
     def racing_preflight(*args, **kw):
         plan = real_preflight(*args, **kw)
         (repo.path / ".git" / PROGRESS_FILE).write_text("{}")
         return plan
 
-    monkeypatch.setattr(release_mod, "preflight", racing_preflight)
+    monkeypatch.setattr(cut, "preflight", racing_preflight)
     with pytest.raises(ReleaseError, match="another release is in progress"):
         release(repo, component="mc")
     assert repo.git("log", "-1", "--format=%s") == "chore: initial import"
