@@ -15,8 +15,11 @@ Alternated per repetition:
 
 Then the hook round trip inside the real gateway: a release whose bridge (`bridge.mjs`) also
 writes each hook call's duration (OpenClaw calling the plugin's handler -> JSON line to the
-Python worker -> answer) to a file named by `FLEET_BENCH_HOOK_TIMINGS`, then agent turns
-through `openclaw agent` on both hosts. Only the benchmark's variant carries that timing code.
+Python worker -> answer) and its hop time stamps to a file named by `FLEET_BENCH_HOOK_TIMINGS`,
+then agent turns through `openclaw agent` on both hosts, in two rounds. Only the benchmark's
+variant carries that timing code. With `FLEET_BENCH_HOOK_BASELINE=<git revision>` each round
+also runs the turns on that revision's bridge, worker and hook bus (HOOK_FILES), alternated with
+the current ones: old and new side by side under the same load.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ BRIDGE = "fleet/plugins/bridge.mjs"
 _IMPORT = 'import { existsSync, realpathSync } from "node:fs";'
 _HOOK = "  async hook(name, event, ctx) {\n"
 _TIMED_HOOK = """  async hook(name, event, ctx) {
-    const t0 = performance.now();
+    const t0 = performance.timeOrigin + performance.now();
+    this.lastAnswer = null;
     const out = await this.hookUntimed(name, event, ctx);
-    const ms = performance.now() - t0;
+    const t1 = performance.timeOrigin + performance.now();
     const file = process.env.TIMINGS_ENV;
     if (file) {
-      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms }) + "\\n");
+      const a = this.lastAnswer;
+      const hops = a && a.at && a.sentAt ? [t0, a.sentAt, ...a.at, a.receivedAt, t1] : null;
+      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms: t1 - t0,
+                                            hops }) + "\\n");
     }
     return out;
   }
@@ -54,6 +61,11 @@ _TIMED_HOOK = """  async hook(name, event, ctx) {
   async hookUntimed(name, event, ctx) {
 """.replace("TIMINGS_ENV", TIMINGS_ENV)
 READY_TIMEOUT_S = 600.0
+# The files a hook call crosses (OpenClaw -> bridge -> worker -> hook bus), swapped as a whole for
+# a side-by-side run against another revision ($FLEET_BENCH_HOOK_BASELINE).
+HOOK_FILES = (BRIDGE, "fleet/gateway/worker.py", "fleet/gateway/hooks.py")
+BASELINE_ENV = "FLEET_BENCH_HOOK_BASELINE"
+ROUNDS = 2  # batches of agent turns per variant, alternated
 
 
 def timed_bridge(source: bytes) -> bytes:
@@ -109,12 +121,13 @@ class Gateways:
         return OpenclawManager(Path(host.state_dir), dict(host.manager_options,
                                                           mode="supervised"))
 
-    def deploy(self, artifact, expect: str) -> tuple[float, list]:
+    def deploy(self, artifact, expect: str | tuple[str, ...]) -> tuple[float, list]:
         t0 = time.perf_counter()
         results = api.deploy(self.hosts, artifact, lambda *a: None,
                              RunOptions(parallel=len(self.hosts)))
         seconds = time.perf_counter() - t0
-        bad = [r for r in results if r.result != expect]
+        bad = [r for r in results if r.result not in ((expect,) if isinstance(expect, str)
+                                                      else expect)]
         if bad:
             raise RuntimeError("; ".join(f"{r.host}: {r.result} {r.note[:300]}" for r in bad))
         return seconds, results
@@ -181,6 +194,112 @@ def hook_samples(paths: list[Path]) -> dict[str, list[float]]:
     return out
 
 
+HOPS = ("bridge before write", "pipe to worker + its reader waking", "worker handoff",
+        "worker handler", "pipe to bridge + Node's event loop", "bridge after answer")
+
+
+def hop_split(paths: list[Path], hook: str) -> dict[str, list[float]]:
+    """hop name (HOPS) -> ms per call of `hook` (first call per file left out): from the
+    timed bridge's time stamps [hook called, line written, worker read it, handler started,
+    answer ready, bridge parsed it, hook returned], epoch ms on one machine's clock."""
+    out: dict[str, list[float]] = {name: [] for name in HOPS}
+    for path in paths:
+        if not path.exists():
+            continue
+        first = True
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+                stamps = [float(x) for x in rec["hops"]] if rec.get("hook") == hook else None
+            except (ValueError, KeyError, TypeError):
+                continue
+            if stamps is None or len(stamps) != len(HOPS) + 1:
+                continue
+            if first:
+                first = False
+                continue
+            for name, a, b in zip(HOPS, stamps, stamps[1:]):
+                out[name].append(b - a)
+    return out
+
+
+def baseline_edits(rev: str) -> dict:
+    """Artifact edits that put the hook path's files (HOOK_FILES) of git revision `rev` of this
+    checkout in place of the current ones (bridge.mjs timed as usual)."""
+    import subprocess  # noqa: PLC0415
+
+    import fleet  # noqa: PLC0415
+
+    root = Path(fleet.__file__).resolve().parent.parent
+    edits = {}
+    for name in HOOK_FILES:
+        proc = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{name}"],
+                              capture_output=True, timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{BASELINE_ENV}={rev}: git cannot show {name}: "
+                               f"{proc.stderr.decode(errors='replace').strip()}")
+        data = timed_bridge(proc.stdout) if name == BRIDGE else proc.stdout
+        edits[name] = lambda _old, data=data: data
+    return edits
+
+
+def hook_round_trip(gw: Gateways, base, out: Path, sec: Section, turns: int, log=print) -> None:
+    """Agent turns through `openclaw agent` on both hosts with the timed bridge, in ROUNDS
+    batches; with $FLEET_BENCH_HOOK_BASELINE (a git revision) each round runs a batch on that
+    revision's hook path (HOOK_FILES) and one on the current one, so both see the same load.
+    Each batch writes its own timing files (its first call per hook left out)."""
+    import os  # noqa: PLC0415
+
+    variants = {"current": variant(base, "oc-timed", out, {BRIDGE: timed_bridge})}
+    rev = os.environ.get(BASELINE_ENV, "").strip()
+    if rev:
+        variants = {f"baseline {rev}": variant(base, "oc-timed-baseline", out,
+                                               baseline_edits(rev)), **variants}
+    errors: list[str] = []
+
+    def drive(host) -> None:
+        try:
+            gw.turns(host, turns, log)
+        except Exception as exc:  # reported below, with the other host's outcome
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    files: dict[str, list[Path]] = {label: [] for label in variants}
+    for rnd in range(ROUNDS):
+        for label, artifact in variants.items():
+            gw.deploy(artifact, ("installed", "unchanged"))
+            threads = [threading.Thread(target=drive, args=(h,)) for h in gw.hosts]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(1800)
+            for path in sorted(gw.timings.glob("*.jsonl")):
+                kept = path.with_name(f"{label.replace(' ', '-')}.{rnd}.{path.name}.done")
+                path.rename(kept)
+                files[label].append(kept)
+            log(f"  openclaw: hook round {rnd + 1}: {label}: {turns} turns per host done")
+    for label in variants:
+        samples = hook_samples(files[label])
+        prefix = "hook " if label == "current" else f"hook [{label}] "
+        for name, values in sorted(samples.items()):
+            sec.samples[f"{prefix}{name}"] = values
+        hops = hop_split(files[label], "before_prompt_build")
+        if hops[HOPS[0]]:
+            sec.figures[f"before_prompt_build hops p50/p90 ms ({label})"] = {
+                name: f"{statistics.median(v):.2f}/{percentile(v, 90):.2f}"
+                for name, v in hops.items()}
+    bpb = hook_samples(files["current"]).get("memory-continuity:before_prompt_build", [])
+    if not bpb:
+        errors.append("no before_prompt_build round trip was recorded")
+    else:
+        sec.goal("before_prompt_build round trip in OpenClaw (bridge -> worker) p50",
+                 statistics.median(bpb), 0.005, "s")
+        if len(bpb) >= 20:
+            sec.figures["before_prompt_build round trip p90"] = (
+                f"{percentile(bpb, 90) * 1000:.1f} ms")
+    if errors:
+        raise RuntimeError("; ".join(errors))
+
+
 def bench(base, workdir: Path, reps: int = 3, turns: int = 8, log=print) -> Section:
     import shutil  # noqa: PLC0415
 
@@ -224,35 +343,7 @@ def bench(base, workdir: Path, reps: int = 3, turns: int = 8, log=print) -> Sect
         sec.goal("full deploy / OpenClaw cold start (both at once)",
                  sec.ratio("full deploy", both)["median"], 1.3, "ratio")
 
-        timed = variant(base, "oc-timed", out, {BRIDGE: timed_bridge})
-        gw.deploy(timed, "installed")
-        errors: list[str] = []
-
-        def drive(host) -> None:
-            try:
-                gw.turns(host, turns, log)
-            except Exception as exc:  # reported below, with the other host's outcome
-                errors.append(f"{type(exc).__name__}: {exc}")
-
-        threads = [threading.Thread(target=drive, args=(h,)) for h in gw.hosts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(1800)
-        samples = hook_samples(sorted(gw.timings.glob("*.jsonl")))
-        for name, values in sorted(samples.items()):
-            sec.samples[f"hook {name}"] = values
-        bpb = samples.get("memory-continuity:before_prompt_build", [])
-        if not bpb:
-            errors.append("no before_prompt_build round trip was recorded")
-        else:
-            sec.goal("before_prompt_build round trip in OpenClaw (bridge -> worker) p50",
-                     statistics.median(bpb), 0.005, "s")
-            if len(bpb) >= 20:
-                sec.figures["before_prompt_build round trip p99"] = (
-                    f"{percentile(bpb, 99) * 1000:.1f} ms")
-        if errors:
-            raise RuntimeError("; ".join(errors))
+        hook_round_trip(gw, base, out, sec, turns, log)
     finally:
         gw.close()
     return sec

@@ -4,7 +4,9 @@
 Handlers run one after another, higher priority first. A modifying hook's results merge
 (`prependSystemContext` strings joined by a blank line, other keys last-wins); a void hook's return
 value is ignored. Every handler runs in a worker thread with a time limit, and its exceptions are
-caught and logged, so one broken or hung plugin cannot take an agent run down with it.
+caught and logged, so one broken or hung plugin cannot take an agent run down with it. A caller
+with its own deadline may run a modifying hook inline instead (the OpenClaw worker: its bridge
+kills and restarts a worker that misses the deadline).
 """
 
 from __future__ import annotations
@@ -99,15 +101,21 @@ class HookBus:
         return {hook: self.handlers(hook) for hook in sorted(self._regs) if self._regs[hook]}
 
     def run_modifying(
-        self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any]
+        self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any], inline: bool = False
     ) -> Tuple[Dict[str, Any], List[str]]:
-        """Run handlers in priority order and merge their results; returns (merged, errors)."""
+        """Run handlers in priority order and merge their results; returns (merged, errors).
+
+        `inline`: in the caller's thread, without the per-handler thread and time limit, for a
+        caller that enforces its own deadline (the OpenClaw bridge kills a worker that misses
+        it): a thread start and join per handler is most of this hook's cost on a busy host.
+        """
         merged: Dict[str, Any] = {}
         prepends: List[str] = []
         errors: List[str] = []
         for reg in list(self._regs.get(hook, [])):
             try:
-                result = self._call(reg, event, ctx)
+                result = self._call_inline(reg, event, ctx) if inline else self._call(reg, event,
+                                                                                       ctx)
             except HookError as exc:
                 errors.append(str(exc))
                 continue
@@ -135,6 +143,18 @@ class HookBus:
                 errors.append(str(exc))
         return errors
 
+    def _call_inline(self, reg: _Registration, event: Dict[str, Any],
+                     ctx: Dict[str, Any]) -> Any:
+        try:
+            return reg.handler(dict(event), dict(ctx))
+        except BaseException as exc:  # as in _call: the handler's failure, not the caller's
+            raise self._failed(reg, exc) from None
+
+    def _failed(self, reg: _Registration, exc: BaseException) -> HookError:
+        msg = f"[{reg.plugin_id}] {reg.hook} handler failed: {type(exc).__name__}: {exc}"
+        log.error("%s", msg, exc_info=exc)
+        return HookError(msg)
+
     def _call(self, reg: _Registration, event: Dict[str, Any], ctx: Dict[str, Any]) -> Any:
         box: Dict[str, Any] = {}
 
@@ -155,10 +175,7 @@ class HookBus:
             log.error("%s", msg)
             raise HookError(msg)
         if "error" in box:
-            exc = box["error"]
-            msg = f"[{reg.plugin_id}] {reg.hook} handler failed: {type(exc).__name__}: {exc}"
-            log.error("%s", msg, exc_info=exc)
-            raise HookError(msg)
+            raise self._failed(reg, box["error"])
         return box.get("result")
 
 

@@ -17,13 +17,23 @@ Protocol (one JSON object per line, UTF-8):
                       {"id": n, "op": "ping"}
     worker -> bridge  {"ack": n}   as soon as request n is read (before it runs: a request
                       the worker died without acknowledging may be sent to a new worker)
-                      {"id": n, "ok": true, "result": ..., "errors": [..]}
-                      {"id": n, "ok": false, "error": "why"}
+                      {"id": n, "ok": true, "result": ..., "errors": [..], "at": [r, s, d]}
+                      {"id": n, "ok": false, "error": "why", "at": [r, s, d]}
+                      (`at`: when the request was read, its handler started and its answer
+                      was ready, epoch ms: the bridge's benchmark splits a round trip by hop)
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
 
 Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
-line longer than `MAX_LINE` is discarded, a handler that raises or hangs is the hook bus's
-problem (caught, time-limited). It exits when stdin closes.
+line longer than `MAX_LINE` is discarded, a handler that raises is caught. It exits when stdin
+closes.
+
+Where calls run: a modifying hook (`before_prompt_build`: the agent waits for its answer) runs in
+the reader thread itself, its handlers called directly: no handoff to a pool thread and no thread
+per handler, the two scheduler waits that dominated this hook on a busy host. Its deadline is the
+bridge's: a handler that hangs stops the reader, the bridge's call times out (fail open), its
+ping goes unread and it kills and restarts the worker. Void hooks and commands (checkpoints with
+fsyncs, slow and not awaited by the prompt) go to a pool thread, each handler time-limited by the
+hook bus, so they never hold up the next prompt.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -184,7 +195,7 @@ class Host:
         event = event if isinstance(event, dict) else {}
         ctx = ctx if isinstance(ctx, dict) else {}
         if name in MODIFYING_HOOKS:
-            merged, errors = self.hooks.run_modifying(name, event, ctx)
+            merged, errors = self.hooks.run_modifying(name, event, ctx, inline=True)
             return {"ok": True, "result": merged or None, "errors": errors}
         errors = self.hooks.run_void(name, event, ctx)
         return {"ok": True, "result": None, "errors": errors}
@@ -204,8 +215,13 @@ class Host:
         return {"ok": True, "result": {"text": out["text"]}}
 
 
-def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
+def now_ms() -> float:
+    return round(time.time() * 1000, 3)
+
+
+def answer(host: Host, out: Output, req: Dict[str, Any], read_at: float) -> None:
     rid = req.get("id")
+    started = now_ms()
     try:
         reply = host.handle(req)
     except BaseException as exc:  # nothing a request carries may end the worker
@@ -214,6 +230,7 @@ def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
         else:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     reply["id"] = rid
+    reply["at"] = [read_at, started, now_ms()]
     out.send(reply)
 
 
@@ -237,6 +254,7 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
             raw = read_line(stdin)
             if raw is None:
                 break
+            read_at = now_ms()
             if raw == b"":
                 out.send({"log": "error", "msg": f"[bridge] request longer than {MAX_LINE} "
                                                   "bytes discarded"})
@@ -254,7 +272,10 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
                 continue
             if req.get("id") is not None:
                 out.send({"ack": req.get("id")})
-            pool.submit(answer, host, out, req)
+            if req.get("op") == "hook" and req.get("hook") in MODIFYING_HOOKS:
+                answer(host, out, req, read_at)  # inline: see "Where calls run" above
+            else:
+                pool.submit(answer, host, out, req, read_at)
     finally:
         pool.shutdown(wait=True)
 

@@ -61,6 +61,12 @@ function clip(text, max) {
 
 // JSON.stringify that never throws: functions, bigints and cycles become markers.
 function safeJson(value) {
+  // V8's fast path (no replacer) first: a hook call is on the agent's critical path, and a
+  // replacer runs for every key of the transcript. Only bigints and cycles throw: then markers.
+  try { return JSON.stringify(value); } catch { return markedJson(value); }
+}
+
+function markedJson(value) {
   const seen = new WeakSet();
   return JSON.stringify(value, (_key, v) => {
     if (typeof v === "function") return undefined;
@@ -221,6 +227,8 @@ class Worker {
     if (!p) return; // answered after its deadline: already failed open
     this.pending.delete(msg.id);
     clearTimeout(p.timer);
+    msg.sentAt = p.sentAt; // epoch ms, as the worker's `at` (for the benchmark's split)
+    msg.receivedAt = performance.timeOrigin + performance.now();
     p.resolve(msg);
   }
 
@@ -236,15 +244,19 @@ class Worker {
         resolveCall({ ok: false, error: `request cannot be serialised: ${err.message}` });
         return;
       }
-      if (Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
-        resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent` });
+      // Cheap bound first (a UTF-16 unit is at most 3 UTF-8 bytes): most lines skip the count.
+      if (line.length * 3 > MAX_REQUEST_BYTES && Buffer.byteLength(line, "utf8") > MAX_REQUEST_BYTES) {
+        resolveCall({ ok: false, error: `request larger than ${MAX_REQUEST_BYTES} bytes; not sent`,
+          tooLarge: true, bytes: Buffer.byteLength(line, "utf8") });
         return;
       }
       const timer = setTimeout(() => {
         this.pending.delete(id);
         resolveCall({ ok: false, error: "timeout", timedOut: true });
       }, Math.max(1, deadline - Date.now()));
-      this.pending.set(id, { resolve: resolveCall, timer, acked: false });
+      const p = { resolve: resolveCall, timer, acked: false };
+      this.pending.set(id, p);
+      p.sentAt = performance.timeOrigin + performance.now();
       try {
         this.child.stdin.write(line + "\n");
       } catch { /* a closed pipe: "close" fails the call as unread */ }
@@ -269,6 +281,7 @@ class Bridge {
     this.notBefore = 0;
     this.lastDiag = "";
     this.failedKey = null;
+    this.unread = new Map(); // hook name -> event fields its Python body never reads
   }
 
   config() {
@@ -342,6 +355,7 @@ class Bridge {
       // runs it, still within the same deadline.
       answer = await this.attempt(body, deadline);
     }
+    this.lastAnswer = answer; // its hop times, for the benchmark's timed bridge
     return answer;
   }
 
@@ -352,16 +366,18 @@ class Bridge {
       return { ok: false, error: `worker unavailable, next start in ${Math.ceil(wait / 100) / 10}s` };
     }
     let timer;
-    const expired = new Promise((res) => {
-      timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),
-        Math.max(1, deadline - Date.now()));
-    });
     try {
-      const ready = await Promise.race([
-        worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
-        expired,
-      ]);
-      if (!ready.ok) return ready;
+      if (!worker.info) { // not ready yet: wait for its ready line, within the deadline
+        const expired = new Promise((res) => {
+          timer = setTimeout(() => res({ ok: false, error: "timeout", timedOut: true }),
+            Math.max(1, deadline - Date.now()));
+        });
+        const ready = await Promise.race([
+          worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
+          expired,
+        ]);
+        if (!ready.ok) return ready;
+      }
       const answer = await worker.request(body, deadline);
       if (answer.ok) {
         this.failures = 0;
@@ -408,18 +424,24 @@ class Bridge {
 
   async forward(name, event, ctx) {
     let ev = event && typeof event === "object" ? event : {};
-    const base = { op: "hook", hook: name, ctx, ...this.context() };
-    if (Array.isArray(ev.messages)) {
-      const size = Buffer.byteLength(safeJson({ ...base, event: ev }), "utf8");
-      if (size > MAX_REQUEST_BYTES) {
-        const rest = size - Buffer.byteLength(safeJson(ev.messages), "utf8");
-        ev = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
-        this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
-          + `sending the newest ${ev.messages.length} of ${event.messages.length} messages`);
-      }
+    const unread = this.unread.get(name);
+    if (unread && unread.some((k) => k in ev)) {
+      // Fields the Python hook never reads (before_prompt_build: the whole transcript) are not
+      // serialised, piped and parsed on every prompt.
+      ev = { ...ev };
+      for (const k of unread) delete ev[k];
     }
-    const answer = await this.call({ ...base, event: ev },
-      name === "before_prompt_build" ? name : "other");
+    const base = { op: "hook", hook: name, ctx, ...this.context() };
+    const kind = name === "before_prompt_build" ? name : "other";
+    let answer = await this.call({ ...base, event: ev }, kind);
+    if (answer.tooLarge && Array.isArray(ev.messages)) {
+      // Serialised once on the common path; only an oversized event is measured and trimmed.
+      const rest = answer.bytes - Buffer.byteLength(safeJson(ev.messages), "utf8");
+      const trimmed = trimMessages(ev, MAX_REQUEST_BYTES - rest - 1024);
+      this.logger.warn(`[bridge] ${name}: event larger than ${MAX_REQUEST_BYTES} bytes; `
+        + `sending the newest ${trimmed.messages.length} of ${ev.messages.length} messages`);
+      answer = await this.call({ ...base, event: trimmed }, kind);
+    }
     if (!answer.ok) {
       this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
         + `${this.timeoutMs(name)} ms` : answer.error}; continuing without it`);
@@ -486,7 +508,9 @@ export function locate(api, entryUrl) {
 /**
  * The OpenClaw plugin object for one fleet plugin directory.
  *
- * hooks: [[hookName, priority], ...]; commands: [{name, description}]. register() only
+ * hooks: [[hookName, priority, unreadFields?], ...] (unreadFields: event keys the Python body
+ * of that hook never reads, left out of the line: they mirror the plugin's UNREAD_EVENT_FIELDS);
+ * commands: [{name, description}]. register() only
  * registers handlers and resolves paths: it starts nothing and writes nothing (OpenClaw also
  * runs it inside CLI processes).
  */
@@ -498,7 +522,8 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
     register(api) {
       const { pluginDir, releaseRoot } = locate(api, entryUrl);
       const bridge = new Bridge({ pluginId: id, pluginDir, releaseRoot, api });
-      for (const [hook, priority] of hooks) {
+      for (const [hook, priority, unread] of hooks) {
+        if (Array.isArray(unread) && unread.length) bridge.unread.set(hook, unread.map(String));
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
       }
       for (const cmd of commands) {

@@ -76,6 +76,8 @@ def test_bad_requests_are_answered_or_logged_and_the_worker_keeps_serving(tmp_pa
     ]
     msgs = talk(start(state, PLUGINS / "memory_continuity", "memory-continuity"), lines)
     got = answers(msgs)
+    read, started, done = got[1].pop("at")  # epoch ms, in order
+    assert read <= started <= done
     assert got[1] == {"id": 1, "ok": False, "error": "unknown op 'explode' (hook, command, ping)"}
     assert got[2]["ok"] is True and got[2]["result"] is None
     assert got[3]["ok"] is False and "autoExtract" in got[3]["error"]

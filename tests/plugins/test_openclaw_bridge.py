@@ -96,10 +96,12 @@ def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
 
 def test_entry_hooks_are_the_python_plugins_hooks():
     """index.js declares the same hooks and priorities that plugin.py registers."""
-    from fleet.plugins.memory_continuity.plugin import HOOKS
+    from fleet.plugins.memory_continuity.plugin import HOOKS, UNREAD_EVENT_FIELDS
 
-    declared = re.findall(r'\["([a-z_]+)", (\d+)\]', MC_ENTRY.read_text())
-    assert sorted((h, int(p)) for h, p in declared) == sorted((h, p) for h, p, _ in HOOKS)
+    declared = re.findall(r'\["([a-z_]+)", (\d+)(?:, \[([^\]]*)\])?\]', MC_ENTRY.read_text())
+    assert sorted((h, int(p)) for h, p, _ in declared) == sorted((h, p) for h, p, _ in HOOKS)
+    unread = {h: tuple(re.findall(r'"([a-zA-Z_]+)"', f)) for h, _, f in declared if f}
+    assert unread == UNREAD_EVENT_FIELDS
 
 
 def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(node, state):
@@ -266,3 +268,98 @@ def test_a_too_old_python_is_a_clear_diagnostic(node, state, tmp_path):
     assert out["steps"][0]["result"] is None
     assert any("python 3.6.9 at" in e and "is too old: the fleet worker needs Python >= 3.9" in e
                for e in out["errors"]), out["errors"]
+
+
+SLOW_PLUGIN = '''
+import os, time
+
+def register(api):
+    def prompt(event, ctx):
+        if event.get("prompt") == "hang":
+            time.sleep(120)
+        if event.get("prompt") == "raise":
+            raise RuntimeError("prompt handler broke")
+        if event.get("prompt") == "fields":
+            return {"prependSystemContext": " ".join(sorted(event))}
+        return {"prependSystemContext": f"worker {os.getpid()}"}
+
+    def end(event, ctx):
+        if event.get("messages"):
+            return
+        with open(os.path.join(str(api.state_dir), "ended.txt"), "a") as f:
+            f.write(f"{os.getpid()}\\n")
+
+    api.on("before_prompt_build", prompt, 10)
+    api.on("agent_end", end, 90)
+'''
+
+
+@pytest.fixture
+def slow_entry(tmp_path: Path) -> Path:
+    """A release tree whose only plugin, `slowpoke`, hangs or raises in before_prompt_build on
+    request; everything else (worker, continuity, bridge.mjs) is this checkout's."""
+    fleet = tmp_path / "release" / "fleet"
+    (fleet / "plugins" / "slowpoke").mkdir(parents=True)
+    for part in (REPO / "fleet").iterdir():
+        if part.name not in ("plugins", "__pycache__"):
+            (fleet / part.name).symlink_to(part)
+    for name in ("__init__.py", "bridge.mjs"):
+        (fleet / "plugins" / name).symlink_to(REPO / "fleet" / "plugins" / name)
+    pkg = fleet / "plugins" / "slowpoke"
+    (pkg / "openclaw.plugin.json").write_text(json.dumps(
+        {"id": "slowpoke", "version": "1.0.0", "configSchema": {"type": "object"}}))
+    (pkg / "package.json").write_text(json.dumps({"version": "1.0.0", "type": "module",
+                                                  "fleet": {"entry": "plugin.py"}}))
+    (pkg / "plugin.py").write_text(SLOW_PLUGIN)
+    (pkg / "index.js").write_text(
+        'import { definePlugin } from "../bridge.mjs";\n'
+        'export default definePlugin({ id: "slowpoke", name: "Slowpoke", description: "test", '
+        'entryUrl: import.meta.url, hooks: [["before_prompt_build", 10, ["messages"]], '
+        '["agent_end", 90]] });\n')
+    return pkg / "index.js"
+
+
+def prompt(text: str) -> Dict[str, Any]:
+    return {"hook": "before_prompt_build", "event": {"prompt": text, "messages": []},
+            "ctx": {"sessionKey": "agent:main:main", "agentId": "main"}}
+
+
+def test_a_hung_prompt_handler_fails_open_and_the_worker_is_replaced(node, state, slow_entry):
+    """before_prompt_build runs in the worker's reader thread: a handler that never returns is
+    bounded by the bridge's deadline (no injection, the turn goes on), and the worker that
+    cannot answer its ping is killed and replaced for the next call."""
+    cfg = {"python": sys.executable, "bridgeTimeoutMs": 1500}
+    end = {"hook": "agent_end", "event": {"success": True, "messages": []}, "ctx": {}}
+    out = run(node, state, slow_entry, [prompt("go"), {"workers": True}, prompt("hang"),
+                                        {"sleep": 3000}, prompt("go"), end, {"workers": True}],
+              cfg)
+    first, before, hung, _, after, _, workers = out["steps"]
+    assert first["result"]["prependSystemContext"] == f"worker {before['pids'][0]}"
+    assert hung["result"] is None
+    assert any("no answer within 1500 ms" in e for e in out["errors"]), out["errors"]
+    assert any("did not answer a ping" in e for e in out["errors"]), out["errors"]
+    assert gone(before["pids"])
+    assert workers["pids"] and workers["pids"] != before["pids"]
+    assert after["result"]["prependSystemContext"] == f"worker {workers['pids'][0]}"
+    assert (state / "ended.txt").read_text().split() == [str(workers["pids"][0])]  # void hooks too
+
+
+def test_a_raising_prompt_handler_fails_open_and_the_same_worker_goes_on(node, state, slow_entry):
+    out = run(node, state, slow_entry, [prompt("raise"), prompt("go"), {"workers": True}])
+    broke, fine, workers = out["steps"]
+    assert broke["result"] is None
+    assert any("prompt handler broke" in e for e in out["errors"]), out["errors"]
+    assert fine["result"]["prependSystemContext"] == f"worker {workers['pids'][0]}"
+    assert not any("exited" in e for e in out["errors"])  # not restarted for it
+
+
+def test_event_fields_a_hook_declares_unread_are_not_sent(node, state, slow_entry):
+    """A hook entry's third element (the transcript for before_prompt_build) never reaches the
+    worker; other hooks still get every field."""
+    talk = {"messages": [{"role": "user", "content": "x" * 1000}] * 50}
+    fields = dict(prompt("fields"), event={"prompt": "fields", "extra": 1, **talk})
+    end = {"hook": "agent_end", "event": {"success": True, **talk}, "ctx": {}}
+    out = run(node, state, slow_entry, [fields, end])
+    assert out["steps"][0]["result"]["prependSystemContext"] == "extra prompt"
+    assert not (state / "ended.txt").exists()  # agent_end saw the messages
+    assert out["errors"] == []

@@ -1,5 +1,6 @@
 // OpenClaw entry of memory-continuity: a thin bridge to the Python plugin (plugin.py) run by one
-// long-lived worker. The hook list mirrors plugin.py HOOKS (a unit test keeps them equal).
+// long-lived worker. The hook list mirrors plugin.py HOOKS, and the third element of a hook
+// plugin.py UNREAD_EVENT_FIELDS (a unit test keeps them equal).
 import { definePlugin } from "../bridge.mjs";
 
 export default definePlugin({
@@ -9,7 +10,7 @@ export default definePlugin({
     + "across parent/child (subagent) boundaries.",
   entryUrl: import.meta.url,
   hooks: [
-    ["before_prompt_build", 10],
+    ["before_prompt_build", 10, ["messages"]],
     ["before_compaction", 10],
     ["before_reset", 10],
     ["subagent_spawned", 50],

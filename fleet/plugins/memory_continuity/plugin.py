@@ -26,6 +26,11 @@ HOOKS = (
     ("session_end", 90, checkpoint.session_end),
 )
 
+# Event fields a hook body never reads. The OpenClaw entry (index.js) leaves them out of the
+# bridge's JSON line: OpenClaw hands `before_prompt_build` the session's whole transcript, which
+# would be serialised, piped and parsed on every prompt for nothing. A test keeps this true.
+UNREAD_EVENT_FIELDS = {"before_prompt_build": ("messages",)}
+
 
 def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
     @functools.wraps(body)

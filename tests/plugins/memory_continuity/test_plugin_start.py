@@ -183,3 +183,28 @@ def test_spawn_with_a_bad_key_records_nothing_and_warns(api, state_dir):
     spawned(api, "agent:main:subagent:../../x")
     assert not (state_dir / "memory-continuity" / "requesters.json").exists()
     assert "not recorded" in api.logger.text("warn")
+
+
+class Unreadable(list):
+    """An event field that fails on any look at its content."""
+
+    def _refuse(self, *_args, **_kwargs):
+        raise AssertionError("the hook read an event field it declares unread")
+
+    __iter__ = __len__ = __getitem__ = __contains__ = __bool__ = __reversed__ = _refuse
+
+
+def test_hooks_never_read_the_event_fields_the_openclaw_entry_leaves_out(api, state_dir):
+    """UNREAD_EVENT_FIELDS (mirrored by index.js) lets the bridge drop before_prompt_build's
+    transcript from every call; the answers must be the same with it as without it."""
+    from fleet.plugins.memory_continuity.plugin import UNREAD_EVENT_FIELDS
+
+    write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Ship v5")
+    spawned(api, "agent:main:subagent:c1")
+    assert UNREAD_EVENT_FIELDS  # the entry relies on it
+    for hook, fields in UNREAD_EVENT_FIELDS.items():
+        for ctx in (main_ctx(state_dir), child_ctx(state_dir)):
+            without = api.fire(hook, {"prompt": "go on"}, dict(ctx))
+            event = {"prompt": "go on", **{f: Unreadable([{"role": "user"}]) for f in fields}}
+            assert api.fire(hook, event, dict(ctx)) == without
+            assert without and "Ship v5" in without
