@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from deploy_helpers import SANDBOX_INVENTORY, Sandbox, gateway_pids, release_of
+from deploy_helpers import SANDBOX_INVENTORY, Sandbox, release_of, stop_gateways
 
 
 def python39() -> str | None:
@@ -66,4 +66,4 @@ def test_a_python_3_9_host_installs_and_runs_sessions(tmp_path, artifacts):
         assert "The Pi runs 3.9 fine." in (state / "workspace" / "memory" /
                                            "CURRENT_STATE.md").read_text()
     finally:
-        gateway_pids([box.state(n) for n in box.inventory.hosts])
+        stop_gateways([box.state(n) for n in box.inventory.hosts])

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from deploy_helpers import gateway_pids, make_tree
+from deploy_helpers import make_tree, stop_gateways
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
@@ -33,7 +33,7 @@ FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; 
 def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
-    gateway_pids([tmp_path / s for s in STATES])
+    stop_gateways([tmp_path / s for s in STATES])
 
 
 def fleet(cwd: Path, *args: str, stdin: str | None = None, env: dict | None = None):
@@ -335,7 +335,7 @@ def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
         assert code == 0 and doc["hosts"][0]["result"] == "installed", err
         assert doc["artifact"]["sha256"] == built["sha256"]  # the same build, reused
     finally:
-        gateway_pids([tmp_path / "inv" / ".fleet" / "sandbox" / "box"])
+        stop_gateways([tmp_path / "inv" / ".fleet" / "sandbox" / "box"])
     assert list(elsewhere.iterdir()) == []  # nothing written where it ran
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from deploy_helpers import gateway_pids, release_of
+from deploy_helpers import release_of, stop_gateways
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
@@ -23,7 +23,7 @@ groups:
 def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
-    gateway_pids([tmp_path / ".fleet" / "hosts" / name for name in ("good", "nopython", "mine")])
+    stop_gateways([tmp_path / ".fleet" / "hosts" / name for name in ("good", "nopython", "mine")])
 
 
 def fleet(workdir, *args):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from deploy_helpers import REPO, gateway_pids
+from deploy_helpers import REPO, stop_gateways
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
@@ -25,7 +25,7 @@ groups:
 def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
-    gateway_pids([tmp_path / ".fleet" / "hosts" / h for h in ("a", "b")])
+    stop_gateways([tmp_path / ".fleet" / "hosts" / h for h in ("a", "b")])
 
 
 def fleet(workdir, *args):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from deploy_helpers import Sandbox, release_of
+from deploy_helpers import Sandbox, release_of, stop_gateways
 
 from fleet.deploy.lease import _go_on
 
@@ -69,6 +69,7 @@ groups:
         results = box.deploy(base, hosts="three")
     finally:
         silent.close()
+        stop_gateways([box.state("a"), box.state("b")])  # started by the deploy
     assert results["a"].result == results["b"].result == "installed", results
     assert results["paused"].result == "unreachable" and not results["paused"].ok
     assert "while taking the fleet lease" in results["paused"].note

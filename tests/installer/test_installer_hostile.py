@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Callable, Dict, Optional
 
 import pytest
-from deploy_helpers import gateway_pids, run_installer
+from deploy_helpers import run_installer, stop_gateways
 
 
 @pytest.fixture(autouse=True)
 def _stop_gateways(tmp_path):
     """A wrongly accepted artifact starts a gateway: never leave it running."""
     yield
-    gateway_pids([p.parent.parent for p in tmp_path.rglob("run/gateway.pid")])
+    stop_gateways([p.parent.parent for p in tmp_path.rglob("run/gateway.pid")])
 
 
 def rewrite(src: Path, dst: Path, change: Optional[Dict[str, bytes]] = None,

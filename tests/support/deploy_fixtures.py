@@ -15,8 +15,8 @@ from deploy_helpers import (
     Built,
     Sandbox,
     build,
-    gateway_pids,
     make_tree,
+    stop_gateways,
 )
 
 
@@ -49,12 +49,12 @@ def host_states(tmp_path):
     """Three state dirs; every gateway started under them is stopped afterwards."""
     dirs = [tmp_path / "hosts" / name for name in ("a", "b", "c")]
     yield dirs
-    gateway_pids(dirs)
+    stop_gateways(dirs)
 
 
 @pytest.fixture
 def sandbox(tmp_path):
     box = Sandbox(tmp_path)
     yield box
-    gateway_pids([box.state(n) for n in box.inventory.hosts])
+    stop_gateways([box.state(n) for n in box.inventory.hosts])
 

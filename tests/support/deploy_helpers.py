@@ -52,7 +52,7 @@ def build(root: Path, out_dir: Path) -> Built:
     return Built(Path(art.path), art.sha256, str(art.version), dict(art.components))
 
 
-def gateway_pids(state_dirs) -> None:
+def stop_gateways(state_dirs) -> None:
     """Stop every gateway still running under these state dirs (fixture finalizer).
 
     SIGTERM all first, then wait for all together (SIGKILL after 10 s), so teardown is quick.
