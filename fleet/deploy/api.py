@@ -410,6 +410,12 @@ def _run_leased(hosts: list[Host], held: lease.Lease,
         if blocked is not None:
             return HostResult(host.name, "refused", False, note=blocked,
                               duration_s=time.monotonic() - t0)
+        why = held.unanswered.get(host.name)
+        if why is not None:  # never change a host without its lease
+            return HostResult(host.name, "failed", False,
+                              note=f"taking the fleet lease on this host failed ({why}); "
+                                   "nothing was changed on it",
+                              duration_s=time.monotonic() - t0)
         return work(host, progress, conns, held)
 
     try:

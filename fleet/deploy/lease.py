@@ -149,6 +149,9 @@ class Lease:
     targets: list[Host] = field(default_factory=list)  # every host asked (released at the end)
     refusals: dict[str, str] = field(default_factory=dict)  # host -> why (holder named)
     unreached: dict[str, Unreached] = field(default_factory=dict)  # host -> why (never ran)
+    # host -> why its take gave no usable answer (it ran, failed or printed no verdict): not
+    # held, so the run changes nothing there
+    unanswered: dict[str, str] = field(default_factory=dict)
     late: set[str] = field(default_factory=set)  # still answering when the run went on
     answered_s: dict[str, float] = field(default_factory=dict)  # host -> its answer came after
     # host -> what it has of the artifact a deploy asked about (`take(artifact=...)`): "active"
@@ -164,12 +167,13 @@ class Lease:
         return bool(self.refusals)
 
     def _record(self, host: Host, answer: object) -> None:
-        """File one host's answer under held / refusals / unreached."""
+        """File one host's answer under held / refusals / unreached / unanswered."""
         if isinstance(answer, Unreached):
             self.unreached[host.name] = answer
             return
         reply = _answer(answer)
         if reply is None:
+            self.unanswered[host.name] = _no_verdict(answer)
             return
         if reply.get("ok") is True:
             self.held.append(host)
@@ -365,6 +369,15 @@ def _answer(res: object) -> dict | None:
     except (ValueError, IndexError):
         return None
     return answer if isinstance(answer, dict) else None
+
+
+def _no_verdict(res: object) -> str:
+    """What a take that gave no JSON verdict said instead, for the host's report."""
+    if isinstance(res, Exception):
+        return str(res) or type(res).__name__
+    out = ((getattr(res, "stderr", "") or "") + (getattr(res, "stdout", "") or "")).strip()
+    tail = out.splitlines()[-1][:200] if out else "no output"
+    return f"exit {getattr(res, 'exit_code', '?')}: {tail}"
 
 
 def _dead_here(holder: dict) -> bool:

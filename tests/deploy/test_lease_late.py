@@ -78,3 +78,28 @@ groups:
     assert finals.index("paused") > max(finals.index("a"), finals.index("b"))
     assert box.current("a") == box.current("b") == release_of(base)
     assert not (box.state("a") / "fleet" / "run.lease").exists()  # released after the run
+
+
+def test_a_host_whose_lease_take_fails_is_not_changed(tmp_path, artifacts):
+    box = Sandbox(tmp_path, """\
+vars:
+  connection: local
+  gateway: {manager: fleet}
+  timeouts: {ready: 30, command: 120}
+hosts:
+  a: {state_dir: hosts/a}
+  broken: {state_dir: hosts/broken, python: /bin/false}
+groups:
+  two: {hosts: [a, broken]}
+""")
+    base = artifacts()
+    try:
+        results = box.deploy(base, hosts="two")
+    finally:
+        stop_gateways([box.state("a")])
+    assert results["a"].result == "installed", results
+    assert results["broken"].result == "failed" and not results["broken"].ok
+    assert "taking the fleet lease on this host failed (exit 1" in results["broken"].note
+    assert "nothing was changed" in results["broken"].note
+    assert not (box.state("broken") / "fleet" / "artifacts").exists()  # not even an upload
+    assert box.current("broken") is None
