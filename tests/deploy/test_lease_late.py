@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from deploy_helpers import Sandbox, release_of, stop_gateways
+from deploy_helpers import SANDBOX_INVENTORY, Sandbox, release_of, stop_gateways
 
 from fleet.deploy.lease import _go_on
 
@@ -81,25 +81,16 @@ groups:
 
 
 def test_a_host_whose_lease_take_fails_is_not_changed(tmp_path, artifacts):
-    box = Sandbox(tmp_path, """\
-vars:
-  connection: local
-  gateway: {manager: fleet}
-  timeouts: {ready: 30, command: 120}
-hosts:
-  a: {state_dir: hosts/a}
-  broken: {state_dir: hosts/broken, python: /bin/false}
-groups:
-  two: {hosts: [a, broken]}
-""")
+    box = Sandbox(tmp_path, SANDBOX_INVENTORY.replace(
+        "b: {state_dir: hosts/b}", "b: {state_dir: hosts/b, python: /bin/false}"))
     base = artifacts()
     try:
-        results = box.deploy(base, hosts="two")
+        results = box.deploy(base, hosts="a,b")
     finally:
         stop_gateways([box.state("a")])
     assert results["a"].result == "installed", results
-    assert results["broken"].result == "failed" and not results["broken"].ok
-    assert "taking the fleet lease on this host failed (exit 1" in results["broken"].note
-    assert "nothing was changed" in results["broken"].note
-    assert not (box.state("broken") / "fleet" / "artifacts").exists()  # not even an upload
-    assert box.current("broken") is None
+    assert results["b"].result == "failed" and not results["b"].ok
+    assert "taking the fleet lease on this host failed (exit 1" in results["b"].note
+    assert "nothing was changed" in results["b"].note
+    assert not (box.state("b") / "fleet" / "artifacts").exists()  # not even an upload
+    assert box.current("b") is None
