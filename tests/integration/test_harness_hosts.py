@@ -102,11 +102,9 @@ def test_full_state_dir_refuses_writes_then_heals(fresh_fleet):
 
 
 def test_image_is_reused_when_inputs_are_unchanged(docker_engine, harness):
-    started = time.monotonic()
     build = image.ensure_image(docker_engine)
     assert build.tag == harness.image_tag
     assert not build.built_rootfs and not build.built_layer
-    assert time.monotonic() - started < 10
 
 
 def test_stale_runs_are_swept_and_runs_removed_by_id(docker_engine, harness, tmp_path):
