@@ -17,7 +17,7 @@ from fleet.bench import fixture
 from fleet.bench.report import Report, Section, machine_info
 
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
-              "rivals", "scale", "hookscale", "failfast", "hung")
+              "rivals", "scale", "hookscale", "failfast", "hung", "busyhook")
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`)
 OPT_IN = ("openclaw", "ocgateway")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
@@ -71,6 +71,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "hookscale", "§4 continuity at scale",
                lambda: hookscale.bench(workdir, reps=reps, log=log), log)
+    if "busyhook" in selected:
+        from fleet.bench import busyhook  # noqa: PLC0415
+
+        _guard(report, "busyhook", "health while a hook is busy",
+               lambda: busyhook.bench(workdir, reps=reps, log=log), log)
     if "ocgateway" in selected:
         from fleet.bench import ocgateway  # noqa: PLC0415
 

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import fleet
 from fleet.continuity import private, tempfiles
@@ -41,6 +41,17 @@ def release_root() -> Path:
     return Path(fleet.__file__).resolve().parent.parent
 
 
+def _running_release() -> Tuple[Path, Optional[str]]:
+    """The release this process runs from and the version its manifest names (None outside a
+    release, e.g. in a checkout)."""
+    root = release_root()
+    try:
+        manifest = json.loads((root / StateLayout.MANIFEST).read_text(encoding="utf-8"))
+        return root, manifest.get("version")
+    except (OSError, ValueError, AttributeError):
+        return root, None
+
+
 class Gateway:
     """Everything the control socket exposes."""
 
@@ -65,6 +76,7 @@ class Gateway:
         )
         self.subagents = Subagents(self.agents, self.hooks)
         self.persistent = PersistentManager(self.agents)
+        self.release = _running_release()
         self.shutdown_requested = threading.Event()
         self.on_shutdown: Optional[Callable[[], None]] = None
         self.ops: Dict[str, Callable[[Dict[str, Any]], Any]] = {
@@ -136,13 +148,9 @@ class Gateway:
             return {"ok": False, "error": f"{op}: internal error: {type(exc).__name__}: {exc}"}
 
     def health(self, args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        root = release_root()
-        manifest_version = None
-        try:
-            manifest = json.loads((root / StateLayout.MANIFEST).read_text(encoding="utf-8"))
-            manifest_version = manifest.get("version")
-        except (OSError, ValueError, AttributeError):
-            pass
+        """From memory only: every file read here would be one more wait for the interpreter
+        lock while a plugin's hook holds it, and the code a process runs cannot change."""
+        root, manifest_version = self.release
         error = self.plugins.ready_error()
         return {
             "pid": os.getpid(),

@@ -107,3 +107,15 @@ def test_history_and_archives_come_out_at_the_asked_size(tmp_path: Path):
     assert related_history(ws, "Finish the deploy pipeline for the gateway fleet", 3)
     write_archives(ws, 50)
     assert len(list((ws / "memory" / "session_archive").glob("*.md"))) == 50
+
+
+def test_busy_hook_benchmark_measures_health_while_its_hook_spins_and_stops_the_gateway(
+        tmp_path: Path):
+    from fleet.bench import busyhook
+    from fleet.continuity.statelayout import StateLayout
+
+    idle, busy = busyhook.measure(tmp_path, "cpu", calls=3)
+    assert len(idle) == 3 and len(busy) == 3
+    state = tmp_path / "busyhook" / "cpu" / "state"
+    assert (state / "spin-running").exists()  # the busy figures were taken while it spun
+    assert not StateLayout(state).socket.exists()  # and the gateway was stopped after
