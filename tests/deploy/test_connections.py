@@ -60,15 +60,29 @@ def test_a_dropped_connection_is_opened_again(sandbox, counted):
 
 @pytest.fixture
 def scripted(monkeypatch, ssh_server, client_key, tmp_path):  # noqa: F811
-    """Connect to the test server whose exec requests run `script(channel)` on a thread."""
+    """Connect to the test server whose exec requests run `script(channel)` on a thread,
+    started once the server has answered the request (as sshd does: a script that wrote and
+    closed before that answer would close the channel under the client's exec)."""
+    import paramiko
+    import paramiko.common
     from test_hostkeys import _Server, host_for, known_line
 
     def use(script):
+        accepted: dict = {}
+        table = paramiko.Transport._channel_handler_table  # the transport dispatches from it
+        handle_request = table[paramiko.common.MSG_CHANNEL_REQUEST]
+
         def exec_request(self, channel, command):
-            threading.Thread(target=script, args=(channel,), daemon=True).start()
+            accepted[id(channel)] = channel
             return True
 
+        def answer_then_run(channel, message):
+            handle_request(channel, message)  # sends the answer to an exec before returning
+            if accepted.pop(id(channel), None) is not None:
+                threading.Thread(target=script, args=(channel,), daemon=True).start()
+
         monkeypatch.setattr(_Server, "check_channel_exec_request", exec_request)
+        monkeypatch.setitem(table, paramiko.common.MSG_CHANNEL_REQUEST, answer_then_run)
         port, key = ssh_server
         known = tmp_path / "known_hosts"
         known.write_text(known_line(port, key))
