@@ -98,6 +98,7 @@ class LocalConnection:
 
     def __init__(self, host: Host):
         self.host = host
+        self._running: set[subprocess.Popen] = set()
 
     def open(self) -> None:
         return None
@@ -126,6 +127,14 @@ class LocalConnection:
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
+        self._running.add(proc)
+        try:
+            return self._wait(proc, command, timeout, on_stderr_line)
+        finally:
+            self._running.discard(proc)
+
+    def _wait(self, proc: subprocess.Popen, command: str, timeout: float,
+              on_stderr_line: LineCallback | None) -> CommandResult:
         out: list[bytes] = []
         err = _LineWriter(on_stderr_line)
         readers = [threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
@@ -154,7 +163,12 @@ class LocalConnection:
             writer.write(raw.decode("utf-8", "replace"))
 
     def close(self) -> None:
-        return None
+        """Hang up on commands still running, as closing an ssh session would."""
+        for proc in list(self._running):
+            try:
+                os.killpg(proc.pid, signal.SIGHUP)
+            except OSError:
+                pass
 
     def is_active(self) -> bool:
         return True

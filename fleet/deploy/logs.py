@@ -3,21 +3,24 @@
 Every read is one short command per host (a stdlib Python snippet run by the host's python),
 so following is a loop of bounded polls, never a stream that can hang: each poll has a timeout,
 a host that fails is reported and asked again on the next round, and Ctrl-C stops the loop
-between or during polls. The snippet remembers nothing; the control side keeps, per host, the
-log file's inode and the offset read so far. When the gateway rotated the log between two polls
-(fleet/gateway/logfile.py: `gateway.log` becomes `gateway.log.1`), the rest of the old file is
-read from `.1` first, so no line is lost; only whole lines are returned.
-"""
+between or during polls. While following, SIGINT only sets a flag that every wait of the loop
+checks (no KeyboardInterrupt raised inside a lock or a thread pool's bookkeeping), and polls run
+on daemon threads, so a poll still in flight never holds the exit up. The snippet remembers
+nothing; the control side keeps, per host, the log file's inode and the offset read so far.
+When the gateway rotated the log between two polls (fleet/gateway/logfile.py: `gateway.log`
+becomes `gateway.log.1`), the rest of the old file is read from `.1` first, so no line is lost;
+only whole lines are returned."""
 
 from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import StateLayout
@@ -155,15 +158,25 @@ def printer(names: list[str], out=None, err=None) -> Emit:
     return emit
 
 
-def _round(logs: list[HostLog], pool: ThreadPoolExecutor, lines: int, timeout: float,
-           emit: Emit, reported: dict) -> int:
-    """Poll every host at once; print in inventory order. Returns the number of failed hosts."""
-    futures = [pool.submit(log.poll, lines, timeout) for log in logs]
-    for future in futures:
-        future.result(timeout=timeout + 15)  # poll() never raises and its command is bounded
+def _round(logs: list[HostLog], lines: int, timeout: float, emit: Emit, reported: dict,
+           stopped: Callable[[], bool]) -> int:
+    """Poll every host at once (one daemon thread each); print in inventory order. Returns the
+    number of failed hosts; returns early, printing nothing, once `stopped()`."""
+    threads = [threading.Thread(target=log.poll, args=(lines, timeout), daemon=True)
+               for log in logs]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout + 15  # poll() never raises and its command is bounded
+    for thread in threads:
+        while thread.is_alive() and not stopped() and time.monotonic() < deadline:
+            thread.join(0.1)
+    if stopped():
+        return 0
     failed = 0
-    for log in logs:
+    for log, thread in zip(logs, threads):
         name = log.host.name
+        if thread.is_alive():  # past even the bound above: say so, ask again next round
+            log.lines, log.error = [], f"no answer within {timeout + 15:.0f}s"
         for line in log.lines:
             emit(name, line, False)
         if log.error:
@@ -177,6 +190,24 @@ def _round(logs: list[HostLog], pool: ThreadPoolExecutor, lines: int, timeout: f
     return failed
 
 
+@contextmanager
+def _interrupt_sets(flag: list) -> Iterator[None]:
+    """While following in the main thread, Ctrl-C only sets `flag[0]` (a handler that takes no
+    lock); elsewhere (a test's thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame) -> None:
+        flag[0] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def show(hosts: list[Host], lines: int = 50, follow: bool = False, emit: Emit | None = None,
          poll_s: float = POLL_S, timeout: float = POLL_TIMEOUT_S,
          stop: threading.Event | None = None) -> int:
@@ -186,17 +217,23 @@ def show(hosts: list[Host], lines: int = 50, follow: bool = False, emit: Emit | 
     stop = stop or threading.Event()
     logs = [HostLog(h) for h in hosts]
     reported: dict = {}
-    pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(logs))))
+    interrupted = [False]
+
+    def stopped() -> bool:
+        return interrupted[0] or stop.is_set()
+
     try:
-        failed = _round(logs, pool, max(0, lines), timeout, emit, reported)
-        while follow and not stop.is_set():
-            deadline = time.monotonic() + poll_s
-            while not stop.is_set() and time.monotonic() < deadline:
-                stop.wait(min(0.2, max(0.0, deadline - time.monotonic())))
-            if not stop.is_set():
-                _round(logs, pool, 0, timeout, emit, reported)
+        if not follow:
+            return _round(logs, max(0, lines), timeout, emit, reported, stop.is_set)
+        with _interrupt_sets(interrupted):
+            failed = _round(logs, max(0, lines), timeout, emit, reported, stopped)
+            while not stopped():
+                deadline = time.monotonic() + poll_s
+                while not stopped() and time.monotonic() < deadline:
+                    time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+                if not stopped():
+                    _round(logs, 0, timeout, emit, reported, stopped)
         return failed
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
         for log in logs:
             log.close()

@@ -149,3 +149,44 @@ def test_task_follow_stops_on_ctrl_c(fleet_dir):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_task_follow_stops_on_ctrl_c_while_a_poll_hangs(tmp_path):
+    """A host whose read never answers (its python hangs): Ctrl-C ends the follower at once,
+    not when that poll's own timeout (20 s) gives up."""
+    started = tmp_path / "poll-started"
+    hang = tmp_path / "hanging-python"
+    hang.write_text(f"#!/bin/sh\necho $$ > {started}.tmp && mv {started}.tmp {started}\n"
+                    "exec sleep 60\n")
+    hang.chmod(0o755)
+    (tmp_path / "inventory.yaml").write_text(
+        "vars: {connection: local, gateway: {manager: fleet}}\n"
+        f"hosts:\n  stuck: {{state_dir: hosts/stuck, python: {hang}}}\n")
+    proc = subprocess.Popen(fleet_cmd("logs", "--hosts", "stuck", "-f"), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0  # the poll would give up only after 20 s
+        assert "Traceback" not in proc.stderr.read()
+        poller = int(started.read_text())
+        deadline = time.monotonic() + 10
+        while _alive(poller):  # hung up, as an ssh session's close would
+            assert time.monotonic() < deadline, f"the hung poll {poller} outlived the follower"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for its reaper is gone for us
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
