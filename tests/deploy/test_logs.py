@@ -156,8 +156,12 @@ def test_task_follow_stops_on_ctrl_c_while_a_poll_hangs(tmp_path):
     not when that poll's own timeout (20 s) gives up."""
     started = tmp_path / "poll-started"
     hang = tmp_path / "hanging-python"
-    hang.write_text(f"#!/bin/sh\necho $$ > {started}.tmp && mv {started}.tmp {started}\n"
-                    "exec sleep 60\n")
+    hang.write_text(  # SIGHUP as a command under sshd has it (the suite may run under nohup)
+        f"#!{sys.executable}\nimport os, signal, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+        f"open({str(started)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"os.rename({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "time.sleep(60)\n")
     hang.chmod(0o755)
     (tmp_path / "inventory.yaml").write_text(
         "vars: {connection: local, gateway: {manager: fleet}}\n"
