@@ -11,10 +11,11 @@ The floor of a deploy to N hosts is max(hosts' CPU / host_cores, one host's crit
 critical path being T(1) (connect, upload, install, restart, ready of one host alone): no tool
 can be faster than the hosts' own work on the cores they have. Goal: T(64) / floor <= 1.25.
 
-The own-CPU sweep repeats round 1's T(8)/T(1) (each host capped at 1/8 of the hosts' core) three
-times, with one connection per host (now) and with a connection per use (before), and once more
-with a busy control core (a spinning process on the deploy's core, as other work on a shared
-machine), to show where the drift under load comes from.
+The own-CPU sweep repeats round 1's T(8)/T(1) (each host capped at 1/8 of the hosts' core, all
+eight hosts of the one-host deploy's kind: `same_kind`) three times, with one connection per
+host (now) and with a connection per use (before), and once more with a busy control core (a
+spinning process on the deploy's core, as other work on a shared machine), to show where the
+drift under load comes from.
 """
 
 from __future__ import annotations
@@ -128,8 +129,10 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def probe(inventory: str, artifact: str, count: int, mode: str = "reuse") -> dict:
-    """One deploy to the first `count` hosts of `inventory`; wall, own CPU, RSS before/peak."""
+def probe(inventory: str, artifact: str, count: int, mode: str = "reuse",
+          names: str = "") -> dict:
+    """One deploy to the first `count` hosts of `inventory` (of `names`, comma-separated, when
+    given); wall, own CPU, RSS before/peak."""
     import fabric  # noqa: F401, PLC0415  (imported before the baseline, as a deploy has them)
     import paramiko  # noqa: F401, PLC0415
 
@@ -146,7 +149,7 @@ def probe(inventory: str, artifact: str, count: int, mode: str = "reuse") -> dic
                 return conn
 
         api.Connections = Fresh
-    hosts = load(inventory).select("all")[:count]
+    hosts = load(inventory).select(names or "all")[:count]
     # 64 gateways starting on one busy core take longer than the usual 30 s
     hosts = [replace(h, timeouts=replace(h.timeouts, ready=READY_S)) for h in hosts]
     art = api.load_artifact(artifact)
@@ -164,12 +167,15 @@ def probe(inventory: str, artifact: str, count: int, mode: str = "reuse") -> dic
             "steps": {k: statistics.median(v) for k, v in steps.items()}}
 
 
-def run_probe(fl: fixture.Fleet, artifact, count: int, mode: str, cpus: list[int]) -> dict:
+def run_probe(fl: fixture.Fleet, artifact, count: int, mode: str, cpus: list[int],
+              names: list[str] | None = None) -> dict:
+    """`probe` in a fresh process on `cpus`, to the first `count` hosts (of `names`)."""
     root = Path(__file__).resolve().parents[2]
+    names = (names or [h.name for h in fl.hosts])[:count]
     cmd = [sys.executable, "-m", "fleet.bench.scale", "probe", str(fl.run.inventory_path),
-           str(artifact.path), str(count), mode]
+           str(artifact.path), str(count), mode, ",".join(names)]
     env = dict(os.environ, PYTHONPATH=str(root))
-    with fixture.CpuMeter(fl.container_ids()[:count]) as meter:
+    with fixture.CpuMeter([fl.run.hosts[n].container.id for n in names]) as meter:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env,
                               cwd=root, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     if proc.returncode != 0:
@@ -305,8 +311,10 @@ def _own_cpu(sec, fl, variants, reps, runs, control, host_cores, log) -> None:
     """T(8)/T(1) with each host capped at 1/8 of the hosts' cores: `runs` runs (each `reps`
     alternations of 1 and 8 hosts, one connection per host and one per use), then one run with
     the control core kept busy."""
-    n = min(8, len(fl.hosts))
+    group = same_kind(fl)
+    n = min(8, len(group))
     share = round(len(host_cores) / n, 3)
+    sec.figures["own CPU hosts"] = ", ".join(group[:n])
     _pin_hosts(fl, host_cores, share)
     names = [f"{k} hosts, {mode}" for mode in MODES for k in (1, n)]
     ratios: dict[str, list[float]] = {}
@@ -319,7 +327,7 @@ def _own_cpu(sec, fl, variants, reps, runs, control, host_cores, log) -> None:
             with ctx:
                 for _rep, name in alternation(names, reps):
                     k, mode = int(name.split()[0]), name.rsplit(" ", 1)[1]
-                    row = run_probe(fl, variants.next(), k, mode, control)
+                    row = run_probe(fl, variants.next(), k, mode, control, group)
                     samples[name].append(row["wall_s"])
                     sec.add(f"own CPU: {name}{label}", row["wall_s"])
                     sec.details.setdefault("own cpu rows", []).append(
@@ -338,6 +346,18 @@ def _own_cpu(sec, fl, variants, reps, runs, control, host_cores, log) -> None:
             f"{', '.join(f'{v:.2f}' for v in values)})")
     sec.goal(f"own CPU T({n})/T(1), median of {runs} runs", statistics.median(ratios["reuse"]),
              1.3, "ratio")
+
+
+def same_kind(fl: fixture.Fleet) -> list[str]:
+    """The hosts built like the first one (same Debian suite and init), in inventory order.
+
+    T(N)/T(1) asks whether hosts slow each other down, so all N must be the kind of host the
+    one-host deploy used: the bullseye `pi` (Python 3.9, which cannot use the bytecode an
+    artifact built on 3.11 ships, so it compiles every module it imports at each installer run
+    and gateway start) took 1.3-1.4x as long as a bookworm host at the same CPU share, which
+    made a mixed T(8) the pi's time, not the fleet's."""
+    first = fl.run.hosts[fl.hosts[0].name].spec.flavor
+    return [h.name for h in fl.hosts if fl.run.hosts[h.name].spec.flavor == first]
 
 
 class _Nothing:
@@ -364,4 +384,5 @@ if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "refloor":
 
 if __name__ == "__main__" and len(sys.argv) >= 5 and sys.argv[1] == "probe":
     print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]),
-                           sys.argv[5] if len(sys.argv) > 5 else "reuse")))
+                           sys.argv[5] if len(sys.argv) > 5 else "reuse",
+                           sys.argv[6] if len(sys.argv) > 6 else "")))
