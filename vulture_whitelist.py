@@ -6,7 +6,7 @@ by something outside Python; dead code is removed, not listed here.
 # ruff: noqa: B018, F821
 
 # http.server calls these by name on the scripted model's handler and server
-# (fleet/openclaw/model.py)
+# (lab/openclaw/model.py)
 _.protocol_version
 _.server_version
 _.log_message
@@ -26,6 +26,6 @@ _.required
 _.__path__
 
 # fields of result records, part of what their function reports (fleet/continuity/journal.py
-# RunRecord.decayed, fleet/harness/image.py ImageBuild.rootfs)
+# RunRecord.decayed, lab/harness/image.py ImageBuild.rootfs)
 _.decayed
 _.rootfs

@@ -35,7 +35,7 @@ def docker_problem() -> str | None:
 
 def openclaw_problem() -> str | None:
     """Why real OpenClaw cannot run here, or None when it can."""
-    from fleet.openclaw import toolchain  # noqa: PLC0415
+    from lab.openclaw import toolchain  # noqa: PLC0415
 
     if toolchain.find() is None:
         return (f"the OpenClaw toolchain is not installed in {toolchain.install_dir()} "
@@ -83,8 +83,9 @@ def _docker_required(request):
 def node() -> str:
     """Path of a Node >= 24 (the pinned toolchain, else PATH), or skip/fail as the policy says."""
     from fleet.release.entries import find_node  # noqa: PLC0415
+    from lab.openclaw.toolchain import pinned_node  # noqa: PLC0415
 
-    found = find_node()
+    found = find_node(pinned_node())
     if found.path is not None:
         return found.path
     if os.environ.get("FLEET_REQUIRE_OPENCLAW"):

@@ -1,27 +1,24 @@
-"""Invoke task namespace shared by `tasks.py` (invoke) and the `fleet` console script.
+"""Invoke task namespace of the product, served by the `fleet` console script.
 
 Each module under fleet.cli owns the tasks of one area and exposes `TASKS` (top-level tasks) and
 optionally `ns` (a sub-collection). Tasks stay thin: parse flags, call the fleet.* API, print.
+The checkout's `tasks.py` serves a larger tree (lab/cli: this one plus the lab's tasks).
 """
 
 from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import bench, deploy, dev, doctor, harness, logs, openclaw, release, sandbox
+from fleet.cli import deploy, doctor, logs, release, sandbox
 
 
 def build_namespace() -> Collection:
-    """Assemble the task tree; kept a function so tests can build a fresh one."""
+    """Assemble the task tree; kept a function so the checkout and tests can build a fresh one."""
     ns = Collection()
-    for module in (dev, release, deploy, doctor, logs, bench):
-        for task in getattr(module, "TASKS", ()):
+    for module in (release, deploy, doctor, logs):
+        for task in module.TASKS:
             ns.add_task(task)
-    for name, module in (("harness", harness), ("sandbox", sandbox)):
-        sub = getattr(module, "ns", None)
-        if sub is not None:
-            ns.add_collection(sub, name)
-    ns.add_collection(openclaw.ns, "openclaw")
+    ns.add_collection(sandbox.ns, "sandbox")
     return ns
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from invoke import Exit
 
+from fleet.cli import extension
 from fleet.cli.flags import USAGE_ERROR, number, task
 from fleet.deploy import api, consent, deploylog, report
 from fleet.deploy.inventory import Host, InventoryError, default_inventory, load
@@ -70,20 +71,17 @@ class Run:
             raise Exit(code=1)
 
 
-def _select(hosts: str, inventory: str, prepare: bool = False):
+def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
     """(inventory, selected hosts); a bad file or name raises InventoryError (exit 2).
 
-    Sandbox OpenClaw hosts get their toolchain paths (and, with `prepare`, their dirs, first
-    config and scripted model) here, so the rest of fleet sees ordinary openclaw hosts.
+    Hosts the task tree sets up itself (the checkout's sandbox OpenClaw hosts) get what the
+    inventory cannot know here (with `prepare`, also what they need on this machine), so the
+    rest of fleet sees ordinary hosts (fleet/cli/extension.py).
     """
-    from fleet.openclaw import sandbox as openclaw_sandbox  # noqa: PLC0415
-
     inv = load(inventory) if inventory else default_inventory()
     try:
-        selected = openclaw_sandbox.resolve(inv.select(hosts))
-        if prepare:
-            openclaw_sandbox.prepare(selected)
-    except openclaw_sandbox.SandboxError as exc:
+        selected = extension.setup_hosts(c, inv.select(hosts), prepare)
+    except extension.SetupError as exc:
         raise Exit(f"error: {exc}", code=USAGE_ERROR) from None
     return inv, selected
 
@@ -184,7 +182,7 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
         options = _options(parallel, batch, max_fail)
-        inv, selected = _select(hosts, inventory, prepare=not dry_run)
+        inv, selected = select_hosts(c, hosts, inventory, prepare=not dry_run)
         if retry_failed:
             failed = deploylog.last_failed(inv.path)
             if failed is None:
@@ -220,7 +218,7 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
     run = Run("status", json_)
     with run.guard():
         options = _options(parallel)
-        inv, selected = _select(hosts, inventory)
+        inv, selected = select_hosts(c, hosts, inventory)
         with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
             results = api.status(selected, live.update, options)
         healthy = all(r.ok and r.status is not None and r.status.ready for r in results)
@@ -242,7 +240,7 @@ def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, 
     run = Run("rollback", json_)
     with run.guard():
         options = _options(parallel)
-        inv, selected = _select(hosts, inventory, prepare=True)
+        inv, selected = select_hosts(c, hosts, inventory, prepare=True)
         _show_targets("rollback", selected)
         _confirm(inv, selected, yes, json_)
         with report.LiveReport([h.name for h in selected], "rollback") as live:
@@ -260,7 +258,7 @@ def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail=
     run = Run("restart", json_)
     with run.guard():
         options = _options(parallel, batch, max_fail)
-        inv, selected = _select(hosts, inventory, prepare=True)
+        inv, selected = select_hosts(c, hosts, inventory, prepare=True)
         _show_targets("restart", selected)
         _confirm(inv, selected, yes, json_)
         with report.LiveReport([h.name for h in selected], "restart") as live:

@@ -11,7 +11,7 @@ import sys
 
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _options, _select
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _options, select_hosts
 from fleet.cli.flags import task
 from fleet.deploy import doctor as fleet_doctor
 from fleet.deploy import report
@@ -25,7 +25,7 @@ def doctor(c, hosts="sandbox", inventory="", parallel="10", json_=False, verbose
     and every agent's state files; never repairs. Exit 0 healthy, 1 warnings, 2 critical."""
     with Run("doctor", json_).guard():
         options = _options(parallel)
-        _, selected = _select(hosts, inventory)
+        _, selected = select_hosts(c, hosts, inventory)
     with report.LiveReport([h.name for h in selected], "doctor", quiet=True) as live:
         results = fleet_doctor.doctor(selected, live.update, options)
     severity = fleet_doctor.fleet_severity(results)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _select
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, select_hosts
 from fleet.cli.flags import FleetTask, number, task
 from fleet.deploy import logs as host_logs
 
@@ -30,7 +30,7 @@ def logs(c, hosts="sandbox", inventory="", lines="50", follow=False):
     """Show each host's gateway log (`<state>/logs/gateway.log`), each line prefixed by host."""
     with Run("logs", False).guard():
         count = number(lines, "--lines", minimum=0)
-        _, selected = _select(hosts, inventory)
+        _, selected = select_hosts(c, hosts, inventory)
     try:
         failed = host_logs.show(selected, count, follow)
     except KeyboardInterrupt:

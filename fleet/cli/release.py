@@ -7,6 +7,7 @@ from pathlib import Path
 
 from invoke import Exit
 
+from fleet.cli import extension
 from fleet.cli.flags import task
 from fleet.release.error import ReleaseError
 
@@ -28,7 +29,8 @@ def verify(c, json=False):
     from fleet.release.verify import verify as run_verify  # noqa: PLC0415
 
     try:
-        report = run_verify(load_project(_root()), js=True)
+        report = run_verify(load_project(_root()), js=True,
+                            pinned_node=extension.pinned_node(c))
     except ReleaseError as exc:
         raise Exit(f"verify: {exc}", code=1) from exc
     if json:

@@ -2,10 +2,10 @@
 
 Why: a plugin's `index.js` is only ever run by OpenClaw on a user's host; a syntax error there
 would otherwise first show as a plugin that fails to load after a deploy. `invoke verify` imports
-every entry named by a plugin's `package.json` (`openclaw.extensions`) under Node >= 24 (the
-project's pinned toolchain when installed, else `node` on PATH) and checks its default export
-(`{id, register}`, the id of its manifest). Without such a Node it says so and skips the import;
-a missing entry file is a problem either way.
+every entry named by a plugin's `package.json` (`openclaw.extensions`) under Node >= 24 (a
+pinned Node the caller passes, such as the checkout's toolchain, else `node` on PATH) and checks
+its default export (`{id, register}`, the id of its manifest). Without such a Node it says so
+and skips the import; a missing entry file is a problem either way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from fleet.openclaw import toolchain
 from fleet.release.component import Project
 
 MIN_NODE_MAJOR = 24
@@ -65,14 +64,15 @@ def _version(node: str) -> Optional[str]:
     return out.lstrip("v") if proc.returncode == 0 and out.startswith("v") else None
 
 
-def find_node() -> Node:
-    """The project's pinned Node (`invoke openclaw.install`), else `node` on PATH if >= 24."""
-    tool = toolchain.find()
-    if tool is not None:
-        return Node(str(tool.node), tool.node_version, f"node {tool.node_version} (pinned)")
+def find_node(pinned: Optional[str] = None) -> Node:
+    """`pinned` when it runs, else `node` on PATH if it is Node >= 24."""
+    if pinned is not None:
+        version = _version(pinned)
+        if version is not None:
+            return Node(pinned, version, f"node {version} (pinned)")
     on_path = shutil.which("node")
     if on_path is None:
-        return Node(None, None, "no Node >= 24 found (run `invoke openclaw.install`)")
+        return Node(None, None, "no Node >= 24 found (in the checkout: `invoke openclaw.install`)")
     version = _version(on_path)
     try:
         major = int((version or "0").split(".")[0])
@@ -80,7 +80,7 @@ def find_node() -> Node:
         major = 0
     if major < MIN_NODE_MAJOR:
         return Node(None, version, f"{on_path} is Node {version or '?'}, older than "
-                                   f"{MIN_NODE_MAJOR} (run `invoke openclaw.install`)")
+                                   f"{MIN_NODE_MAJOR} (in the checkout: `invoke openclaw.install`)")
     return Node(on_path, version, f"node {version} ({on_path})")
 
 

@@ -69,11 +69,13 @@ def valid_version(value: str) -> Optional[Version]:
         return None
 
 
-def verify(project: Project, overrides: Optional[dict] = None, js: bool = False) -> Report:
+def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
+           pinned_node: Optional[str] = None) -> Report:
     """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules.
 
-    `js`: also import each plugin's OpenClaw entry under Node >= 24 (`fleet.release.entries`);
-    without such a Node the import is skipped and a note says so.
+    `js`: also import each plugin's OpenClaw entry under Node >= 24 (`pinned_node`, else `node`
+    on PATH: `fleet.release.entries`); without such a Node the import is skipped and a note
+    says so.
     """
     report = Report()
     for comp in project.components.values():
@@ -111,7 +113,7 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
     if js:
-        node = entries.find_node()
+        node = entries.find_node(pinned_node)
         found, _ = entries.entries(project)
         report.problems.extend(entries.import_problems(project, node))
         if node.path is None:

@@ -27,6 +27,9 @@ groups:
 """
 STATES = (Path(".fleet/sandbox/box"), Path("state/mine"))
 FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+REPO = Path(__file__).resolve().parents[2]
+LAB_TASKS = {"test", "lint", "bench", "harness.up", "harness.down", "harness.status",
+             "harness.images", "openclaw.install", "openclaw.down"}
 
 
 @pytest.fixture
@@ -48,13 +51,37 @@ def no_traceback(err: str) -> None:
     assert "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("task", ["deploy", "status", "rollback", "restart", "build", "test"])
+def checkout(*args: str) -> tuple[int, str, str]:
+    """The checkout's `invoke` (tasks.py: the product's tasks plus the lab's), run from REPO."""
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("task", ["deploy", "status", "rollback", "restart", "build"])
 def test_dash_h_is_help_and_dash_capital_h_is_hosts(tmp_path, task):
     code, out, err = fleet(tmp_path, task, "-h")
     assert code == 0, err
     assert "Usage:" in out
     if task in ("deploy", "status", "rollback", "restart"):
         assert "-H STRING, --hosts=STRING" in out
+
+
+def listed(out: str) -> set[str]:
+    """Task names in `--list` output (a summary's wrapped lines are indented further)."""
+    return {m.group(1) for m in re.finditer(r"^  (\S+)", out, re.MULTILINE)}
+
+
+def test_the_fleet_script_lists_the_product_and_the_checkout_adds_the_lab(tmp_path):
+    code, out, err = fleet(tmp_path, "--list")
+    assert code == 0, err
+    product = listed(out)
+    assert {"deploy", "status", "rollback", "restart", "build", "verify", "release", "logs",
+            "doctor", "sandbox.down"} <= product
+    assert not product & LAB_TASKS  # an operator's install has no lab to run them
+    code, out, err = checkout("--list")
+    assert code == 0, err
+    assert listed(out) == product | LAB_TASKS
 
 
 def test_dash_capital_h_selects_hosts(workdir):
@@ -288,17 +315,16 @@ def test_sandbox_down_stops_gateways_even_after_dot_fleet_was_removed(workdir, a
 
 
 def test_invoke_test_unit_and_k_with_spaces_select_real_tests():
-    repo = Path(__file__).resolve().parents[2]
-    code, out, err = fleet(repo, "test", "--unit", "-k", "test_parse_count and not rejects",
-                           "--args", "--collect-only -q tests/deploy/test_runner.py")
+    code, out, err = checkout("test", "--unit", "-k", "test_parse_count and not rejects",
+                              "--args", "--collect-only -q tests/deploy/test_runner.py")
     collected = [ln for ln in out.splitlines() if "::" in ln]
     assert code == 0, (out, err)
     assert collected and all("test_parse_count[" in ln for ln in collected), out
-    code, out, _ = fleet(repo, "test", "--unit", "--args",
-                         "--collect-only -q tests/integration/test_ssh_config.py")
+    code, out, _ = checkout("test", "--unit", "--args",
+                            "--collect-only -q tests/integration/test_ssh_config.py")
     assert "no tests collected" in out or "deselected" in out  # docker tests left out
-    code, out, _ = fleet(repo, "test", "--docker", "--args",
-                         "--collect-only -q tests/integration/test_ssh_config.py")
+    code, out, _ = checkout("test", "--docker", "--args",
+                            "--collect-only -q tests/integration/test_ssh_config.py")
     assert "test_alias_and_jump_host_from_ssh_config" in out
 
 
@@ -306,7 +332,7 @@ def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
     """`pip install .` leaves no pyproject.toml: build from the installed package itself."""
     import os
     import shutil
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     site = tmp_path / "site-packages"
     shutil.copytree(repo / "fleet", site / "fleet",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from integration_helpers import TaskRun, deploy, make_tree
 
-from fleet.harness import cleanup
-from fleet.harness import hosts as harness_hosts
-from fleet.harness.run import Harness, docker_client, start_harness
+from lab.harness import cleanup
+from lab.harness import hosts as harness_hosts
+from lab.harness.run import Harness, docker_client, start_harness
 
 _RUNS_KEY = pytest.StashKey[list]()
 
@@ -56,7 +56,7 @@ def fresh_fleet(docker_engine, harness, tmp_path, request):
         run = Harness(docker_engine, tmp_path / f"fresh{len(made)}", images=harness.images)
         atexit.register(cleanup.remove_run, docker_engine, run.run_id)
         run.directory.mkdir(parents=True)
-        from fleet.harness.keys import generate_key  # noqa: PLC0415
+        from lab.harness.keys import generate_key  # noqa: PLC0415
 
         run.key = generate_key(run.directory)
         made.append(run)
@@ -105,7 +105,7 @@ def pytest_runtest_makereport(item, call):
 def openclaw_toolchain():
     """The project's Node + OpenClaw install (for OpenClaw hosts' image layer). Missing: skipped,
     unless FLEET_REQUIRE_OPENCLAW is set, which installs it (`invoke openclaw.install`'s code)."""
-    from fleet.openclaw import toolchain  # noqa: PLC0415
+    from lab.openclaw import toolchain  # noqa: PLC0415
 
     found = toolchain.find()
     if found is not None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from source_tree import PROJECT_FILES, break_python_entry, snapshot
 
-from fleet.harness import hosts
-from fleet.harness.remote import RemoteGateway
+from lab.harness import hosts
+from lab.harness.remote import RemoteGateway
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ from integration_helpers import (
     release_name,
 )
 
-from fleet.harness import faults, hosts
+from lab.harness import faults, hosts
 
 pytestmark = pytest.mark.docker
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from fleet.harness import cleanup, faults, hosts, image, ssh
-from fleet.harness.run import Harness
+from lab.harness import cleanup, faults, hosts, image, ssh
+from lab.harness.run import Harness
 
 pytestmark = pytest.mark.docker
 
@@ -111,7 +111,7 @@ def test_stale_runs_are_swept_and_runs_removed_by_id(docker_engine, harness, tmp
     dead = Harness(docker_engine, tmp_path / "dead", owner_pid=2**22 + 12345,
                    images=harness.images)
     dead.directory.mkdir()
-    from fleet.harness.keys import generate_key
+    from lab.harness.keys import generate_key
 
     dead.key = generate_key(dead.directory)
     labels = cleanup.run_labels(dead.run_id, dead.owner_pid)

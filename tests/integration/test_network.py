@@ -1,7 +1,7 @@
 """`invoke deploy` over a network like the internet's: round-trip time, a dropped connection
 mid-upload and mid-install, a partition longer than the deadline, a partition that heals.
 
-Every host here sits behind a fleet.harness.network link (a TCP proxy on 127.0.0.1 in front of its
+Every host here sits behind a lab.harness.network link (a TCP proxy on 127.0.0.1 in front of its
 sshd); the deploy dials the links through the run's inventory. The pi hosts are Debian bullseye
 (Python 3.9), the cloud hosts bookworm, as in a fleet of a cloud VM and a Pi at home.
 """
@@ -16,8 +16,8 @@ import time
 import pytest
 from integration_helpers import REPO, assert_on, current_release, deploy, release_name
 
-from fleet.harness import faults, hosts
-from fleet.harness.network import UP, LinkSet, Profile
+from lab.harness import faults, hosts
+from lab.harness.network import UP, LinkSet, Profile
 
 pytestmark = pytest.mark.docker
 

@@ -21,10 +21,10 @@ import uuid
 import pytest
 from integration_helpers import deploy
 
-from fleet.harness import cleanup, hosts, openclawlayer
-from fleet.harness.keys import generate_key
-from fleet.harness.run import Harness
 from fleet.installer.openclawgw import health_from_listing
+from lab.harness import cleanup, hosts, openclawlayer
+from lab.harness.keys import generate_key
+from lab.harness.run import Harness
 
 pytestmark = [pytest.mark.docker, pytest.mark.openclaw, pytest.mark.timeout(1800)]
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from fleet.harness.remote import RemoteGateway
+from lab.harness.remote import RemoteGateway
 
 pytestmark = pytest.mark.docker
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from fleet.harness import hosts
+from lab.harness import hosts
 
 pytestmark = pytest.mark.docker
 FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"

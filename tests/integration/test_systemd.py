@@ -13,7 +13,7 @@ import time
 import pytest
 from integration_helpers import assert_on, deploy, health
 
-from fleet.harness import hosts
+from lab.harness import hosts
 
 pytestmark = pytest.mark.docker
 

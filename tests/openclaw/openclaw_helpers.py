@@ -19,7 +19,7 @@ from source_tree import snapshot
 from fleet.deploy import api
 from fleet.deploy.inventory import load
 from fleet.installer.openclawgw import OpenclawManager
-from fleet.openclaw import sandbox
+from lab.openclaw import sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("oc-a", "oc-b")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.openclaw import model
+from lab.openclaw import model
 
 MODEL_FILE = Path(model.__file__)
 

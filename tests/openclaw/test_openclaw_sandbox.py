@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.deploy.inventory import parse
-from fleet.openclaw import sandbox, toolchain
+from lab.openclaw import sandbox, toolchain
 
 INVENTORY = """
 hosts:

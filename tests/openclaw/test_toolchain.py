@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.openclaw import toolchain
+from lab.openclaw import toolchain
 
 FAKE_NPM = r"""#!/bin/sh
 # fake npm: `npm install --prefix DIR ... pkgs` -> DIR/node_modules/{node pkg,openclaw}

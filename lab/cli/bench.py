@@ -1,0 +1,49 @@
+"""`invoke bench`: fleet against the hand-made deploy loop and ansible-core, side by side.
+
+Thin: parse flags, call lab.bench.run, print, optionally write JSON. Results and the story of
+where the time goes are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+from invoke import Exit
+
+from fleet.cli.flags import number, task
+
+BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
+              "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung; "
+              "openclaw and ocgateway only when named")
+
+
+@task(help={"only": BENCH_HELP,
+            "hosts": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
+            "reps": "repetitions per contender (default 3)",
+            "json": "write every sample, summary, ratio and goal to this JSON file",
+            "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)"})
+def bench(c, only="", hosts="8", reps="3", json="", plot=False):
+    """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
+    from lab.bench.run import parse_selection, run  # noqa: PLC0415
+
+    try:
+        selected = parse_selection(only)
+    except ValueError as exc:
+        raise Exit(f"error: {exc}", code=2) from None
+    report = run(selected, hosts=number(hosts, "--hosts"), reps=number(reps, "--reps"))
+    if json or plot:
+        from lab.bench.fixture import BENCH_DIR  # noqa: PLC0415
+
+        json = json or str(BENCH_DIR / "last.json")
+        report.write_json(json)
+        print(f"bench: wrote {json}")
+    if plot:
+        from pathlib import Path  # noqa: PLC0415
+
+        from lab.bench.plot import plot as draw  # noqa: PLC0415
+
+        for path in draw(Path(json), Path("docs") / "img"):
+            print(f"bench: drew {path}")
+    if any(s.error for s in report.sections):
+        raise Exit(code=1)
+
+
+TASKS = [bench]

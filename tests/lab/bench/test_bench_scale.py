@@ -1,0 +1,130 @@
+"""Pure parts of the round-2 benchmarks: the floor, per-host figures, the 1,000-host projection,
+the plot's data, the rivals' inventory, and the bench extra (no Docker, no timing)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet.deploy.inventory import Host
+from lab.bench import plot, scale, tools
+from lab.bench.pyinfradeploy import inventory_text
+from lab.bench.report import Report, Section
+from lab.bench.run import parse_selection
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def test_cores_split_between_the_deploy_and_the_hosts():
+    assert scale.split_cores(2) == ([0], [1])
+    assert scale.split_cores(4) == ([0], [1, 2, 3])
+    assert scale.split_cores(1) == ([0], [0])
+    with pytest.raises(ValueError):
+        scale.split_cores(0)
+
+
+def test_floor_is_the_hosts_cpu_on_their_cores_or_the_critical_path():
+    assert scale.floor_s(hosts_cpu_s=19.2, host_cores=1, critical_path_s=0.5) == 19.2
+    assert scale.floor_s(hosts_cpu_s=19.2, host_cores=2, critical_path_s=0.5) == 9.6
+    assert scale.floor_s(hosts_cpu_s=0.3, host_cores=1, critical_path_s=0.5) == 0.5
+    with pytest.raises(ValueError):
+        scale.floor_s(1.0, 0, 1.0)
+
+
+def test_per_host_figures_and_the_projection():
+    rows = {1: {"control_cpu_s": 0.03, "rss_peak_mb": 45.0, "rss_base_mb": 44.0},
+            64: {"control_cpu_s": 0.96, "rss_peak_mb": 108.0, "rss_base_mb": 44.0}}
+    figs = scale.per_host(rows)
+    assert figs["control_cpu_ms_per_host"] == pytest.approx(15.0)
+    assert figs["control_cpu_ms_per_extra_host"] == pytest.approx(930 / 63)
+    assert figs["rss_growth_mb_per_host"] == pytest.approx(1.0)
+    assert figs["rss_peak_mb_per_extra_host"] == pytest.approx(1.0)
+    proj = scale.projection(dict(figs, rss_base_mb=44.0), 1000, host_cpu_s=0.3)
+    assert proj["control_cpu_s"] == pytest.approx(15.0)
+    assert proj["rss_mb"] == pytest.approx(1044.0)
+    assert proj["fds"] == 1020 and proj["hosts_cpu_s"] == pytest.approx(300.0)
+
+
+def test_the_new_benchmarks_can_be_selected():
+    assert parse_selection("scale,rivals") == ["rivals", "scale"]
+    assert {"scale", "rivals"} <= set(parse_selection(""))
+
+
+def _report() -> dict:
+    rep = Report(machine={"commit": "abc123", "nproc": 2, "time": "2026-12-03T01:00:00Z"})
+    sec = Section("scale", "2. bigger fleet")
+    rows = {n: [{"wall_s": w * k} for k in (0.9, 1.0, 1.2)]
+            for n, w in ((1, 0.5), (8, 2.5), (64, 20.0))}
+    med = {n: {"wall_s": w, "floor_s": f, "control_cpu_s": c}
+           for n, w, f, c in ((1, 0.5, 0.5, 0.02), (8, 2.5, 2.3, 0.1), (64, 20.0, 18.0, 0.9))}
+    sec.details["scale"] = {"rows": {str(n): r for n, r in rows.items()},
+                            "medians": {str(n): m for n, m in med.items()}, "host_cores": 1}
+    rivals = Section("rivals", "1. rivals")
+    for name, values in (("pyinfra 3", [6.0, 5.0, 7.0]), ("fleet", [1.0, 1.2, 0.9])):
+        for v in values:
+            rivals.add(name, v)
+    rep.sections += [sec, rivals]
+    return rep.as_dict()
+
+
+def test_plot_data_comes_from_the_report_json():
+    series = plot.scaling_series(_report())
+    assert series["hosts"] == [1, 8, 64]
+    assert series["wall_s"] == [0.5, 2.5, 20.0]
+    assert series["floor_s"] == [0.5, 2.3, 18.0]
+    assert series["min_s"][2] == pytest.approx(18.0) and series["max_s"][2] == pytest.approx(24.0)
+    assert series["control_cpu_ms"] == pytest.approx([20.0, 100.0, 900.0])
+    assert plot.rival_bars(_report()) == [("fleet", 1.0, 0.9, 1.2), ("pyinfra 3", 6.0, 5.0, 7.0)]
+    assert plot.scaling_series({"benchmarks": {}}) is None
+    assert plot.rival_bars({"benchmarks": {}}) is None
+    assert "abc123" in plot.caption(_report())
+
+
+def test_pyinfra_inventory_keeps_strict_host_keys(tmp_path: Path):
+    hosts = [Host(name="pi", host="127.0.0.1", port=2222, user="administrator")]
+    text = inventory_text(hosts, tmp_path / "key", tmp_path / "known_hosts")
+    scope: dict = {}
+    exec(compile(text, "inventory.py", "exec"), scope)  # what pyinfra does with the file
+    name, data = scope["hosts"][0]
+    assert name == "pi"
+    assert data["ssh_port"] == 2222 and data["ssh_user"] == "administrator"
+    assert data["ssh_strict_host_key_checking"] == "yes"
+    assert data["ssh_known_hosts_file"] == str(tmp_path / "known_hosts")
+
+
+def test_bench_extra_in_pyproject_is_what_the_bench_venv_installs():
+    root = Path(__file__).resolve().parents[3]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert tuple(project["optional-dependencies"]["bench"]) == tools.BENCH_EXTRA
+    names = {d.split(">")[0].split("<")[0].split("=")[0].strip() for d in project["dependencies"]}
+    assert not names & {"ansible-core", "pyinfra", "matplotlib"}
+
+
+def test_reports_of_several_runs_merge_for_the_plots():
+    first = {"machine": {"commit": "a"}, "benchmarks": {"scale": {"x": 1}}}
+    second = {"machine": {"commit": "b"}, "benchmarks": {"rivals": {"y": 2}}}
+    both = plot.merged([first, second])
+    assert both["machine"] == {"commit": "a"}
+    assert set(both["benchmarks"]) == {"scale", "rivals"}
+    assert "commit b" in plot.caption(both, "rivals")  # each figure names its own run
+    assert "commit a" in plot.caption(both, "scale")
+    with pytest.raises(ValueError):
+        plot.merged([])
+
+
+def test_share_left_by_other_work_and_the_loaded_floor():
+    quiet = {"wall_s": 2.0, "meter_wall_s": 2.0, "hosts_cpu_s": 1.0, "control_cpu_s": 0.1,
+             "docker_cpu_s": 0.0, "machine_busy_s": 1.1}
+    busy = dict(quiet, machine_busy_s=3.1)  # others took 2 CPU-s of 2 cores x 2 s
+    assert scale.share_left(quiet, cores=2, host_cores=1) == 1.0
+    assert scale.share_left(busy, cores=2, host_cores=1) == pytest.approx(0.5)
+    assert scale.share_left(dict(quiet, machine_busy_s=99), 2, 1) == 0.05
+    rows = {1: [dict(quiet, wall_s=0.5)], 8: [busy]}
+    floors = scale.loaded_floor(rows, cores=2, host_cores=1)
+    assert floors[1] == 1.0  # hosts' 1 CPU-s on a whole core beats the 0.5 s critical path
+    assert floors[8] == pytest.approx(2.0)  # the same CPU on half a core
