@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,30 +53,12 @@ def build(root: Path, out_dir: Path) -> Built:
 def stop_gateways(state_dirs) -> None:
     """Stop every gateway still running under these state dirs (fixture finalizer).
 
-    SIGTERM all first, then wait for all together (SIGKILL after 10 s), so teardown is quick.
+    Through the gateway's own stop (fleet.gateway.process): done when the kernel released the
+    pidfile's lock, at the process's exit. Waiting for the pid to vanish instead would wait for
+    the zombie to be reaped, which the init of a container or VM may do seconds later.
     """
-    running = []
     for state in state_dirs:
-        pidfile = StateLayout(state).pidfile
-        try:
-            pid = int(pidfile.read_text().split()[0])
-            os.kill(pid, signal.SIGTERM)
-        except (OSError, ValueError, IndexError):
-            continue
-        running.append(pid)
-    deadline = time.time() + 10
-    while running and time.time() < deadline:
-        for pid in list(running):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                running.remove(pid)
-        time.sleep(0.05)
-    for pid in running:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        process.stop(Layout(state), grace_s=10.0)
 
 
 def run_installer(artifact: Path, *args: str, python: str = sys.executable,
