@@ -3,7 +3,8 @@
 Tests marked `docker` need a usable Docker engine. Without one they are skipped, unless
 FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine never passes as a skip.
 Tests that run a plugin's OpenClaw entry need Node >= 24 (the `node` fixture): without one they
-are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail.
+are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail. In a parallel run the tests
+of both tiers share one worker (see pytest_collection_modifyitems).
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def _openclaw_required(request):
 def pytest_collection_modifyitems(config, items):
     _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
     _require_or_skip(config, items, "docker", docker_problem, "FLEET_REQUIRE_DOCKER")
+    # In a parallel run (`invoke test`: pytest-xdist, --dist loadgroup) every test that needs a
+    # service runs in one and the same worker, one after the other: a harness, a pair of real
+    # OpenClaw gateways (~900 MB each) are never started twice at once.
+    for item in items:
+        if item.get_closest_marker("docker") or item.get_closest_marker("openclaw"):
+            item.add_marker(pytest.mark.xdist_group("services"))
 
 
 @pytest.fixture

@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 import subprocess
 import sys
 
 from invoke import Exit
 
-from fleet.cli.flags import task
+from fleet.cli.flags import number, task
+
+
+def default_workers() -> int:
+    """Test processes: one more than the cores, since most tests wait on a subprocess."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_command(k: str = "", docker: bool = False, unit: bool = False,
-                   args: str = "", openclaw: bool = False) -> list[str]:
+                   args: str = "", openclaw: bool = False, workers: int = 1) -> list[str]:
     """The pytest argument list (a list, never one shell string: `-k "a and not b"` stays one
-    argument and `-m "not docker"` is not split into three)."""
+    argument and `-m "not docker"` is not split into three).
+
+    With `workers` > 1 the tests run in that many processes (pytest-xdist); the tests that
+    need Docker or real OpenClaw share one of them (`--dist loadgroup`, tests/conftest.py), so
+    at most one harness or one pair of OpenClaw gateways runs at a time, as in a serial run.
+    """
     cmd = [sys.executable, "-m", "pytest"]
+    if workers > 1:
+        cmd += ["-n", str(workers), "--dist", "loadgroup"]
     if docker:
         cmd += ["-m", "docker"]
     elif openclaw:
@@ -44,14 +57,17 @@ def _run(cmd: list[str]) -> None:
         "unit": "skip the Docker and real-OpenClaw tests",
         "openclaw": "only the tests against real OpenClaw gateways",
         "args": "extra pytest arguments (split like a shell would)",
+        "workers": "test processes (default: cores + 1; 1 runs them in this one)",
     }
 )
-def test(c, k="", docker=False, unit=False, openclaw=False, args=""):
+def test(c, k="", docker=False, unit=False, openclaw=False, args="", workers=""):
     """Run the test suite (the README's test command)."""
-    if importlib.util.find_spec("pytest") is None:
-        raise Exit("error: pytest is not installed here; the test tools are an extra: "
-                   "pip install -e '.[dev]'", 2)
-    _run(pytest_command(k, docker, unit, args, openclaw))
+    for module, extra in (("pytest", "the test tools"), ("xdist", "pytest-xdist")):
+        if importlib.util.find_spec(module) is None:
+            raise Exit(f"error: {extra} not installed here; the test tools are an extra: "
+                       "pip install -e '.[dev]'", 2)
+    count = number(workers, "--workers") if workers else default_workers()
+    _run(pytest_command(k, docker, unit, args, openclaw, count))
 
 
 VULTURE_PATHS = ["fleet", "lab", "tests", "tasks.py", "vulture_whitelist.py"]

@@ -328,6 +328,15 @@ def test_invoke_test_unit_and_k_with_spaces_select_real_tests():
     assert "test_alias_and_jump_host_from_ssh_config" in out
 
 
+def test_invoke_test_runs_the_tests_in_parallel_workers():
+    code, out, err = checkout("test", "--workers", "2", "-k", "test_parse_count",
+                              "--args", "tests/deploy/test_runner.py")
+    assert code == 0, (out, err)
+    assert "2 workers" in out and re.search(r"\b\d+ passed", out), out
+    code, out, err = checkout("test", "--workers", "none")
+    assert code == 2 and "--workers 'none': expected a whole number" in err
+
+
 def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
     """`pip install .` leaves no pyproject.toml: build from the installed package itself."""
     import os
