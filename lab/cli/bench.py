@@ -16,11 +16,11 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
 
 
 @task(help={"only": BENCH_HELP,
-            "hosts": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
+            "count": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
             "reps": "repetitions per contender (default 3)",
             "json": "write every sample, summary, ratio and goal to this JSON file",
             "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)"})
-def bench(c, only="", hosts="8", reps="3", json="", plot=False):
+def bench(c, only="", count="8", reps="3", json="", plot=False):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
     from lab.bench.run import parse_selection, run  # noqa: PLC0415
 
@@ -28,7 +28,7 @@ def bench(c, only="", hosts="8", reps="3", json="", plot=False):
         selected = parse_selection(only)
     except ValueError as exc:
         raise Exit(f"error: {exc}", code=2) from None
-    report = run(selected, hosts=number(hosts, "--hosts"), reps=number(reps, "--reps"))
+    report = run(selected, hosts=number(count, "--count"), reps=number(reps, "--reps"))
     if json or plot:
         from lab.bench.fixture import BENCH_DIR  # noqa: PLC0415
 

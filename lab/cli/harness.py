@@ -29,11 +29,11 @@ def _client():
         raise Exit(f"harness: no usable Docker engine: {exc}", code=1) from exc
 
 
-@task(help={"hosts": "number of hosts (default 3: cloud, pi, claw; then edge-1, ...)",
+@task(help={"count": "how many hosts (default 3: cloud, pi, claw; then edge-1, ...)",
             "dir": f"where to write the run's files (default {DEFAULT_DIR})",
             "openclaw": "include claw, the systemd host with OpenClaw (default yes; needs "
                         "`invoke openclaw.install`)"})
-def up(c, hosts="3", dir=None, openclaw=True):
+def up(c, count="3", dir=None, openclaw=True):
     """Build the host images if needed, start N SSH hosts, write inventory + known_hosts + key.
 
     cloud is Debian bookworm (user opc), pi Debian bullseye with Python 3.9 (administrator),
@@ -45,8 +45,8 @@ def up(c, hosts="3", dir=None, openclaw=True):
     from lab.harness.run import Harness, start_harness  # noqa: PLC0415
 
     directory = Path(dir) if dir else DEFAULT_DIR
-    count = number(hosts, "--hosts")
-    specs = fleet_specs(count) if openclaw else default_specs(count)
+    hosts = number(count, "--count")
+    specs = fleet_specs(hosts) if openclaw else default_specs(hosts)
     client = _client()
     try:
         old = Harness.attach(client, directory)

@@ -10,6 +10,6 @@
 - remote.py   the deployed gateway client on a host, over SSH as the host's user
 - ssh.py      strict-host-key SSH with a deadline on every step
 
-Tasks: `invoke harness.up [--hosts N]`, `harness.status`, `harness.down`; then
+Tasks: `invoke harness.up [--count N]`, `harness.status`, `harness.down`; then
 `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes`.
 """

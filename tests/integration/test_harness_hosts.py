@@ -139,7 +139,7 @@ def test_harness_tasks_bring_up_report_and_remove_a_fleet(docker_engine, tmp_pat
                                "--dir", str(tmp_path / "h")], capture_output=True, text=True,
                               timeout=300, cwd=REPO)
 
-    up = task("harness.up", "--hosts", "2")
+    up = task("harness.up", "--count", "2")
     assert up.returncode == 0, up.stderr
     inventory = tmp_path / "h" / "inventory.yaml"
     assert up.stdout.strip().splitlines()[-1] == str(inventory)
