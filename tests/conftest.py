@@ -19,6 +19,9 @@ import pytest
 pytest_plugins = ["deploy_fixtures"]
 
 
+SERVICES = "services"  # the xdist group of every docker and openclaw test
+
+
 def docker_problem() -> str | None:
     """Why Docker cannot be used here, or None when it can."""
     try:
@@ -68,6 +71,7 @@ def _openclaw_required(request):
         pytest.fail(f"FLEET_REQUIRE_OPENCLAW is set but OpenClaw is unusable: {problem}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
     _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
     _require_or_skip(config, items, "docker", docker_problem, "FLEET_REQUIRE_DOCKER")
@@ -75,8 +79,25 @@ def pytest_collection_modifyitems(config, items):
     # service runs in one and the same worker, one after the other: a harness, a pair of real
     # OpenClaw gateways (~900 MB each) are never started twice at once.
     for item in items:
-        if item.get_closest_marker("docker") or item.get_closest_marker("openclaw"):
-            item.add_marker(pytest.mark.xdist_group("services"))
+        if _needs_a_service(item):
+            item.add_marker(pytest.mark.xdist_group(SERVICES))
+
+
+def _needs_a_service(item) -> bool:
+    return bool(item.get_closest_marker("docker") or item.get_closest_marker("openclaw"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """In a `--dist loadgroup` run, fail a service test before its fixtures start anything when
+    the grouping did not take: pytest-xdist groups by a `@group` suffix it adds to each node id,
+    and pytest 9.2 silently dropped that (https://github.com/pytest-dev/pytest-xdist/issues/1386).
+    Unnoticed, two workers would each start a harness or a pair of OpenClaw gateways."""
+    if (item.config.getvalue("loadgroup") and _needs_a_service(item)
+            and not item.nodeid.endswith(f"@{SERVICES}")):
+        pytest.fail("pytest-xdist did not keep this test in the services group: with this "
+                    "pytest, --dist loadgroup does not work; install pytest < 9.2 "
+                    "(pip install -e '.[dev]'), or run with --workers 1", pytrace=False)
 
 
 @pytest.fixture
