@@ -93,7 +93,7 @@ def pytest_runtest_setup(item):
     the grouping did not take: pytest-xdist groups by a `@group` suffix it adds to each node id,
     and pytest 9.2 silently dropped that (https://github.com/pytest-dev/pytest-xdist/issues/1386).
     Unnoticed, two workers would each start a harness or a pair of OpenClaw gateways."""
-    if (item.config.getvalue("loadgroup") and _needs_a_service(item)
+    if (getattr(item.config.option, "loadgroup", False) and _needs_a_service(item)
             and not item.nodeid.endswith(f"@{SERVICES}")):
         pytest.fail("pytest-xdist did not keep this test in the services group: with this "
                     "pytest, --dist loadgroup does not work; install pytest < 9.2 "

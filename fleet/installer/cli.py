@@ -26,7 +26,8 @@ from typing import Dict, List, Optional
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import transaction
 from fleet.installer.lock import DEFAULT_LEASE_S
-from fleet.installer.manager import ManagerError, make_manager
+from fleet.installer.manager import ManagerError
+from fleet.installer.managers import make_manager
 from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, worst_case_s
 
 

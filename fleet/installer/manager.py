@@ -36,7 +36,6 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
-from fleet.installer.protocol import COMMAND, FLEET_MANAGER, LAUNCHD, MANAGERS, OPENCLAW, SYSTEMD
 
 
 class ManagerError(RuntimeError):
@@ -206,14 +205,3 @@ class CommandManager(Manager):
 
     def stop_cmd(self, release, timeout):
         return self.opts.get("stop")
-
-
-def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
-    from fleet.installer.openclawgw import OpenclawManager  # it builds on Manager
-
-    classes = {FLEET_MANAGER: FleetManager, SYSTEMD: SystemdManager, LAUNCHD: LaunchdManager,
-               OPENCLAW: OpenclawManager, COMMAND: CommandManager}
-    if name not in classes:
-        raise ManagerError("unknown gateway manager {!r}; use one of {}".format(
-            name, ", ".join(MANAGERS)))
-    return classes[name](state_dir, opts)

@@ -7,12 +7,13 @@ import time
 
 from invoke import Collection, Exit, task
 
+from fleet.cli.deploy import select_hosts
+from lab.openclaw import sandbox, toolchain
+
 
 @task(help={"json": "machine-readable result on stdout"})
 def install(c, json_=False):
     """Install the pinned Node + OpenClaw from the npm registry into the project's cache (once)."""
-    from lab.openclaw import toolchain  # noqa: PLC0415
-
     started = time.monotonic()
     existing = toolchain.find()
     try:
@@ -33,9 +34,6 @@ def install(c, json_=False):
             "inventory": "inventory file (default: ./inventory.yaml)"})
 def down(c, hosts="sandbox-openclaw", inventory=""):
     """Stop the sandbox OpenClaw hosts' gateways and scripted models (their state stays)."""
-    from fleet.cli.deploy import select_hosts  # noqa: PLC0415
-    from lab.openclaw import sandbox  # noqa: PLC0415
-
     _, selected = select_hosts(c, hosts, inventory)
     for line in sandbox.down(selected):
         print(line)

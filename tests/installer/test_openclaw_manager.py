@@ -9,7 +9,7 @@ import sys
 import time
 
 from fleet.gateway.process import NOT_YET, PLUGIN_FAILED, READY, judge
-from fleet.installer.manager import make_manager
+from fleet.installer.managers import make_manager
 from fleet.installer.openclawgw import health_from_listing
 
 OURS = ["memory-continuity", "mc"]
