@@ -14,14 +14,18 @@ Protocol (one JSON object per line, UTF-8):
                        "pluginConfig": {}, "config": {"agents": ..., "plugins": {"entries": ..}}}
                       {"id": n, "op": "command", "command": "mc", "ctx": {"args", "sessionKey"?},
                        "pluginConfig": {}, "config": {...}}
+                      {"id": n, "op": "probe", "pluginConfig": {}, "config": {...}}
                       {"id": n, "op": "ping"}
     worker -> bridge  {"ack": n}   as soon as request n is read (before it runs: a request
                       the worker died without acknowledging may be sent to a new worker)
-                      {"id": n, "ok": true, "result": ..., "errors": [..], "at": [r, s, d]}
-                      {"id": n, "ok": false, "error": "why", "at": [r, s, d]}
-                      (`at`: when the request was read, its handler started and its answer
-                      was ready, epoch ms: the bridge's benchmark splits a round trip by hop)
+                      {"id": n, "ok": true, "result": ..., "errors": [..]}
+                      {"id": n, "ok": false, "error": "why"}
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
+
+`probe` is what the gateway RPC `<plugin id>.ready` sends (readiness of a deploy): a no-op hook
+(PROBE_HOOK, which no plugin handles) taken through the same path as every void hook, context
+checked included, answered with what the ready line says (plugin, version, pid, ...). `ping` is
+answered by the reader thread itself, so it tells only that the worker still reads.
 
 Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
 line longer than `MAX_LINE` is discarded, a handler that raises is caught. It exits when stdin
@@ -44,7 +48,6 @@ import logging
 import os
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -62,6 +65,7 @@ MAX_REPLY = 4 * 1024 * 1024  # the bridge drops longer lines; answer an error in
 MAX_LOG = 4000
 THREADS = 8
 HOOK_TIMEOUT_S = 9.0  # below the bridge's shortest default deadline (10 s)
+PROBE_HOOK = "fleet_probe"  # no plugin registers it: running it is a real no-op hook
 
 
 class Output:
@@ -179,12 +183,25 @@ class Host:
 
     def handle(self, req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
-        if op not in ("hook", "command"):
-            return {"ok": False, "error": f"unknown op {op!r} (hook, command, ping)"}
+        if op not in ("hook", "command", "probe"):
+            return {"ok": False, "error": f"unknown op {op!r} (hook, command, probe, ping)"}
         self.take_context(req)
         if op == "hook":
             return self.hook(req)
+        if op == "probe":
+            return self.probe()
         return self.command(req)
+
+    def describe(self) -> Dict[str, Any]:
+        """What this worker runs: the ready line's fields (and a probe's answer)."""
+        return {"pid": os.getpid(), "python": ".".join(str(v) for v in sys.version_info[:3]),
+                "plugin": self.id, "version": self.manifest.get("version"),
+                "hooks": self.hooks.summary(),
+                "commands": [c["name"] for c in self.commands.names()]}
+
+    def probe(self) -> Dict[str, Any]:
+        errors = self.hooks.run_void(PROBE_HOOK, {}, {})
+        return {"ok": not errors, "result": self.describe(), "errors": errors}
 
     def hook(self, req: Dict[str, Any]) -> Dict[str, Any]:
         name = req.get("hook")
@@ -215,13 +232,8 @@ class Host:
         return {"ok": True, "result": {"text": out["text"]}}
 
 
-def now_ms() -> float:
-    return round(time.time() * 1000, 3)
-
-
-def answer(host: Host, out: Output, req: Dict[str, Any], read_at: float) -> None:
+def answer(host: Host, out: Output, req: Dict[str, Any]) -> None:
     rid = req.get("id")
-    started = now_ms()
     try:
         reply = host.handle(req)
     except BaseException as exc:  # nothing a request carries may end the worker
@@ -230,7 +242,6 @@ def answer(host: Host, out: Output, req: Dict[str, Any], read_at: float) -> None
         else:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     reply["id"] = rid
-    reply["at"] = [read_at, started, now_ms()]
     out.send(reply)
 
 
@@ -254,7 +265,6 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
             raw = read_line(stdin)
             if raw is None:
                 break
-            read_at = now_ms()
             if raw == b"":
                 out.send({"log": "error", "msg": f"[bridge] request longer than {MAX_LINE} "
                                                   "bytes discarded"})
@@ -273,9 +283,9 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
             if req.get("id") is not None:
                 out.send({"ack": req.get("id")})
             if req.get("op") == "hook" and req.get("hook") in MODIFYING_HOOKS:
-                answer(host, out, req, read_at)  # inline: see "Where calls run" above
+                answer(host, out, req)  # inline: see "Where calls run" above
             else:
-                pool.submit(answer, host, out, req, read_at)
+                pool.submit(answer, host, out, req)
     finally:
         pool.shutdown(wait=True)
 
@@ -298,15 +308,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         why = str(exc) if isinstance(exc, PluginLoadError) else f"{type(exc).__name__}: {exc}"
         out.send({"fatal": f"plugin {opts.plugin_id} cannot load from {host.dir}: {why}"})
         return 2
-    out.send({
-        "ready": True,
-        "pid": os.getpid(),
-        "python": ".".join(str(v) for v in sys.version_info[:3]),
-        "plugin": host.id,
-        "version": host.manifest.get("version"),
-        "hooks": host.hooks.summary(),
-        "commands": [c["name"] for c in host.commands.names()],
-    })
+    out.send({"ready": True, **host.describe()})
     serve(host, out, sys.stdin.buffer)
     return 0
 

@@ -8,9 +8,21 @@
 // line on its stdout.
 //
 // Every call has a deadline and fails open: no injection, an error through api.logger, the agent
-// never blocked. A dead worker is restarted (at once the first time, then with backoff); a hung
-// one is killed after a missed ping. A missing or too old python3 is a logged diagnostic, never
-// a throw into the gateway. Lines are bounded both ways. Node built-ins only.
+// never blocked. A dead worker is restarted (at once the first time, then with backoff that only
+// a worker which stayed up STABLE_MS resets); a hung one is killed after a missed ping. A missing
+// or too old python3 is a logged diagnostic, never a throw into the gateway. Lines are bounded
+// both ways. Node built-ins only.
+//
+// Each plugin also answers the gateway RPC `<plugin id>.ready` (api.registerGatewayMethod, in
+// OpenClaw 2026.4.24 and 2026.9.6): the bridge starts the worker if needed and sends it a probe,
+// a no-op hook through the same path as every hook, and answers with the worker's plugin id and
+// version. A deploy is ready only when that answer names the new version, so a release whose
+// Python cannot load is caught before any agent turn needs it.
+//
+// This file is the one source of the bridge. Each plugin directory holds it as `bridge.mjs`
+// (a link to this file in the source tree, a copy in a release), because OpenClaw copies a plugin
+// directory on its own (capture, restore after a failed reload) and an import from outside that
+// directory would not be copied with it.
 
 import { spawn } from "node:child_process";
 import { existsSync, realpathSync } from "node:fs";
@@ -24,6 +36,9 @@ const START_TIMEOUT_MS = 30000; // spawn to the worker's ready line
 const STDERR_TAIL = 4000;
 const LOG_MSG_MAX = 4000;
 const MIN_PYTHON = [3, 9];
+// A worker that stayed up this long counts as healthy again: its death restarts at once. One
+// that dies sooner keeps the backoff growing, however many calls it answered before it died.
+export const STABLE_MS = 60000;
 // Default per-call deadlines, below OpenClaw's own per-handler budgets (15 s prompt, 30 s observe).
 const DEFAULT_TIMEOUTS_MS = { before_prompt_build: 10000, command: 20000, other: 25000 };
 const REGISTRY = Symbol.for("fleet.openclaw.bridge.workers");
@@ -107,6 +122,11 @@ function trimMessages(event, budget) {
   return { ...event, messages: keep ? msgs.slice(msgs.length - keep) : [] };
 }
 
+function stableMs() { // FLEET_BRIDGE_STABLE_MS: for tests that cannot wait a minute
+  const n = Number(process.env.FLEET_BRIDGE_STABLE_MS);
+  return Number.isFinite(n) && n > 0 ? n : STABLE_MS;
+}
+
 function envTimeout() {
   const n = Number(process.env.FLEET_BRIDGE_TIMEOUT_MS);
   return Number.isFinite(n) && n > 0 ? n : undefined;
@@ -123,6 +143,7 @@ class Worker {
     this.stderr = "";
     this.dead = false;
     this.info = null;
+    this.startedAt = Date.now();
     this.onExit = onExit;
     let settle;
     this.ready = new Promise((res, rej) => { settle = { res, rej }; });
@@ -139,6 +160,7 @@ class Worker {
     }
     const child = this.child;
     child.on("error", (err) => {
+      this.fatal = err.code === "ENOENT"; // no such python: starting again cannot help
       const why = err.code === "ENOENT"
         ? `${python} not found (${err.message}); install Python >= ${MIN_PYTHON.join(".")} or set `
           + `plugins.entries.${pluginId}.config.python (or FLEET_PYTHON) to its path`
@@ -204,7 +226,7 @@ class Worker {
       return;
     }
     if (!msg || typeof msg !== "object") return;
-    if (msg.fatal) { this.fail(String(msg.fatal)); return; }
+    if (msg.fatal) { this.fatal = true; this.fail(String(msg.fatal)); return; }
     if (msg.ready) {
       clearTimeout(this.startTimer);
       this.info = msg;
@@ -227,8 +249,6 @@ class Worker {
     if (!p) return; // answered after its deadline: already failed open
     this.pending.delete(msg.id);
     clearTimeout(p.timer);
-    msg.sentAt = p.sentAt; // epoch ms, as the worker's `at` (for the benchmark's split)
-    msg.receivedAt = performance.timeOrigin + performance.now();
     p.resolve(msg);
   }
 
@@ -256,7 +276,6 @@ class Worker {
       }, Math.max(1, deadline - Date.now()));
       const p = { resolve: resolveCall, timer, acked: false };
       this.pending.set(id, p);
-      p.sentAt = performance.timeOrigin + performance.now();
       try {
         this.child.stdin.write(line + "\n");
       } catch { /* a closed pipe: "close" fails the call as unread */ }
@@ -281,6 +300,7 @@ class Bridge {
     this.notBefore = 0;
     this.lastDiag = "";
     this.failedKey = null;
+    this.lastFailure = null; // {why, final}: why the last worker died; final: it cannot start
     this.unread = new Map(); // hook name -> event fields its Python body never reads
   }
 
@@ -334,7 +354,9 @@ class Bridge {
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
         if (why === "stopped") return;
+        if (Date.now() - w.startedAt >= stableMs()) this.failures = 0; // it had been healthy
         this.failedKey = this.key();
+        this.lastFailure = { why, final: w.fatal };
         this.failures += 1;
         const delay = this.failures <= 1 ? 0 : Math.min(500 * 2 ** (this.failures - 2), 30000);
         this.notBefore = Date.now() + delay;
@@ -355,7 +377,6 @@ class Bridge {
       // runs it, still within the same deadline.
       answer = await this.attempt(body, deadline);
     }
-    this.lastAnswer = answer; // its hop times, for the benchmark's timed bridge
     return answer;
   }
 
@@ -363,7 +384,10 @@ class Bridge {
     const worker = this.acquire();
     if (!worker) {
       const wait = Math.max(0, this.notBefore - Date.now());
-      return { ok: false, error: `worker unavailable, next start in ${Math.ceil(wait / 100) / 10}s` };
+      const last = this.lastFailure;
+      return { ok: false, final: Boolean(last?.final),
+        error: `worker unavailable, next start in ${Math.ceil(wait / 100) / 10}s`
+          + (last ? `; the last one: ${last.why}` : "") };
     }
     let timer;
     try {
@@ -373,14 +397,14 @@ class Bridge {
             Math.max(1, deadline - Date.now()));
         });
         const ready = await Promise.race([
-          worker.ready.then(() => ({ ok: true }), (err) => ({ ok: false, error: err.message })),
+          worker.ready.then(() => ({ ok: true }),
+            (err) => ({ ok: false, error: err.message, final: Boolean(worker.fatal) })),
           expired,
         ]);
         if (!ready.ok) return ready;
       }
       const answer = await worker.request(body, deadline);
       if (answer.ok) {
-        this.failures = 0;
         this.lastDiag = "";
       } else if (answer.timedOut) {
         this.checkAlive(worker);
@@ -402,6 +426,33 @@ class Bridge {
           + `${PING_TIMEOUT_MS} ms: killed`);
       }
     });
+  }
+
+  /**
+   * The gateway RPC `<plugin id>.ready`: the worker (started now if need be) answers a probe, a
+   * no-op hook through the path every hook takes. Answers {id, plugin, version, pid, python,
+   * hooks, commands, pluginDir}, or an error whose `details.final` says waiting cannot help (the
+   * plugin cannot load in this release, python is missing) rather than "not yet".
+   */
+  async ready(respond) {
+    let answer;
+    try {
+      answer = await this.call({ op: "probe", ...this.context() }, "other");
+    } catch (err) {
+      answer = { ok: false, error: String(err?.message || err) };
+    }
+    try {
+      if (answer.ok) {
+        respond(true, { id: this.pluginId, ...answer.result, pluginDir: this.pluginDir });
+      } else {
+        const why = answer.timedOut ? `no answer within ${this.timeoutMs("other")} ms`
+          : answer.error;
+        respond(false, undefined, { code: "UNAVAILABLE", message: `${this.pluginId}: ${why}`,
+          retryable: !answer.final, details: { final: Boolean(answer.final) } });
+      }
+    } catch (err) {
+      this.logger.error(`[bridge] ${this.pluginId}.ready: ${err?.stack || err}`);
+    }
   }
 
   context() {
@@ -510,9 +561,9 @@ export function locate(api, entryUrl) {
  *
  * hooks: [[hookName, priority, unreadFields?], ...] (unreadFields: event keys the Python body
  * of that hook never reads, left out of the line: they mirror the plugin's UNREAD_EVENT_FIELDS);
- * commands: [{name, description}]. register() only
- * registers handlers and resolves paths: it starts nothing and writes nothing (OpenClaw also
- * runs it inside CLI processes).
+ * commands: [{name, description}]. register() only registers handlers (hooks, commands, the
+ * `<id>.ready` gateway method) and resolves paths: it starts nothing and writes nothing
+ * (OpenClaw also runs it inside CLI processes).
  */
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
   return {
@@ -525,6 +576,10 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
       for (const [hook, priority, unread] of hooks) {
         if (Array.isArray(unread) && unread.length) bridge.unread.set(hook, unread.map(String));
         api.on(hook, (event, ctx) => bridge.hook(hook, event, ctx), { priority });
+      }
+      if (typeof api.registerGatewayMethod === "function") {
+        api.registerGatewayMethod(`${id}.ready`, (opts) => bridge.ready(opts?.respond),
+          { scope: "operator.read" });
       }
       for (const cmd of commands) {
         api.registerCommand({

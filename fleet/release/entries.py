@@ -160,7 +160,6 @@ def _syntax_error_at(node: str, entry: Path, root: Path) -> Optional[str]:
     """`file:line` of a syntax error in the entry or the modules beside it (ESM import errors
     do not say which file); `node --check` names it."""
     candidates = [entry] + sorted(entry.parent.glob("*.js")) + sorted(entry.parent.glob("*.mjs"))
-    candidates += sorted(entry.parent.parent.glob("*.mjs"))  # the shared bridge
     for path in dict.fromkeys(candidates):
         try:
             proc = subprocess.run([node, "--check", str(path)], capture_output=True, text=True,

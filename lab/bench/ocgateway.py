@@ -13,9 +13,9 @@ Alternated per repetition:
   (as the deploy activates both at once) until each answers its own `/readyz`; the same for one
   gateway alone. The floor a deploy that restarts OpenClaw can reach.
 
-Then the hook round trip inside the real gateway: a release whose bridge (`bridge.mjs`) also
-writes each hook call's duration (OpenClaw calling the plugin's handler -> JSON line to the
-Python worker -> answer) and its hop time stamps to a file named by `FLEET_BENCH_HOOK_TIMINGS`,
+Then the hook round trip inside the real gateway: a release whose bridge (each plugin's
+`bridge.mjs`) also writes each hook call's duration (OpenClaw calling the plugin's handler ->
+JSON line to the Python worker -> answer) to a file named by `FLEET_BENCH_HOOK_TIMINGS`,
 then agent turns through `openclaw agent` on both hosts, in two rounds. Only the benchmark's
 variant carries that timing code. With `FLEET_BENCH_HOOK_BASELINE=<git revision>` each round
 also runs the turns on that revision's bridge, worker and hook bus (HOOK_FILES), alternated with
@@ -40,20 +40,19 @@ from lab.bench.stats import alternation, percentile
 
 HOSTS = ("oc-bench-1", "oc-bench-2")
 TIMINGS_ENV = "FLEET_BENCH_HOOK_TIMINGS"
-BRIDGE = "fleet/plugins/bridge.mjs"
+BRIDGE = "fleet/plugins/bridge.mjs"  # the one source of the bridge
+# ... and the copies a release ships, one per plugin directory: the ones OpenClaw imports
+SHIPPED_BRIDGES = ("fleet/plugins/memory_continuity/bridge.mjs", "fleet/plugins/mc/bridge.mjs")
 _IMPORT = 'import { existsSync, realpathSync } from "node:fs";'
 _HOOK = "  async hook(name, event, ctx) {\n"
 _TIMED_HOOK = """  async hook(name, event, ctx) {
     const t0 = performance.timeOrigin + performance.now();
-    this.lastAnswer = null;
     const out = await this.hookUntimed(name, event, ctx);
     const t1 = performance.timeOrigin + performance.now();
     const file = process.env.TIMINGS_ENV;
     if (file) {
-      const a = this.lastAnswer;
-      const hops = a && a.at && a.sentAt ? [t0, a.sentAt, ...a.at, a.receivedAt, t1] : null;
-      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms: t1 - t0,
-                                            hops }) + "\\n");
+      appendFileSync(file, JSON.stringify({ hook: name, plugin: this.pluginId, ms: t1 - t0 })
+        + "\\n");
     }
     return out;
   }
@@ -63,7 +62,7 @@ _TIMED_HOOK = """  async hook(name, event, ctx) {
 READY_TIMEOUT_S = 600.0
 # The files a hook call crosses (OpenClaw -> bridge -> worker -> hook bus), swapped as a whole for
 # a side-by-side run against another revision ($FLEET_BENCH_HOOK_BASELINE).
-HOOK_FILES = (BRIDGE, "fleet/gateway/worker.py", "fleet/gateway/hooks.py")
+HOOK_FILES = (*SHIPPED_BRIDGES, "fleet/gateway/worker.py", "fleet/gateway/hooks.py")
 BASELINE_ENV = "FLEET_BENCH_HOOK_BASELINE"
 ROUNDS = 2  # batches of agent turns per variant, alternated
 
@@ -194,35 +193,6 @@ def hook_samples(paths: list[Path]) -> dict[str, list[float]]:
     return out
 
 
-HOPS = ("bridge before write", "pipe to worker + its reader waking", "worker handoff",
-        "worker handler", "pipe to bridge + Node's event loop", "bridge after answer")
-
-
-def hop_split(paths: list[Path], hook: str) -> dict[str, list[float]]:
-    """hop name (HOPS) -> ms per call of `hook` (first call per file left out): from the
-    timed bridge's time stamps [hook called, line written, worker read it, handler started,
-    answer ready, bridge parsed it, hook returned], epoch ms on one machine's clock."""
-    out: dict[str, list[float]] = {name: [] for name in HOPS}
-    for path in paths:
-        if not path.exists():
-            continue
-        first = True
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-                stamps = [float(x) for x in rec["hops"]] if rec.get("hook") == hook else None
-            except (ValueError, KeyError, TypeError):
-                continue
-            if stamps is None or len(stamps) != len(HOPS) + 1:
-                continue
-            if first:
-                first = False
-                continue
-            for name, a, b in zip(HOPS, stamps, stamps[1:]):
-                out[name].append(b - a)
-    return out
-
-
 def baseline_edits(rev: str) -> dict:
     """Artifact edits that put the hook path's files (HOOK_FILES) of git revision `rev` of this
     checkout in place of the current ones (bridge.mjs timed as usual)."""
@@ -233,12 +203,13 @@ def baseline_edits(rev: str) -> dict:
     root = Path(fleet.__file__).resolve().parent.parent
     edits = {}
     for name in HOOK_FILES:
-        proc = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{name}"],
+        source = BRIDGE if name in SHIPPED_BRIDGES else name  # what the revision holds
+        proc = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{source}"],
                               capture_output=True, timeout=60)
         if proc.returncode != 0:
-            raise RuntimeError(f"{BASELINE_ENV}={rev}: git cannot show {name}: "
+            raise RuntimeError(f"{BASELINE_ENV}={rev}: git cannot show {source}: "
                                f"{proc.stderr.decode(errors='replace').strip()}")
-        data = timed_bridge(proc.stdout) if name == BRIDGE else proc.stdout
+        data = timed_bridge(proc.stdout) if name in SHIPPED_BRIDGES else proc.stdout
         edits[name] = lambda _old, data=data: data
     return edits
 
@@ -250,7 +221,8 @@ def hook_round_trip(gw: Gateways, base, out: Path, sec: Section, turns: int, log
     Each batch writes its own timing files (its first call per hook left out)."""
     import os  # noqa: PLC0415
 
-    variants = {"current": variant(base, "oc-timed", out, {BRIDGE: timed_bridge})}
+    variants = {"current": variant(base, "oc-timed", out,
+                                   dict.fromkeys(SHIPPED_BRIDGES, timed_bridge))}
     rev = os.environ.get(BASELINE_ENV, "").strip()
     if rev:
         variants = {f"baseline {rev}": variant(base, "oc-timed-baseline", out,
@@ -282,11 +254,6 @@ def hook_round_trip(gw: Gateways, base, out: Path, sec: Section, turns: int, log
         prefix = "hook " if label == "current" else f"hook [{label}] "
         for name, values in sorted(samples.items()):
             sec.samples[f"{prefix}{name}"] = values
-        hops = hop_split(files[label], "before_prompt_build")
-        if hops[HOPS[0]]:
-            sec.figures[f"before_prompt_build hops p50/p90 ms ({label})"] = {
-                name: f"{statistics.median(v):.2f}/{percentile(v, 90):.2f}"
-                for name, v in hops.items()}
     bpb = hook_samples(files["current"]).get("memory-continuity:before_prompt_build", [])
     if not bpb:
         errors.append("no before_prompt_build round trip was recorded")

@@ -76,9 +76,8 @@ def test_bad_requests_are_answered_or_logged_and_the_worker_keeps_serving(tmp_pa
     ]
     msgs = talk(start(state, PLUGINS / "memory_continuity", "memory-continuity"), lines)
     got = answers(msgs)
-    read, started, done = got[1].pop("at")  # epoch ms, in order
-    assert read <= started <= done
-    assert got[1] == {"id": 1, "ok": False, "error": "unknown op 'explode' (hook, command, ping)"}
+    assert got[1] == {"id": 1, "ok": False,
+                      "error": "unknown op 'explode' (hook, command, probe, ping)"}
     assert got[2]["ok"] is True and got[2]["result"] is None
     assert got[3]["ok"] is False and "autoExtract" in got[3]["error"]
     assert "Objective: Keep going" in got[4]["result"]["prependSystemContext"]
@@ -88,6 +87,22 @@ def test_bad_requests_are_answered_or_logged_and_the_worker_keeps_serving(tmp_pa
     assert sum("not a JSON object" in m for m in logged) == 1
     assert sum("longer than" in m for m in logged) == 1
     assert [m["ack"] for m in msgs if "ack" in m] == [1, 2, 3, 4]  # pings are not acknowledged
+
+
+def test_a_probe_answers_what_the_worker_runs_and_checks_the_plugin_config(tmp_path):
+    """`probe` (the `<id>.ready` readiness RPC) goes through the hook path: the answer names the
+    plugin and its version, and a config the plugin would refuse is refused here too."""
+    state = state_dir(tmp_path)
+    good = {"id": 1, "op": "probe", "pluginConfig": {}, "config": {}}
+    bad = {"id": 2, "op": "probe", "pluginConfig": {"autoExtract": "yes"}, "config": {}}
+    got = answers(talk(start(state, PLUGINS / "memory_continuity", "memory-continuity"),
+                       [json.dumps(good).encode(), json.dumps(bad).encode()]))
+    version = json.loads((PLUGINS / "memory_continuity" / "openclaw.plugin.json").read_text())
+    assert got[1]["ok"] is True and got[1]["errors"] == []
+    assert (got[1]["result"]["plugin"], got[1]["result"]["version"]) == (
+        "memory-continuity", version["version"])
+    assert "before_prompt_build" in got[1]["result"]["hooks"]
+    assert got[2]["ok"] is False and "autoExtract" in got[2]["error"]
 
 
 def test_mc_command_with_the_config_the_bridge_passes(tmp_path):

@@ -2,12 +2,15 @@
 // calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
 // pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
 //
-// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, steps: [...]}. capture: import a copy of
-// the entry's module graph from a temp dir, as OpenClaw 2026.9.6 does ("plugin captures"), while
-// api.rootDir/api.source still name the original directory. Steps:
+// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, steps: [...]}. capture:
+// import the entry from a copy of its plugin directory in a temp dir, as OpenClaw 2026.9.6 does
+// ("plugin captures", and its restore after a failed reload), while api.rootDir/api.source still
+// name the original directory. Steps:
 //   {"hook": name, "event": {}, "ctx": {}}        -> {"result"}  (as OpenClaw awaits a handler)
 //     "padMessages": n puts a user message of n bytes first in event.messages (oversized events)
 //   {"command": name, "args": "..."}               -> {"result"}  (the handler's {text})
+//   {"method": name, "params": {}}                 -> {"ok", "payload", "error"}  (a gateway RPC
+//                                                     registered with api.registerGatewayMethod)
 //   {"signal": "SIGKILL"|"SIGSTOP"|"SIGCONT"}      -> {"pids"}    (sent to the live workers)
 //   {"workers": true}                              -> {"pids"}    (this process's worker children)
 //   {"sleep": ms}
@@ -25,6 +28,7 @@ const spec = JSON.parse(Buffer.concat(chunks).toString("utf8"));
 const logs = [];
 const hooks = new Map();
 const commands = new Map();
+const methods = new Map();
 const print = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
 
 function workers() {
@@ -47,8 +51,9 @@ if (spec.capture) {
   cap = mkdtempSync(join(tmpdir(), "plugin-capture-"));
   const real = realpathSync(dirname(spec.entry));
   const pkg = join(cap, "pkgs", basename(real));
-  cpSync(real, pkg, { recursive: true });
-  cpSync(join(real, "..", "bridge.mjs"), join(cap, "pkgs", "bridge.mjs"));
+  // The plugin directory alone, its files as files (a release's are; the source tree's bridge.mjs
+  // is a link): what OpenClaw copies. An import from outside it would fail here.
+  cpSync(real, pkg, { recursive: true, dereference: true });
   imported = join(pkg, basename(spec.entry));
 }
 const mod = await import(pathToFileURL(imported).href);
@@ -69,6 +74,7 @@ const api = {
     }])),
   on(name, handler, opts) { hooks.set(name, { handler, priority: opts?.priority ?? 0 }); },
   registerCommand(cmd) { commands.set(cmd.name, cmd); },
+  registerGatewayMethod(name, handler, opts) { methods.set(name, { handler, opts }); },
 };
 plugin.register(api);
 await new Promise((r) => setTimeout(r, 200)); // anything register() started would show by now
@@ -76,6 +82,7 @@ print({ registered: {
   id: plugin.id,
   hooks: Object.fromEntries([...hooks].map(([n, h]) => [n, h.priority])),
   commands: [...commands.keys()],
+  methods: Object.fromEntries([...methods].map(([n, m]) => [n, m.opts?.scope ?? null])),
   workers: workers(),
 } });
 
@@ -93,6 +100,14 @@ for (const [i, step] of (spec.steps ?? []).entries()) {
     const c = commands.get(step.command);
     out.result = await c.handler({ args: step.args ?? "", commandBody: `/${step.command}`,
       senderId: "cli", channel: "webchat", isAuthorizedSender: true, ...(step.ctx ?? {}) });
+  } else if (step.method) {
+    const m = methods.get(step.method);
+    const answered = await new Promise((res) => {
+      Promise.resolve(m.handler({ req: { method: step.method }, params: step.params ?? {},
+        respond: (ok, payload, error) => res({ ok, payload: payload ?? null,
+          error: error ?? null }) })).catch((err) => res({ threw: String(err) }));
+    });
+    Object.assign(out, answered);
   } else if (step.signal) {
     out.pids = workers();
     for (const pid of out.pids) process.kill(pid, step.signal);

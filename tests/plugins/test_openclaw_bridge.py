@@ -46,13 +46,16 @@ def state(tmp_path: Path) -> Path:
 
 def run(node: str, state: Path, entry: Path, steps: List[Dict[str, Any]],
         plugin_config: Dict[str, Any] = None, timeout: float = 120,
-        capture: bool = False, throwing_logger: bool = False) -> Dict[str, Any]:
+        capture: bool = False, throwing_logger: bool = False,
+        env: Dict[str, str] = None) -> Dict[str, Any]:
     spec = {"entry": str(entry), "config": CONFIG, "steps": steps, "capture": capture,
             "throwingLogger": throwing_logger,
             "pluginConfig": {"python": sys.executable} if plugin_config is None else plugin_config}
-    env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
-    env.pop("FLEET_PYTHON", None)
-    env.pop("FLEET_BRIDGE_TIMEOUT_MS", None)
+    full_env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
+    for name in ("FLEET_PYTHON", "FLEET_BRIDGE_TIMEOUT_MS", "FLEET_BRIDGE_STABLE_MS"):
+        full_env.pop(name, None)
+    full_env.update(env or {})
+    env = full_env
     proc = subprocess.run([node, str(HARNESS)], input=json.dumps(spec), capture_output=True,
                           text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -86,12 +89,14 @@ def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
     out = run(node, state, MC_ENTRY, [])
     reg = out["registered"]
     assert reg["id"] == "memory-continuity" and reg["workers"] == [] and out["workers"] == []
+    assert reg["methods"] == {"memory-continuity.ready": "operator.read"}
     assert reg["hooks"] == {"before_prompt_build": 10, "before_compaction": 10,
                             "before_reset": 10, "subagent_spawned": 50, "subagent_ended": 50,
                             "agent_end": 90, "session_end": 90}
     assert out["logs"] == []
     cmd = run(node, state, CMD_ENTRY, [])["registered"]
     assert (cmd["id"], cmd["commands"], cmd["hooks"], cmd["workers"]) == ("mc", ["mc"], {}, [])
+    assert cmd["methods"] == {"mc.ready": "operator.read"}
 
 
 def test_entry_hooks_are_the_python_plugins_hooks():
@@ -303,16 +308,16 @@ def slow_entry(tmp_path: Path) -> Path:
     for part in (REPO / "fleet").iterdir():
         if part.name not in ("plugins", "__pycache__"):
             (fleet / part.name).symlink_to(part)
-    for name in ("__init__.py", "bridge.mjs"):
-        (fleet / "plugins" / name).symlink_to(REPO / "fleet" / "plugins" / name)
+    (fleet / "plugins" / "__init__.py").symlink_to(REPO / "fleet" / "plugins" / "__init__.py")
     pkg = fleet / "plugins" / "slowpoke"
+    (pkg / "bridge.mjs").symlink_to(REPO / "fleet" / "plugins" / "bridge.mjs")
     (pkg / "openclaw.plugin.json").write_text(json.dumps(
         {"id": "slowpoke", "version": "1.0.0", "configSchema": {"type": "object"}}))
     (pkg / "package.json").write_text(json.dumps({"version": "1.0.0", "type": "module",
                                                   "fleet": {"entry": "plugin.py"}}))
     (pkg / "plugin.py").write_text(SLOW_PLUGIN)
     (pkg / "index.js").write_text(
-        'import { definePlugin } from "../bridge.mjs";\n'
+        'import { definePlugin } from "./bridge.mjs";\n'
         'export default definePlugin({ id: "slowpoke", name: "Slowpoke", description: "test", '
         'entryUrl: import.meta.url, hooks: [["before_prompt_build", 10, ["messages"]], '
         '["agent_end", 90]] });\n')
@@ -363,3 +368,61 @@ def test_event_fields_a_hook_declares_unread_are_not_sent(node, state, slow_entr
     assert out["steps"][0]["result"]["prependSystemContext"] == "extra prompt"
     assert not (state / "ended.txt").exists()  # agent_end saw the messages
     assert out["errors"] == []
+
+
+def test_the_ready_method_starts_the_worker_and_names_the_version_it_runs(node, state):
+    """`<id>.ready` is how a deploy learns that the plugin's Python runs: the worker is started
+    on demand and probed; the answer carries the version the worker loaded."""
+    out = run(node, state, MC_ENTRY, [{"method": "memory-continuity.ready"}, {"workers": True}])
+    ready, workers = out["steps"]
+    manifest = json.loads((MC_ENTRY.parent / "openclaw.plugin.json").read_text())
+    assert ready["ok"] is True, ready
+    payload = ready["payload"]
+    assert (payload["id"], payload["plugin"], payload["version"]) == (
+        "memory-continuity", "memory-continuity", manifest["version"])
+    assert payload["pid"] == workers["pids"][0] and "before_prompt_build" in payload["hooks"]
+    assert out["errors"] == []
+
+
+def test_the_ready_method_says_a_plugin_that_cannot_load_is_final(node, state, slow_entry):
+    """A release whose Python raises at import answers `ready` with the import's error, marked
+    final: waiting longer cannot help, the deploy rolls back at once."""
+    (slow_entry.parent / "plugin.py").write_text("raise RuntimeError('core broken at import')\n")
+    out = run(node, state, slow_entry, [{"method": "slowpoke.ready"},
+                                        {"method": "slowpoke.ready"}])
+    for step in out["steps"]:  # the second is answered from the backoff, with the same reason
+        assert step["ok"] is False, step
+        assert "core broken at import" in step["error"]["message"], step
+        assert step["error"]["details"] == {"final": True}
+
+
+DYING_PLUGIN = """
+import os, threading
+
+def register(api):
+    with open(os.path.join(str(api.state_dir), "starts.txt"), "a") as f:
+        f.write(f"{os.getpid()}\\n")
+
+    def end(event, ctx):
+        threading.Timer(0.05, os._exit, [1]).start()  # dies right after answering
+
+    api.on("agent_end", end, 90)
+"""
+
+
+def test_a_worker_that_answers_once_then_dies_is_restarted_with_backoff(node, state, slow_entry):
+    """Answering a call is no proof of health: a worker that dies after every answer must not
+    be restarted on every hook. Only one that stayed up a while resets the backoff."""
+    (slow_entry.parent / "plugin.py").write_text(DYING_PLUGIN)
+    end = {"hook": "agent_end", "event": {"success": True, "messages": []}, "ctx": {}}
+    out = run(node, state, slow_entry, [end, {"sleep": 100}] * 40)  # each worker dead by the next
+    starts = (state / "starts.txt").read_text().split()
+    assert 2 <= len(starts) <= 12, starts  # restarted, but 40 hooks did not mean 40 starts
+    assert any("next start in" in e for e in out["errors"]), out["errors"]
+
+    (state / "starts.txt").unlink()
+    (slow_entry.parent / "plugin.py").write_text(DYING_PLUGIN.replace("threading.Timer", "pass  #"))
+    healthy = [end, {"sleep": 400}, {"signal": "SIGKILL"}]  # up longer than the stable time
+    out = run(node, state, slow_entry, healthy * 3 + [end], env={"FLEET_BRIDGE_STABLE_MS": "200"})
+    assert len((state / "starts.txt").read_text().split()) == 4  # each death: restarted at once
+    assert not any("next start in" in e for e in out["errors"]), out["errors"]

@@ -20,6 +20,8 @@ RELEASE_FILES = (
     "fleet/plugins/memory_continuity/index.js",
     "fleet/plugins/mc/index.js",
     "fleet/plugins/bridge.mjs",
+    "fleet/plugins/memory_continuity/bridge.mjs",  # links to the one above
+    "fleet/plugins/mc/bridge.mjs",
     "CHANGELOG.md",
 )
 
@@ -100,7 +102,9 @@ def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=()) -> Repo:
         src = MAIN / rel
         dst = repo / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.exists():
+        if src.is_symlink():  # the plugins' bridge.mjs: a link to the one source of the bridge
+            dst.symlink_to(os.readlink(src))
+        elif src.exists():
             shutil.copyfile(src, dst)
     for rel in extra_trees:
         shutil.copytree(MAIN / rel, repo / rel, dirs_exist_ok=True,

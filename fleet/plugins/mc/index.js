@@ -1,6 +1,6 @@
 // OpenClaw entry of the /mc command plugin: a thin bridge to the Python plugin (plugin.py) run by
 // one long-lived worker. The command list mirrors plugin.py (a unit test keeps them equal).
-import { definePlugin } from "../bridge.mjs";
+import { definePlugin } from "./bridge.mjs";
 
 export default definePlugin({
   id: "mc",

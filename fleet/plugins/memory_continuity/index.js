@@ -1,7 +1,7 @@
 // OpenClaw entry of memory-continuity: a thin bridge to the Python plugin (plugin.py) run by one
 // long-lived worker. The hook list mirrors plugin.py HOOKS, and the third element of a hook
 // plugin.py UNREAD_EVENT_FIELDS (a unit test keeps them equal).
-import { definePlugin } from "../bridge.mjs";
+import { definePlugin } from "./bridge.mjs";
 
 export default definePlugin({
   id: "memory-continuity",

@@ -50,9 +50,9 @@ def test_a_broken_release_variant_lists_its_edited_file_and_fails_at_import(tmp_
 
 
 def test_the_hook_timing_edit_fits_the_shipped_bridge_and_refuses_another():
-    from lab.bench.ocgateway import BRIDGE, TIMINGS_ENV, timed_bridge
+    from lab.bench.ocgateway import SHIPPED_BRIDGES, TIMINGS_ENV, timed_bridge
 
-    timed = timed_bridge((REPO / BRIDGE).read_bytes()).decode()
+    timed = timed_bridge((REPO / SHIPPED_BRIDGES[0]).read_bytes()).decode()
     assert "appendFileSync" in timed and TIMINGS_ENV in timed
     assert timed.count("async hookUntimed(name, event, ctx)") == 1
     with pytest.raises(RuntimeError, match="no longer fits"):
