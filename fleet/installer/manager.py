@@ -114,6 +114,11 @@ class Manager:
         """Why a gateway this manager started can never become ready (it exited), or None."""
         return None
 
+    def preflight(self, artifact: Path) -> Tuple[Optional[str], List[str]]:
+        """(why this host cannot take `artifact`, notes) before anything changes; (None, [])
+        where the gateway takes any release (ours does)."""
+        return None, []
+
     def log_tail(self) -> str:
         """The started gateway's recent log lines, for error messages ("" if unknown)."""
         return ""

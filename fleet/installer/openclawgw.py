@@ -36,11 +36,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.process import read_log_tail
-from fleet.installer import openclawconfig, openclawrpc, releasedirs
+from fleet.installer import openclawcompat, openclawconfig, openclawrpc, releasedirs
 from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
@@ -185,6 +185,42 @@ class OpenclawManager(Manager):
     def version(self) -> Optional[str]:
         """OpenClaw's version: the running gateway's when fleet has talked to it, else the CLI's."""
         return self._gateway_version or self.cli_version()
+
+    def running_version(self) -> Optional[str]:
+        """The running gateway's own version (`status`: `runtimeVersion`, in 2026.4.24 and
+        2026.9.6), None when no gateway answers."""
+        if not self.http_ready():
+            return None
+        try:
+            status = self.call("status", timeout=60)
+        except (RpcError, ManagerError):
+            return self._gateway_version
+        found = status.get("runtimeVersion")
+        if isinstance(found, str) and found:
+            self._gateway_version = found
+        return self._gateway_version
+
+    def preflight(self, artifact: Path) -> Tuple[Optional[str], List[str]]:
+        """The release's OpenClaw range (its plugins' package.json) against this host's OpenClaw
+        (the running gateway's version, else the CLI's), before anything on the host changes:
+        (refusal, notes)."""
+        try:
+            supported = openclawcompat.release_range(openclawcompat.artifact_packages(artifact))
+        except (openclawcompat.CompatError, OSError, ValueError) as exc:
+            return f"cannot read the OpenClaw versions this release supports: {exc}", []
+        if supported is None:
+            return None, ["this release declares no OpenClaw versions it supports"]
+        running = self.running_version()
+        found = running or self.cli_version()
+        if found is None:
+            return None, [f"cannot tell which OpenClaw runs here; the release supports "
+                          f"OpenClaw {supported.describe()}"]
+        refusal = supported.refusal(found)
+        if refusal:
+            what = "the running gateway" if running else "the OpenClaw CLI (no gateway answers)"
+            return f"{what} here is OpenClaw {found}: {refusal}; nothing was changed", []
+        note = supported.note(found)
+        return None, [note] if note else []
 
     def cli_version(self) -> Optional[str]:
         """The CLI's version: its package.json beside an `openclaw.mjs` entry, else --version."""
@@ -354,18 +390,86 @@ class OpenclawManager(Manager):
 
     # -- readiness -----------------------------------------------------------------------
     def probe(self, release: Optional[Path] = None) -> Optional[dict]:
-        """Health in the installer's shape, from the running gateway's `plugins.list`."""
+        """Health in the installer's shape: each fleet plugin's own answer to `<id>.ready` (its
+        worker started and probed: the version it runs), with the gateway's inventory
+        (`plugins.list`, where the gateway has it: 2026.9.x) for load errors and diagnostics."""
         if not self.http_ready():
             return None
         try:
-            listing = self.call("plugins.list", timeout=60)
-        except (RpcError, ManagerError):
+            listing: Optional[dict] = self.call("plugins.list", timeout=60)
+        except RpcError as exc:
+            if not unknown_method(exc):
+                return None
+            listing = None  # OpenClaw 2026.4.x: no inventory RPC; the plugins' answers only
+        except ManagerError:
             return None
         ours = list(self.plugin_dirs(release)) if release is not None else []
-        health = health_from_listing(listing, ours, self.version(),
-                                     self.process.pid() if self.process else None)
+        if listing is not None:
+            health = health_from_listing(listing, ours, self.version(),
+                                         self.process.pid() if self.process else None)
+        else:
+            health = {"ready": True, "openclaw": self.version(), "gateway_pid":
+                      self.process.pid() if self.process else None, "versions": {},
+                      "plugins": {pid: {"loaded": None, "status": "not answering"}
+                                  for pid in ours}}
+        for plugin_id in ours:
+            info = health["plugins"][plugin_id]
+            if info.get("loaded") is False:
+                continue  # the inventory names its error already
+            self.confirm(plugin_id, info, health["versions"], listing is None)
         health["rpc"] = self.rpc_path
         return health
+
+    def confirm(self, plugin_id: str, info: Dict[str, Any], versions: Dict[str, str],
+                only_source: bool) -> None:
+        """Ask the plugin itself (`<id>.ready`, fleet/plugins/bridge.mjs) and fold its answer
+        into `info` and `versions`: the version its worker runs, or why it cannot run. Without
+        an inventory (`only_source`) a plugin that registered no such method failed to load
+        when the gateway reports ready; OpenClaw's own listing then says why."""
+        versions.pop(plugin_id, None)
+        try:
+            answer = self.call(f"{plugin_id}.ready", timeout=60)
+        except RpcError as exc:
+            details = exc.error.get("details")
+            if isinstance(details, dict) and details.get("final") is True:
+                info.update(loaded=False, error=exc.message)
+            elif unknown_method(exc) and only_source:
+                info.update(loaded=False, error=self.load_error(plugin_id) or
+                            f"plugin {plugin_id} is not loaded (the gateway does not know "
+                            f"{plugin_id}.ready)")
+            else:
+                info.update(loaded=None, status=f"not ready: {exc.message}")
+            return
+        except ManagerError as exc:
+            info.update(loaded=None, status=f"not ready: {exc}")
+            return
+        version = answer.get("version")
+        info.update(loaded=True, version=version, worker=answer.get("pid"),
+                    python=answer.get("python"))
+        if version is not None:
+            versions[plugin_id] = str(version)
+
+    def load_error(self, plugin_id: str) -> Optional[str]:
+        """Why OpenClaw did not load `plugin_id`, from its CLI's inventory (`plugins list`;
+        a CLI boot, used only where the gateway has no inventory RPC and the plugin is missing)."""
+        try:
+            proc = self.cli("plugins", "list", "--json", timeout=120)
+            listing = json.loads(proc.stdout)
+        except (ManagerError, ValueError):
+            return None
+        for entry in listing.get("plugins") or [] if isinstance(listing, dict) else []:
+            if isinstance(entry, dict) and entry.get("id") == plugin_id:
+                error = entry.get("error") or (entry.get("runtime") or {}).get("error")
+                status = entry.get("status") or entry.get("state")
+                if error or status not in (None, "loaded", ACTIVE):
+                    return f"plugin {plugin_id} failed to load: {error or status}"
+        return None
+
+
+def unknown_method(exc: RpcError) -> bool:
+    """Whether the gateway does not know the method (an older OpenClaw, or a plugin whose
+    method was never registered because it did not load)."""
+    return "unknown method" in exc.message
 
 
 def health_from_listing(listing: dict, ours: List[str], openclaw_version: Optional[str],

@@ -27,7 +27,9 @@ import time
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-PROTOCOL = 4  # OpenClaw gateway protocol of 2026.9.x (MIN_CLIENT_PROTOCOL_VERSION = 4)
+# Gateway protocol versions this client speaks: 3 (OpenClaw 2026.4.x) and 4 (2026.9.x, whose
+# MIN_CLIENT_PROTOCOL_VERSION is 4); the gateway picks one within the range.
+MIN_PROTOCOL, MAX_PROTOCOL = 3, 4
 SCOPES = ["operator.read", "operator.write", "operator.admin"]
 MAX_MESSAGE = 64 * 1024 * 1024  # a listing is ~100 KB; anything this large is not an answer
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -184,8 +186,8 @@ class GatewayRpc:
                 "not an OpenClaw gateway of protocol v4?"
             )
         params: Dict[str, Any] = {
-            "minProtocol": PROTOCOL,
-            "maxProtocol": PROTOCOL,
+            "minProtocol": MIN_PROTOCOL,
+            "maxProtocol": MAX_PROTOCOL,
             "client": {
                 "id": "gateway-client",
                 "version": self.client_version,

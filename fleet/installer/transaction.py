@@ -215,6 +215,13 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
             res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
             tx.record()
             return tx.finish()
+    with tx.step("compat"):  # whether this host's gateway can take it, before any change
+        refusal, notes = tx.manager.preflight(artifact)
+    tx.notes.extend(notes)
+    if refusal:
+        res.update(result="refused", reason=refusal)
+        tx.record()
+        return tx.finish()
     with tx.step("unpack"):
         release = releasedirs.unpack(state_dir, artifact, sha256, manifest)
     meta = releasedirs.read_meta(release) or {}

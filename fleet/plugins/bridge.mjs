@@ -447,8 +447,10 @@ class Bridge {
       } else {
         const why = answer.timedOut ? `no answer within ${this.timeoutMs("other")} ms`
           : answer.error;
+        // Not `retryable`: the deploy's readiness asks again on its own schedule; `final` says
+        // whether that can help.
         respond(false, undefined, { code: "UNAVAILABLE", message: `${this.pluginId}: ${why}`,
-          retryable: !answer.final, details: { final: Boolean(answer.final) } });
+          details: { final: Boolean(answer.final) } });
       }
     } catch (err) {
       this.logger.error(`[bridge] ${this.pluginId}.ready: ${err?.stack || err}`);

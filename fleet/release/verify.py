@@ -8,6 +8,7 @@ the value of every problem.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -16,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from fleet.installer import openclawcompat
 from fleet.release import entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
@@ -112,6 +114,7 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
     versions = dict(report.versions)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
+    report.problems.extend(compat_problems(project))
     if js:
         node = entries.find_node(pinned_node)
         found, _ = entries.entries(project)
@@ -123,6 +126,56 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
                                 + ", ".join(str(p.relative_to(Path(project.root).resolve()))
                                             for _, p in found))
     return report
+
+
+def compat_problems(project: Project) -> list:
+    """The OpenClaw versions the plugins support: declared by every plugin, in every field, the
+    same way. Fields: package.json `openclaw.compat.pluginApi` (">=floor") and
+    `openclaw.compat.minGatewayVersion`, the manifest's `minOpenClawVersion` (the floor), and
+    `openclaw.build.openclawVersion` (the newest verified). The installer refuses a gateway below
+    the floor (fleet/installer/openclawcompat.py): a plugin that declared another floor, or none,
+    would make that refusal say something the release does not mean."""
+    root = Path(project.root)
+    problems: list = []
+    floors: dict = {}
+    verified: dict = {}
+    for comp in project.components.values():
+        if not comp.manifest:
+            continue
+        pkg = ((root / comp.manifest).parent / "package.json").relative_to(root).as_posix()
+        try:
+            package = json.loads((root / pkg).read_text(encoding="utf-8"))
+            manifest = json.loads((root / comp.manifest).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # reported by the version check
+        block = package.get("openclaw") if isinstance(package, dict) else None
+        block = block if isinstance(block, dict) else {}
+        compat = block.get("compat") if isinstance(block.get("compat"), dict) else {}
+        build = block.get("build") if isinstance(block.get("build"), dict) else {}
+        api = str(compat.get("pluginApi") or "")
+        mine = {f"{pkg} openclaw.compat.pluginApi": api.split(">=", 1)[-1].strip() or None,
+                f"{pkg} openclaw.compat.minGatewayVersion": compat.get("minGatewayVersion"),
+                f"{comp.manifest} minOpenClawVersion": manifest.get("minOpenClawVersion")}
+        built = {f"{pkg} openclaw.build.openclawVersion": build.get("openclawVersion")}
+        missing = [key for key, value in {**mine, **built}.items() if not value]
+        if missing:
+            problems.append(f"{comp.id}: no {', '.join(missing)}; every plugin declares the "
+                            'OpenClaw versions it supports, e.g. "openclaw": {"compat": '
+                            '{"pluginApi": ">=2026.4.24", "minGatewayVersion": "2026.4.24"}, '
+                            '"build": {"openclawVersion": "2026.9.6"}} and "minOpenClawVersion"')
+            continue
+        try:
+            openclawcompat.declared(package, pkg)
+        except openclawcompat.CompatError as exc:
+            problems.append(f"{comp.id}: {exc}")
+            continue
+        floors.update(mine)
+        verified.update(built)
+    for what, values in (("floor", floors), ("verified version", verified)):
+        if len({str(v) for v in values.values()}) > 1:
+            detail = "; ".join(f"{k} = {v}" for k, v in values.items())
+            problems.append(f"the plugins' OpenClaw {what} differs: {detail}; make them equal")
+    return problems
 
 
 def dependency_problems(project: Project, versions: dict) -> list:

@@ -101,3 +101,34 @@ def test_a_reused_pid_is_not_taken_for_the_gateway(tmp_path):
     if os.path.exists(f"/proc/{os.getpid()}/stat"):
         assert manager.process.pid() is None
         assert manager.process.stop(1.0) is None
+
+
+def test_an_install_on_an_openclaw_too_old_for_the_release_is_refused_and_changes_nothing(
+        tmp_path, artifacts):
+    """The release's plugins declare the OpenClaw versions they support; the installer checks
+    this host's OpenClaw (here: its CLI, no gateway runs) before it unpacks or writes a thing."""
+    from deploy_helpers import run_installer
+
+    cli = tmp_path / "openclaw"
+    cli.write_text(f"#!{sys.executable}\nimport sys\n"
+                   "print('OpenClaw 2026.3.28 (old)') if sys.argv[1:] == ['--version'] "
+                   "else sys.exit(9)\n")
+    cli.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    config = state / "openclaw.json"
+    config.write_text(json.dumps({"gateway": {"port": 9, "auth": {"mode": "none"}}}))
+    before = sorted(p.relative_to(state) for p in state.rglob("*"))
+    art = artifacts()
+    code, out = run_installer(art.path, "install", "--state-dir", str(state),
+                              "--sha256", art.sha256, "--manager", "openclaw",
+                              "--manager-opt", f"openclaw={cli}", "--manager-opt", "port=9")
+    assert code != 0 and out["result"] == "refused", out
+    assert ("the OpenClaw CLI (no gateway answers) here is OpenClaw 2026.3.28: OpenClaw "
+            "2026.3.28 is older than this release supports (>=2026.4.24") in out["reason"]
+    assert "nothing was changed" in out["reason"]
+    after = {p.relative_to(state) for p in state.rglob("*")}
+    releases = {p for p in after if p.parts[:2] == ("fleet", "releases")}
+    assert not releases and not (state / "fleet" / "current").exists()
+    assert json.loads(config.read_text()) == {"gateway": {"port": 9, "auth": {"mode": "none"}}}
+    assert set(before) <= after

@@ -307,3 +307,110 @@ def test_status_names_the_cli_fallback_and_its_reason():
 
     assert "rpc: cli (gateway.tls is enabled" in shown("cli (gateway.tls is enabled)")
     assert "rpc:" not in shown("direct")
+
+
+# -- readiness: each plugin's own answer ----------------------------------------------------------
+def _ready(version: str, pid: int = 41) -> dict:
+    return {"id": "x", "version": version, "pid": pid, "python": "3.11.2"}
+
+
+def test_ready_means_each_plugin_answered_from_its_worker_at_the_version(gw, tmp_path):
+    """The inventory says `active`; only the plugin's own `<id>.ready` (its worker started and
+    probed) proves that its Python runs, and at which version."""
+    from fleet.gateway import process
+
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    release = _release(manager.state_dir, "5.0.1-a")
+    gw.answer("plugins.list", LISTING)
+    gw.answer("memory-continuity.ready", _ready("5.0.1"))
+    gw.answer("mc.ready", error("UNAVAILABLE", "mc: no answer within 25000 ms",
+                                details={"final": False}))
+    health = manager.probe(release)
+    assert health["versions"] == {"memory-continuity": "5.0.1"}  # mc: not yet
+    assert health["plugins"]["memory-continuity"]["worker"] == 41
+    want = {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+    assert process.judge(health, want).state == process.NOT_YET
+    gw.answer("mc.ready", _ready("2.1.0", 42))
+    assert process.judge(manager.probe(release), want).state == process.READY
+
+
+def test_a_plugin_whose_python_cannot_load_fails_readiness_at_once(gw, tmp_path):
+    from fleet.gateway import process
+
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    release = _release(manager.state_dir, "5.0.1-a")
+    gw.answer("plugins.list", LISTING)  # OpenClaw sees nothing wrong: the JS entry loaded
+    gw.answer("mc.ready", _ready("2.1.0"))
+    gw.answer("memory-continuity.ready", error(
+        "UNAVAILABLE", "memory-continuity: plugin memory-continuity cannot load from /r: "
+        "RuntimeError: core broken at import", details={"final": True}))
+    verdict = process.judge(manager.probe(release), {"memory-continuity": "5.0.1",
+                                                     "mc": "2.1.0"})
+    assert verdict.state == process.PLUGIN_FAILED
+    assert "RuntimeError: core broken at import" in verdict.reason
+
+
+def test_without_an_inventory_rpc_the_plugins_answers_decide(gw, tmp_path):
+    """OpenClaw 2026.4.x has no `plugins.list`: readiness is the plugins' own answers, and a
+    plugin whose method the gateway does not know did not load (OpenClaw's CLI says why)."""
+    from fleet.gateway import process
+
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    _fake_cli(cli, {"plugins": [{"id": "mc", "status": "error",
+                                 "error": "SyntaxError: Unexpected token"}]})
+    release = _release(manager.state_dir, "5.0.1-a")
+    gw.answer("memory-continuity.ready", _ready("5.0.1"))
+    gw.answer("mc.ready", _ready("2.1.0"))
+    want = {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+    assert process.judge(manager.probe(release), want).state == process.READY
+    gw.answers.pop("mc.ready")
+    verdict = process.judge(manager.probe(release), want)
+    assert verdict.state == process.PLUGIN_FAILED
+    assert "plugin mc failed to load: SyntaxError: Unexpected token" in verdict.reason
+
+
+# -- which OpenClaw a release supports ------------------------------------------------------------
+def _artifact(path: Path, floor: str = "2026.4.24", verified: str = "2026.9.6") -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for pkg in ("memory_continuity", "mc"):
+            zf.writestr(f"fleet/plugins/{pkg}/package.json", json.dumps(
+                {"name": pkg, "openclaw": {"compat": {"pluginApi": f">={floor}",
+                                                      "minGatewayVersion": floor},
+                                           "build": {"openclawVersion": verified}}}))
+    return path
+
+
+@pytest.mark.parametrize("running, refused, note", [
+    ("2026.3.28", True, None),
+    ("2026.4.24-beta.1", True, None),
+    ("2026.4.24", False, None),
+    ("2026.9.6", False, None),
+    ("2026.10.1", False, "OpenClaw 2026.10.1 is newer than the newest version this release "
+                         "was verified with (2026.9.6)"),
+])
+def test_a_gateway_outside_the_releases_range_is_refused_before_anything_changes(
+        gw, tmp_path, running, refused, note):
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    gw.answer("status", {"runtimeVersion": running})
+    refusal, notes = manager.preflight(_artifact(tmp_path / "a.pyz"))
+    if refused:
+        assert refusal == (
+            f"the running gateway here is OpenClaw {running}: OpenClaw {running} is older than "
+            "this release supports (>=2026.4.24, verified up to 2026.9.6, declared in "
+            "fleet/plugins/mc/package.json); upgrade OpenClaw (npm install -g "
+            "openclaw@latest), or deploy a release built for it; nothing was changed")
+    else:
+        assert refusal is None
+    assert notes == ([note] if note else [])
+
+
+def test_with_no_gateway_running_the_cli_version_is_checked(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    manager, cli = _host(tmp_path, free, {"mode": "none"})
+    cli.write_text(cli.read_text().replace("OpenClaw 2026.9.6 (test)", "OpenClaw 2026.2.1 (x)"))
+    refusal, _ = manager.preflight(_artifact(tmp_path / "a.pyz"))
+    assert refusal.startswith("the OpenClaw CLI (no gateway answers) here is OpenClaw 2026.2.1")
