@@ -86,6 +86,18 @@ def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
     return inv, selected
 
 
+@contextlib.contextmanager
+def prepared_hosts(c, hosts: str, inventory: str, prepare: bool = True):
+    """`select_hosts` for a task that changes hosts; what the task tree set up for them is
+    handed back when the task ends, however it ends (fleet/cli/extension.py)."""
+    inv, selected = select_hosts(c, hosts, inventory, prepare)
+    try:
+        yield inv, selected
+    finally:
+        if prepare:
+            extension.finish_hosts(c, selected)
+
+
 def _show_targets(action: str, hosts: list[Host]) -> None:
     """Before anything changes: exactly which hosts, and where each one points."""
     sandbox = sum(1 for h in hosts if h.sandbox)
@@ -182,7 +194,7 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
         options = _options(parallel, batch, max_fail)
-        inv, selected = select_hosts(c, hosts, inventory, prepare=not dry_run)
+        inv, selected = stack.enter_context(prepared_hosts(c, hosts, inventory, not dry_run))
         if retry_failed:
             failed = deploylog.last_failed(inv.path)
             if failed is None:
@@ -238,9 +250,8 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
 def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
     run = Run("rollback", json_)
-    with run.guard():
+    with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel)
-        inv, selected = select_hosts(c, hosts, inventory, prepare=True)
         _show_targets("rollback", selected)
         _confirm(inv, selected, yes, json_)
         with report.LiveReport([h.name for h in selected], "rollback") as live:
@@ -256,9 +267,8 @@ def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail=
             json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
     run = Run("restart", json_)
-    with run.guard():
+    with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel, batch, max_fail)
-        inv, selected = select_hosts(c, hosts, inventory, prepare=True)
         _show_targets("restart", selected)
         _confirm(inv, selected, yes, json_)
         with report.LiveReport([h.name for h in selected], "restart") as live:

@@ -3,10 +3,10 @@
 The installed `fleet` deploys to hosts that exist. The project's checkout adds a lab (`lab/`:
 benchmarks, the Docker harness, a pinned Node + OpenClaw and local OpenClaw gateways answering
 with a scripted model) that is never installed. Two of its parts must reach product tasks: hosts
-that have to be set up on this machine before a task reaches them, and the pinned Node that
-`verify` imports the plugins' OpenClaw entries with. The checkout's namespace passes them through
-Invoke's own configuration (`Collection.configure({"fleet": {...}})`); product tasks read them
-here, so the dependency points one way: lab -> product.
+that have to be set up on this machine before a task reaches them (and handed back after it),
+and the pinned Node that `verify` imports the plugins' OpenClaw entries with. The checkout's
+namespace passes them through Invoke's own configuration (`Collection.configure({"fleet":
+{...}})`); product tasks read them here, so the dependency points one way: lab -> product.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 from fleet.deploy.inventory import Host
 
 SETUP_HOSTS = "setup_hosts"  # (hosts, prepare: bool) -> hosts; may raise SetupError
+FINISH_HOSTS = "finish_hosts"  # (hosts) -> None: after a task that prepared them
 PINNED_NODE = "pinned_node"  # () -> path of a Node binary, or None
 
 
@@ -36,6 +37,14 @@ def setup_hosts(c: Any, hosts: list[Host], prepare: bool) -> list[Host]:
     """
     hook = _hook(c, SETUP_HOSTS)
     return list(hook(hosts, prepare)) if hook else hosts
+
+
+def finish_hosts(c: Any, hosts: list[Host]) -> None:
+    """Hand back hosts a task prepared, however it ended: what was started on this machine
+    for a host that did not end up running (a refused or failed first deploy) goes again."""
+    hook = _hook(c, FINISH_HOSTS)
+    if hook:
+        hook(hosts)
 
 
 def pinned_node(c: Any) -> Optional[str]:

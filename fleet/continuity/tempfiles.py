@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Iterable, List
 
+from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
 
 TAG = ".fleet-tmp."
@@ -30,15 +31,7 @@ def temp_path(path: os.PathLike[str] | str) -> str:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+    return pid == os.getpid() or detached.alive(pid)
 
 
 def sweep(dirs: Iterable[Path], recursive: Iterable[Path] = ()) -> List[Path]:

@@ -166,7 +166,8 @@ def noop_check(sha256: str, version: str) -> str:
     and is still alive (the systemd readiness model, see docs/architecture.md):
 
     - `$M` (the active release's fleet_release.json) names this SHA-256;
-    - `run/ready.json` names the pid in `run/gateway.pid` and this release dir, marked ready;
+    - `run/ready.json` names the pid in `run/gateway.pid` (fleet's pidfile record, `{"pid": N,
+      ...}`, or the bare pid an older gateway wrote) and this release dir, marked ready;
     - that pid is alive (`kill -0`) and, where /proc is there, is a `fleet.gateway` process
       (a pid reused after a crash is not our gateway).
 
@@ -184,6 +185,7 @@ def noop_check(sha256: str, version: str) -> str:
     ready_tail = shlex.quote(f', "ready": true, "release": {json.dumps(release)}')
     return (f'{{ MJ=; read -r MJ < "$M"; P=; read -r P < {_in_state(StateLayout.PIDFILE)}; '
             f'RJ=; read -r RJ < {_in_state(StateLayout.READY)}; }} 2>/dev/null; '
+            f'P=${{P#\'{{"pid": \'}}; P=${{P%%,*}}; '
             f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
             f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
             f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '

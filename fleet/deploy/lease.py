@@ -22,10 +22,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from fleet.continuity.detached import alive as pid_alive
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
-from fleet.installer.lock import pid_alive
 
 ARTIFACT_STATES = ("active", "stored", "missing")  # what a take says of a deploy's artifact
 TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command

@@ -5,7 +5,7 @@ gateway whose state dir is still there is stopped by its pidfile (fleet.gateway.
 SIGKILL after a grace period, done when the kernel released the pidfile's lock). One whose
 `.fleet/` was removed from under it has no pidfile left to read, so it is found by another record
 than `.fleet/`: the process table, filtered by the gateway's own protocol. A process counts only
-if its command line is the one `fleet.gateway.process.spawn` starts (`-m fleet.gateway
+if its command line is the one `fleet.gateway.process.command` starts (`-m fleet.gateway
 --state-dir D run`), D lies under the sandbox directory, and (where /proc exists) it holds D's
 `run/gateway.pid` open, as every running gateway does. Never `pkill -f`: nothing is signalled by
 a name pattern alone.
@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.inventory import SANDBOX_DIR, Inventory
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
 from fleet.gateway.process import StopError
-from fleet.installer.lock import pid_alive
 
 GRACE_S = 10.0
 PIDFILE = StateLayout.PIDFILE
@@ -123,27 +121,6 @@ def find_gateways(root: Path) -> list[Gateway]:
     return gateways
 
 
-def _stop_orphan(pid: int, grace_s: float) -> str:
-    """SIGTERM, SIGKILL after `grace_s`; its pidfile is gone, so wait on the process itself."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    for sig, wait in ((None, grace_s), (signal.SIGKILL, 5.0)):
-        if sig is not None:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                return "terminated"
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not pid_alive(pid):
-                return "terminated" if sig is None else "killed"
-            time.sleep(0.05)
-    raise StopError(f"gateway pid {pid} survived SIGKILL")
-
-
-
 def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[str]:
     """Stop the sandbox's gateways (by pidfile, then orphans); `purge` also removes the sandbox
     hosts' state dirs. Returns one line per thing done."""
@@ -158,8 +135,8 @@ def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[
             lines.append(f"{host.name}: could not stop its gateway: {exc}")
     for gw in find_gateways(root):
         try:
-            how = _stop_orphan(gw.pid, grace_s)
-        except (StopError, OSError) as exc:
+            how = detached.stop(gw.pid, grace_s)  # no pidfile left: judged by the pid
+        except (detached.StopError, OSError) as exc:
             lines.append(f"pid {gw.pid}: could not stop it: {exc}")
             continue
         what = "orphaned gateway" if gw.orphan else "gateway"

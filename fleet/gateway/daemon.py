@@ -170,7 +170,7 @@ def start(layout: Layout, expects: Dict[str, str], timeout_s: float = 30.0,
     spawned = Spawned(layout, sys.executable, env)
     try:
         health = process.wait_ready(lambda: process.probe(layout), expects, timeout_s,
-                                    pid=spawned.proc.pid, exited=spawned.exited)
+                                    pid=spawned.child.pid, exited=spawned.exited)
     except NotReady as exc:
         spawned.abandon(STOP_GRACE_S)
         raise DaemonError(f"{exc}{spawned.log_tail(START_LOG_LINES)}") from exc

@@ -1,6 +1,6 @@
 """The gateway's log file, rotated by size: `logs/gateway.log`, then `.1` (newest) .. `.N`.
 
-The spawner (fleet.gateway.process.spawn) points the gateway's stdout and stderr at
+The spawner (fleet.gateway.process.command) points the gateway's stdout and stderr at
 `logs/gateway.log`. When that is so, the gateway logs through `RotatingLog` instead of stderr:
 before a record would push the file past `max_bytes`, the file is renamed to `.1` (older ones
 shift, the oldest is dropped) and a new one is opened; the record goes whole into the new file,

@@ -3,6 +3,7 @@
 A pid alone can be stale (kill -9, reboot, pid reuse); the lock cannot: the kernel drops it when
 the process dies. So "running" means "someone holds the lock", and the pid in the file names it.
 The file is never unlinked, only truncated, so two starters always contend for the same inode.
+Its content is fleet's one pidfile record (fleet/continuity/detached.py: pid, start time, argv).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.detached import PidRecord
 from fleet.continuity.private import open_regular
 
 
@@ -28,8 +31,8 @@ class AlreadyRunning(RuntimeError):
 
 def _read_pid(fd: int) -> Optional[int]:
     os.lseek(fd, 0, os.SEEK_SET)
-    raw = os.read(fd, 64).decode("ascii", "replace").strip()
-    return int(raw) if raw.isdigit() else None
+    record = PidRecord.parse(os.read(fd, 65536).decode("utf-8", "replace"))
+    return record.pid if record is not None else None
 
 
 class PidFile:
@@ -52,7 +55,7 @@ class PidFile:
             raise AlreadyRunning(pid, self.path) from exc
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, PidRecord.of(os.getpid(), sys.argv).line().encode("utf-8"))
         os.fsync(fd)
         self.fd = fd
 

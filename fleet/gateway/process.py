@@ -7,7 +7,8 @@ Light to import (stdlib, the pidfile and the socket client), so the installer do
 gateway's own imports.
 
 - Running means "holds the pidfile's flock"; a gateway is stopped by the pid in that file,
-  SIGTERM first and SIGKILL after a grace period, and is gone when the kernel released the lock.
+  SIGTERM first and SIGKILL after a grace period (fleet.continuity.detached, the one owner of
+  starting and stopping detached processes), and is gone when the kernel released the lock.
 - A killed gateway cleans up nothing: `stop` removes its socket and its `ready.json`, the latter
   only while the file still names the killed pid (a successor's is never touched).
 - Readiness is a typed answer (`Readiness`) judged from one `health` answer: ready, not yet
@@ -19,22 +20,22 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from fleet.continuity import detached
 from fleet.gateway import client
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
 
 log = logging.getLogger("fleet.gateway.process")
-POLL_S = 0.01
 STOP_GRACE_S = 10.0
-KILL_WAIT_S = 5.0
+
+
+class StopError(RuntimeError):
+    """The lock holder could not be stopped: it names no pid, or it survived SIGKILL."""
 
 READY = "ready"
 NOT_YET = "not_yet"  # nothing answers yet, or the old gateway still does: keep waiting
@@ -43,33 +44,27 @@ MISMATCH = "mismatch"  # the new gateway runs other versions or another release:
 DEAD = "dead"  # the process we started exited: final
 
 
-def spawn(python: str, state_dir: Path, log_path: Path, env: Dict[str, str]) -> subprocess.Popen:
-    """`python -m fleet.gateway --state-dir D run`, detached (own session, stdin from /dev/null,
-    output appended to `log_path`, cwd the state dir); `env` is its whole environment, with the
-    release to run first on its PYTHONPATH."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(log_path), "ab") as logf, open(os.devnull, "rb") as devnull:
-        return subprocess.Popen(
-            [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"],
-            stdin=devnull, stdout=logf, stderr=logf, close_fds=True, start_new_session=True,
-            cwd=str(state_dir), env=env)
+def command(python: str, state_dir: Path) -> List[str]:
+    """How a gateway is started: `python -m fleet.gateway --state-dir D run` (the sandbox's
+    orphan search in fleet/deploy/sandbox.py recognises exactly this)."""
+    return [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"]
 
 
 class Spawned:
-    """A gateway started detached; knows where its log output began, and whether it died."""
+    """A gateway started detached (fleet.continuity.detached: its own session, stdin from
+    /dev/null, output appended to its log, cwd the state dir; `env` is its whole environment,
+    with the release to run first on its PYTHONPATH). It writes its own pidfile under its lock.
+    Knows where its log output began, and whether it died."""
 
     def __init__(self, layout: Layout, python: str, env: Dict[str, str]) -> None:
         self.layout = layout
-        try:
-            self.log_from = layout.log.stat().st_size
-        except OSError:
-            self.log_from = 0
-        self.proc = spawn(python, layout.state_dir, layout.log, env)
+        self.child = detached.Child(command(python, layout.state_dir), layout.log, env=env,
+                                    cwd=layout.state_dir)
 
     def exited(self) -> Optional[str]:
         """Why the gateway is already gone, or None while it runs. A start that lost the
         pidfile race to a concurrent one says so."""
-        code = self.proc.poll()
+        code = self.child.exit_code()
         if code is None:
             return None
         other = running_pid(self.layout.pidfile)
@@ -79,36 +74,14 @@ class Spawned:
         return f"gateway exited with code {code} before it was ready"
 
     def log_tail(self, lines: int = 12) -> str:
-        return read_log_tail(self.layout.log, self.log_from, lines)
+        return self.child.log_tail(lines)
 
     def abandon(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop a gateway that never became ready (it may not have reached its pidfile)."""
-        if self.proc.poll() is not None:
+        if self.child.exit_code() is not None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=KILL_WAIT_S)
-            clean_after_kill(self.layout, self.proc.pid)
-
-
-def read_log_tail(log_path: Path, offset: int, lines: int) -> str:
-    """The last `lines` lines a process wrote to `log_path` since `offset`, framed for an error
-    message ("" when there are none): what a gateway said before it failed to become ready."""
-    try:
-        with open(str(log_path), "rb") as fh:
-            fh.seek(offset)
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    tail = "\n".join(text.strip().splitlines()[-lines:])
-    return f"\n--- {log_path} (tail) ---\n{tail}" if tail else ""
-
-
-class StopError(RuntimeError):
-    """The lock holder could not be stopped: it names no pid, or it survived SIGKILL."""
+        if self.child.stop(grace_s) == "killed":
+            clean_after_kill(self.layout, self.child.pid)
 
 
 def holder_pid(path: Path, settle_s: float = 0.2) -> Optional[int]:
@@ -123,36 +96,19 @@ def holder_pid(path: Path, settle_s: float = 0.2) -> Optional[int]:
     return pid
 
 
-def _wait_released(path: Path, pid: int, seconds: float, poll_s: float) -> bool:
-    """Whether the lock at `path` stops being `pid`'s within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while running_pid(path) in (pid, 0):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(poll_s)
-    return True
-
-
-def terminate(path: Path, pid: int, grace_s: float, poll_s: float = POLL_S,
-              kill_wait_s: float = KILL_WAIT_S) -> str:
-    """SIGTERM `pid`, wait until the lock at `path` is no longer its, SIGKILL after `grace_s`.
+def terminate(path: Path, pid: int, grace_s: float, poll_s: float = detached.POLL_S,
+              kill_wait_s: float = detached.KILL_WAIT_S) -> str:
+    """Stop `pid` (fleet.continuity.detached.stop), gone when the lock at `path` is no longer
+    its: the kernel releases it the moment the process exits, before any zombie is reaped.
 
     Returns how it ended: "gone" (no such process), "terminated" or "killed". A killed gateway
     cleans nothing up (`stop` does it for the caller).
     """
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    if _wait_released(path, pid, grace_s, poll_s):
-        return "terminated"
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    if not _wait_released(path, pid, kill_wait_s, poll_s):
-        raise StopError(f"gateway pid {pid} survived SIGKILL for {kill_wait_s:.0f}s")
-    return "killed"
+        return detached.stop(pid, grace_s, gone=lambda: running_pid(path) not in (pid, 0),
+                             kill_wait_s=kill_wait_s, poll_s=poll_s)
+    except detached.StopError as exc:
+        raise StopError(f"gateway {exc}") from None
 
 
 def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Optional[Tuple[int, str]]:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity.detached import alive, start_time
 from fleet.continuity.private import NotRegularFile, open_regular
 from fleet.continuity.statelayout import StateLayout
 
@@ -69,41 +70,6 @@ def read_holder(state_dir: Path) -> Optional[dict]:
     return data
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _not_zombie(pid)
-
-
-def _stat_fields(pid: int) -> Optional[list]:
-    """/proc/<pid>/stat fields from field 3 (state) on, or None where /proc is unavailable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _not_zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return fields is None or fields[0] != b"Z"
-
-
-def process_start(pid: int) -> Optional[str]:
-    """The process's start time in clock ticks since boot (Linux), to detect pid reuse."""
-    fields = _stat_fields(pid)
-    try:
-        return fields[19].decode() if fields else None
-    except IndexError:
-        return None
-
-
 def boot_id() -> Optional[str]:
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
@@ -129,11 +95,11 @@ def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
             pid = int(holder.get("pid", 0))
         except (TypeError, ValueError):
             pid = 0
-        if not pid_alive(pid):
+        if not alive(pid):
             return f"owner process {pid} is gone"
         if holder.get("boot_id") and boot_id() and holder["boot_id"] != boot_id():
             return f"host rebooted since owner process {pid} took the lock"
-        if holder.get("start") and process_start(pid) not in (None, holder["start"]):
+        if holder.get("start") and start_time(pid) not in (None, holder["start"]):
             return f"owner process {pid} is gone (pid now used by another process)"
     return None
 
@@ -152,7 +118,7 @@ class DeployLock:
     def _content(self) -> dict:
         return {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
                 "time": time.time(), "lease": self.lease_s, "token": self.token,
-                "boot_id": boot_id(), "start": process_start(os.getpid())}
+                "boot_id": boot_id(), "start": start_time(os.getpid())}
 
     def acquire(self, wait_s: float = 0.0) -> None:
         """Take the lock; while a live holder has it, retry for up to `wait_s` seconds."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -38,10 +37,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
-from fleet.gateway.process import read_log_tail
 from fleet.installer import openclawcompat, openclawconfig, openclawrpc, releasedirs
-from fleet.installer.lock import pid_alive, process_start
 from fleet.installer.manager import Manager, ManagerError
 
 DEFAULT_PORT = 18789
@@ -523,38 +521,23 @@ def _tail(text: str, lines: int = 6) -> str:
 class SupervisedGateway:
     """`openclaw gateway run` started and stopped by fleet, for hosts without a service.
 
-    The pidfile (`<state>/fleet/openclaw-gateway.pid`) holds the pid and, where /proc exists, the
-    process's start time, so a pid reused after a crash is never taken for our gateway. The
-    gateway runs in its own session (its helpers are in its process group): stop is SIGTERM to
-    the gateway, then SIGKILL to the group after the grace period.
+    A detached child (fleet.continuity.detached): its pidfile (`<state>/fleet/openclaw-gateway.
+    pid`, fleet's one pidfile record) holds the pid and, where /proc exists, the process's start
+    time, so a pid reused after a crash is never taken for our gateway. The gateway runs in its
+    own session (its helpers are in its process group): stop is SIGTERM to the gateway, then
+    SIGKILL to the group after the grace period (and to stragglers of a terminated one).
     """
 
     def __init__(self, state_dir: Path, manager: OpenclawManager):
         self.manager = manager
         self.pidfile = StateLayout(state_dir).openclaw_pidfile
         self.log = StateLayout(state_dir).openclaw_log
-        self.proc: Optional[subprocess.Popen] = None
-        self.log_from = 0
+        self.child: Optional[detached.Child] = None
 
     def pid(self) -> Optional[int]:
-        try:
-            record = json.loads(self.pidfile.read_text(encoding="utf-8"))
-            pid = int(record["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if not pid_alive(pid):
-            return None
-        started = record.get("started")
-        if started is not None and process_start(pid) not in (None, started):
-            return None  # the pid now belongs to another process
-        return pid
+        return detached.recorded_pid(self.pidfile)
 
     def start(self) -> int:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.log_from = self.log.stat().st_size
-        except OSError:
-            self.log_from = 0
         args = self.manager.argv("gateway", "run", "--port", str(self.manager.port()),
                                  "--bind", self.manager.opts.get("bind", "loopback"),
                                  "--allow-unconfigured")
@@ -562,34 +545,22 @@ class SupervisedGateway:
         env.update(self.manager.oc_env())
         env.setdefault("OPENCLAW_NO_RESPAWN", "1")  # restarts stay in this pid
         try:
-            with open(str(self.log), "ab") as logf, open(os.devnull, "rb") as devnull:
-                self.proc = subprocess.Popen(args, stdin=devnull, stdout=logf, stderr=logf,
-                                             close_fds=True, start_new_session=True,
-                                             cwd=env.get("HOME") or "/", env=env)
+            self.child = detached.Child(args, self.log, env=env, cwd=env.get("HOME") or "/",
+                                        pidfile=self.pidfile)
         except OSError as exc:
             raise ManagerError(f"cannot start `openclaw gateway run` ({args[0]}): {exc}") from None
-        record = {"pid": self.proc.pid, "started": process_start(self.proc.pid), "argv": args}
-        tmp = self.pidfile.with_name(self.pidfile.name + ".tmp")
-        self.pidfile.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(str(tmp), str(self.pidfile))
-        return self.proc.pid
+        return self.child.pid
 
     def stop(self, grace_s: float) -> Optional[str]:
         pid = self.pid()
         if pid is None:
             return None
+        mine = self.child if self.child is not None and self.child.pid == pid else None
         try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return "gone"
-        how = "terminated" if _wait_gone(pid, grace_s, self.proc) else "killed"
-        try:  # the group: helpers of a killed gateway, stragglers of a terminated one
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if how == "killed" and not _wait_gone(pid, 10.0, self.proc):
-            raise ManagerError(f"OpenClaw gateway pid {pid} survived SIGKILL")
+            how = (mine.stop(grace_s, group=True) if mine is not None
+                   else detached.stop(pid, grace_s, group=True, kill_wait_s=10.0))
+        except detached.StopError as exc:
+            raise ManagerError(f"OpenClaw gateway {exc}") from None
         try:
             self.pidfile.unlink()
         except OSError:
@@ -597,23 +568,11 @@ class SupervisedGateway:
         return how
 
     def exited(self) -> Optional[str]:
-        if self.proc is None or self.proc.poll() is None:
+        code = self.child.exit_code() if self.child is not None else None
+        if code is None:
             return None
-        return (f"`openclaw gateway run` exited with code {self.proc.returncode} before it was "
+        return (f"`openclaw gateway run` exited with code {code} before it was "
                 f"ready{self.log_tail()}")
 
     def log_tail(self, lines: int = 15) -> str:
-        return read_log_tail(self.log, self.log_from, lines)
-
-
-def _wait_gone(pid: int, seconds: float, proc: Optional[subprocess.Popen]) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        if proc is not None and proc.pid == pid:
-            if proc.poll() is not None:
-                return True
-        elif not pid_alive(pid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
+        return self.child.log_tail(lines) if self.child is not None else ""

@@ -1,7 +1,8 @@
 """The checkout's task tree (`tasks.py`): the product's tasks plus the lab's.
 
 The product's tasks reach two lab parts through Invoke's configuration (fleet/cli/extension.py):
-the sandbox OpenClaw hosts' setup and the pinned Node for `verify`'s entry check.
+the sandbox OpenClaw hosts' setup (and their scripted models stopped again where no gateway
+came up) and the pinned Node for `verify`'s entry check.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def build_namespace() -> Collection:
     ns.add_collection(harness.ns, "harness")
     ns.add_collection(openclaw.ns, "openclaw")
     ns.configure({"fleet": {extension.SETUP_HOSTS: setup_hosts,
+                            extension.FINISH_HOSTS: sandbox.finish,
                             extension.PINNED_NODE: toolchain.pinned_node}})
     return ns
 

@@ -11,23 +11,28 @@ from fleet.cli.deploy import select_hosts
 from lab.openclaw import sandbox, toolchain
 
 
-@task(help={"json": "machine-readable result on stdout"})
-def install(c, json_=False):
-    """Install the pinned Node + OpenClaw from the npm registry into the project's cache (once)."""
-    started = time.monotonic()
-    existing = toolchain.find()
-    try:
-        tool = toolchain.install(log=lambda line: print(f"openclaw: {line}"))
-    except toolchain.ToolchainError as exc:
-        raise Exit(f"openclaw.install: {exc}", code=1) from None
-    result = {**tool.as_dict(), "installed": existing is None,
-              "seconds": round(time.monotonic() - started, 1)}
+@task(help={"json": "machine-readable result on stdout (a list, one entry per version)",
+            "version": "one OpenClaw version (default: every one fleet is tested on: "
+                       + ", ".join(toolchain.OPENCLAW_VERSIONS) + ")"})
+def install(c, json_=False, version=""):
+    """Install the pinned Node and each tested OpenClaw from the npm registry, once each."""
+    results = []
+    for wanted in [version] if version else toolchain.OPENCLAW_VERSIONS:
+        started = time.monotonic()
+        existing = toolchain.find(version=wanted)
+        try:
+            tool = toolchain.install(version=wanted, log=lambda line: print(f"openclaw: {line}"))
+        except toolchain.ToolchainError as exc:
+            raise Exit(f"openclaw.install: {exc}", code=1) from None
+        result = {**tool.as_dict(), "installed": existing is None,
+                  "seconds": round(time.monotonic() - started, 1)}
+        results.append(result)
+        if not json_:
+            what = "installed" if existing is None else "already installed"
+            print(f"openclaw {tool.openclaw_version} on node {tool.node_version} {what} in "
+                  f"{tool.root} ({result['seconds']}s)")
     if json_:
-        print(jsonlib.dumps(result, indent=2))
-        return
-    what = "installed" if existing is None else "already installed"
-    print(f"openclaw {tool.openclaw_version} on node {tool.node_version} {what} in {tool.root} "
-          f"({result['seconds']}s)")
+        print(jsonlib.dumps(results, indent=2))
 
 
 @task(help={"hosts": "sandbox OpenClaw hosts or groups (default: sandbox-openclaw)",

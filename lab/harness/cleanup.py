@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from fleet.installer.lock import pid_alive
+from fleet.continuity.detached import alive as pid_alive
 
 LABEL = "lab.harness"
 RUN_ID = f"{LABEL}.run-id"

@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
 MODEL_ID = "fleet-scripted"
+SERVICE = "fleet scripted model"  # what its /health names, so a starter knows its own
 MAX_BODY = 32 * 1024 * 1024  # OpenClaw sends whole transcripts; anything larger is refused
 HEARTBEAT_MARKERS = ("heartbeat monitor", "Read HEARTBEAT.md", "HEARTBEAT_OK")
 SUBAGENT_TASK = "[Subagent Task]"
@@ -172,7 +173,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_json(200, {"object": "list", "data": [
                 {"id": MODEL_ID, "object": "model", "owned_by": "fleet"}]})
         if self.path.rstrip("/") == "/health":
-            return self._send_json(200, {"ok": True, "requests": self.server.script.count})
+            return self._send_json(200, {"ok": True, "service": SERVICE, "pid": os.getpid(),
+                                         "requests": self.server.script.count})
         return self._send_json(404, {"error": {"message": f"not found: {self.path}"}})
 
     def do_POST(self) -> None:

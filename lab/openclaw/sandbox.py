@@ -2,26 +2,27 @@
 
 A host is a sandbox OpenClaw host when it is local, its manager is `openclaw` and its gateway
 option `sandbox` is true (the `sandbox-openclaw` group of inventory.yaml). Before a task reaches
-such a host, `resolve()` fills in what the inventory cannot know (the pinned toolchain's paths,
-the host's HOME, environment that keeps OpenClaw on loopback) and `prepare()` makes the host
-exist: its state dir, HOME, workspace, a first `openclaw.json` (when there is none: loopback,
-no auth, the scripted model as the agents' provider, no heartbeat, no update checks) and the
-scripted model running on its `model_port` (one per host, reused while it answers).
-The gateway itself is started by the deploy (manager mode `supervised`); `down()` stops both.
+such a host, `resolve()` fills in what the inventory cannot know (the pinned toolchain's paths
+for its `openclaw_version`, default the newest tested, the host's HOME, environment that keeps
+OpenClaw on loopback) and `prepare()` makes the host exist: its state dir, HOME, workspace, a
+first `openclaw.json` (when there is none: loopback, no auth, the scripted model as the agents'
+provider, no heartbeat, no update checks) and the scripted model running on its `model_port`
+(one per host, a detached child with fleet's pidfile; reused while that very process answers).
+The gateway itself is started by the deploy (manager mode `supervised`); `finish()` stops the
+model of a host left without a gateway (a refused or failed first deploy), `down()` stops both.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
+import socket
 import sys
 import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from fleet.continuity import detached
 from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy.inventory import Host
 from fleet.installer.protocol import OPENCLAW
@@ -51,17 +52,19 @@ def is_sandbox(host: Host) -> bool:
 
 def resolve(hosts: list[Host]) -> list[Host]:
     """Hosts with the toolchain's paths and the sandbox environment in their gateway options."""
-    if not any(is_sandbox(h) for h in hosts):
-        return hosts
-    tool = toolchain.find()
-    if tool is None:
-        raise SandboxError("the sandbox OpenClaw hosts need the pinned OpenClaw toolchain: run "
-                           "`invoke openclaw.install` first")
     out = []
     for host in hosts:
         if not is_sandbox(host):
             out.append(host)
             continue
+        version = host.manager_options.get("openclaw_version") or toolchain.OPENCLAW_VERSION
+        if version not in toolchain.OPENCLAW_VERSIONS:
+            raise SandboxError(f"sandbox host {host.name}: gateway option openclaw_version "
+                               f"{version!r}; use one of {', '.join(toolchain.OPENCLAW_VERSIONS)}")
+        tool = toolchain.find(version=version)
+        if tool is None:
+            raise SandboxError(f"sandbox host {host.name} needs the pinned OpenClaw {version}: "
+                               "run `invoke openclaw.install` first")
         opts = dict(host.manager_options)
         opts.setdefault("mode", "supervised")
         opts.setdefault("node", str(tool.node))
@@ -83,7 +86,7 @@ def base_config(host: Host) -> dict:
                                 "heartbeat": {"every": "0m"}}},
         "models": {"mode": "merge", "providers": {"fleet": {
             "baseUrl": f"http://127.0.0.1:{int(opts['model_port'])}/v1",
-            "apiKey": "sandbox-local", "api": "openai-completions", "timeoutSeconds": 120,
+            "apiKey": "sandbox-local", "api": "openai-completions",
             "models": [{"id": model.MODEL_ID, "name": "fleet scripted model",
                         "reasoning": False, "input": ["text"],
                         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
@@ -119,84 +122,83 @@ def model_files(host: Host) -> dict[str, Path]:
     return {"pid": base / "model.pid", "log": base / "requests.jsonl", "out": base / "model.out"}
 
 
-def model_answers(port: int, timeout: float = 2.0) -> bool:
+def answering_model(port: int, timeout: float = 2.0) -> int | None:
+    """The pid of the scripted model answering on 127.0.0.1:`port` (its /health names it),
+    None when nothing answers or something else does."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=timeout) as resp:
-            return resp.status == 200 and json.loads(resp.read()).get("ok") is True
+            health = json.loads(resp.read())
     except (OSError, ValueError):
-        return False
+        return None
+    ours = resp.status == 200 and isinstance(health, dict) and health.get("ok") is True \
+        and health.get("service") == model.SERVICE and isinstance(health.get("pid"), int)
+    return health["pid"] if ours else None
 
 
 def start_model(host: Host) -> int:
-    """The host's scripted model pid, started (detached) unless one already answers."""
+    """The host's scripted model pid: the one its pidfile records while that very process
+    answers on its port, else a new one (detached). A port some other process holds is an
+    error naming it, never taken for the host's model."""
     port = int(host.manager_options["model_port"])
     files = model_files(host)
-    pid = _pid(files["pid"])
-    if pid is not None and model_answers(port):
+    pid = detached.recorded_pid(files["pid"])
+    answering = answering_model(port)
+    if pid is not None and answering == pid:
         return pid
-    if pid is not None:  # alive but not answering: replace it
-        _stop(pid, 5.0)
-    with open(files["out"], "ab") as out, open(os.devnull, "rb") as devnull:
-        proc = subprocess.Popen([sys.executable, model.__file__, "--port", str(port),
-                                 "--log", str(files["log"])],
-                                stdin=devnull, stdout=out, stderr=out, start_new_session=True,
-                                close_fds=True)
-    files["pid"].write_text(str(proc.pid), encoding="ascii")
+    if pid is not None:  # ours, but not (or no longer) the one answering: replace it
+        detached.stop(pid, 5.0)
+    if answering is not None or _port_taken(port):
+        raise SandboxError(f"sandbox host {host.name}: 127.0.0.1:{port} (its model_port) is "
+                           "taken by another process"
+                           + (f" (a scripted model, pid {answering}, of another host or "
+                              "checkout)" if answering else "")
+                           + "; stop it or give this host another model_port")
+    child = detached.Child([sys.executable, model.__file__, "--port", str(port), "--log",
+                            str(files["log"])], files["out"], pidfile=files["pid"])
     deadline = time.monotonic() + MODEL_START_S
-    while not model_answers(port, 0.5):
-        if proc.poll() is not None or time.monotonic() > deadline:
+    while answering_model(port, 0.5) != child.pid:
+        if child.exit_code() is not None or time.monotonic() > deadline:
+            detached.stop(child.pid, 5.0)
             raise SandboxError(f"sandbox host {host.name}: the scripted model did not start on "
-                               f"127.0.0.1:{port} (see {files['out']}); is the port taken?")
+                               f"127.0.0.1:{port}{child.log_tail(8)}")
         time.sleep(0.1)
-    return proc.pid
+    return child.pid
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_model(host: Host) -> str:
+    """Stop the host's scripted model: how it ended, or "not running"."""
+    pid = detached.recorded_pid(model_files(host)["pid"])
+    return detached.stop(pid, 5.0) if pid is not None else "not running"
+
+
+def finish(hosts: list[Host]) -> None:
+    """After a task that prepared `hosts`: a sandbox host whose gateway does not run (its
+    first deploy was refused or failed) keeps no scripted model running either."""
+    for host in hosts:
+        if is_sandbox(host) and supervised(host).process.pid() is None:
+            stop_model(host)
+
+
+def supervised(host: Host):
+    """The installer's manager of the host's gateway (supervised mode), to find or stop it."""
+    from fleet.installer.openclawgw import OpenclawManager  # noqa: PLC0415
+
+    return OpenclawManager(Path(host.state_dir), dict(host.manager_options, mode="supervised"))
 
 
 def down(hosts: list[Host]) -> list[str]:
     """Stop each sandbox host's supervised gateway and scripted model; lines saying what."""
-    from fleet.installer.openclawgw import OpenclawManager  # noqa: PLC0415
-
     lines = []
     for host in hosts:
         if not is_sandbox(host):
             continue
-        manager = OpenclawManager(Path(host.state_dir), dict(host.manager_options,
-                                                              mode="supervised"))
+        manager = supervised(host)
         how = manager.process.stop(manager.stop_grace)
         lines.append(f"{host.name}: gateway {how or 'not running'}")
-        pid = _pid(model_files(host)["pid"])
-        lines.append(f"{host.name}: model {_stop(pid, 5.0) if pid else 'not running'}")
+        lines.append(f"{host.name}: model {stop_model(host)}")
     return lines
-
-
-def _pid(path: Path) -> int | None:
-    try:
-        pid = int(path.read_text(encoding="ascii").strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    try:  # a reused pid is not our model
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return pid
-    return pid if b"model.py" in cmdline else None
-
-
-def _stop(pid: int, grace_s: float) -> str:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return "stopped"
-        except (ProcessLookupError, FileNotFoundError):
-            return "stopped"
-        time.sleep(0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "stopped"
-    return "killed"

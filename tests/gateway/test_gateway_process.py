@@ -78,7 +78,8 @@ def test_kill_9_leaves_a_stale_pidfile_that_start_recognises(tmp_path, state, ga
     deadline = time.monotonic() + 3
     while status(state)["running"] and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert (state / "run" / "gateway.pid").read_text().strip() == str(pid)  # stale, not removed
+    record = json.loads((state / "run" / "gateway.pid").read_text())  # stale, not removed
+    assert record["pid"] == pid and record["argv"][-1] == "run"
     assert status(state)["running"] is False
     res = start(state, gateways)
     assert res.returncode == 0, res.stderr

@@ -194,9 +194,9 @@ def test_dropped_connection_mid_install_still_completes_the_transaction(
 def test_lock_whose_pid_was_reused_by_another_process_is_taken_over(
         artifacts, host_states, fake_manager_args):
     """A killed installer's pid now names an unrelated live process: still a stale lock."""
-    from fleet.installer.lock import process_start
+    from fleet.continuity.detached import start_time
 
-    if process_start(os.getpid()) is None:
+    if start_time(os.getpid()) is None:
         pytest.skip("no /proc on this system: liveness falls back to the pid and the lease")
     art, state = artifacts(), host_states[0]
     sleeper = subprocess.Popen(["sleep", "60"])

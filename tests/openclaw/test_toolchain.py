@@ -20,10 +20,12 @@ FAKE_NPM = r"""#!/bin/sh
 echo "$@" >> "$FAKE_NPM_CALLS"
 [ "$1" = "config" ] && { echo "https://registry.example.test/"; exit 0; }
 [ -n "$FAKE_NPM_FAIL" ] && { echo "$FAKE_NPM_FAIL" >&2; exit 1; }
+ARGS="$*"
 prefix=""; while [ $# -gt 0 ]; do [ "$1" = "--prefix" ] && prefix="$2"; shift; done
 m="$prefix/node_modules"; mkdir -p "$m/NODEPKG/bin" "$m/openclaw"
 printf '{"version": "%s"}' "${FAKE_NODE_VERSION:-NODEVER}" > "$m/NODEPKG/package.json"
-printf '{"version": "OCVER"}' > "$m/openclaw/package.json"
+ocver=$(printf '%s\n' $ARGS | sed -n 's/^openclaw@//p')
+printf '{"version": "%s"}' "$ocver" > "$m/openclaw/package.json"
 printf 'console.log(1)' > "$m/openclaw/openclaw.mjs"
 # as with the real --ignore-scripts install: OpenClaw's own install steps are still pending
 echo pending > "$m/openclaw/.openclaw-lifecycle-pending"
@@ -47,8 +49,7 @@ def fake_npm(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script = (FAKE_NPM.replace("NODEPKG", toolchain.node_package())
-              .replace("NODEVER", toolchain.NODE_VERSION)
-              .replace("OCVER", toolchain.OPENCLAW_VERSION))
+              .replace("NODEVER", toolchain.NODE_VERSION))
     npm = bindir / "npm"
     npm.write_text(script)
     npm.chmod(npm.stat().st_mode | stat.S_IEXEC)
@@ -79,6 +80,17 @@ def test_install_once_then_reused(tmp_path, fake_npm):
     assert len(_installs(fake_npm)) == 1, "the second install must reuse the first"
     assert "--ignore-scripts" in _installs(fake_npm)[0]
     assert oct(tool.root.stat().st_mode & 0o777) == "0o755"
+
+
+def test_each_tested_openclaw_gets_its_own_install_and_others_are_refused(tmp_path, fake_npm):
+    home = tmp_path / "cache"
+    tools = [toolchain.install(home, version=v) for v in toolchain.OPENCLAW_VERSIONS]
+    assert [t.openclaw_version for t in tools] == list(toolchain.OPENCLAW_VERSIONS)
+    assert len({t.root for t in tools}) == len(tools) > 1
+    assert [toolchain.find(home, version=v) for v in toolchain.OPENCLAW_VERSIONS] == tools
+    assert toolchain.find(home) == tools[0]  # the default: the newest
+    with pytest.raises(toolchain.ToolchainError, match="not one fleet is tested on"):
+        toolchain.install(home, version="2026.1.29")
 
 
 def test_cache_home_follows_the_environment(tmp_path, monkeypatch):
