@@ -11,27 +11,16 @@ own notes. The journal never deletes a file it did not write.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from fleet.continuity import archive, paths, sessionlog, summary, tagindex
+from fleet.continuity import archive, envelope, paths, sessionlog, summary, tagindex
 from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
 DAILY_BACKFILL_DAYS = 7
-
-_META_LABELS = (r"Conversation info \(untrusted metadata\):", r"Sender \(untrusted metadata\):")
-# The usual envelope: label, a fenced JSON block, then the message (blank line optional).
-_FENCED_META = [
-    re.compile("^" + label + r"[ \t]*\n```[^\n]*\n[\s\S]*?^```[ \t]*(?:\n|$)\n?", re.M)
-    for label in _META_LABELS
-]
-# The original plugin's rule, for unfenced envelopes: from the label up to the first blank line.
-_PLAIN_META = [re.compile("^" + label + r"[\s\S]*?\n\n", re.M) for label in _META_LABELS]
-
 
 @dataclass
 class RunRecord:
@@ -63,29 +52,20 @@ def message_text(msg: Any) -> str:
     return ""
 
 
-def strip_metadata(text: str) -> str:
-    """Remove channel metadata blocks (`Conversation info`/`Sender (untrusted metadata):` up to
-    the first blank line) and trim, so Telegram/Discord envelopes never become topics or state."""
-    text = (text or "").replace("\r\n", "\n")
-    for fenced, plain in zip(_FENCED_META, _PLAIN_META):
-        stripped = fenced.sub("", text, count=1)
-        text = stripped if stripped != text else plain.sub("", text, count=1)
-    return text.strip()
-
-
 def user_texts(messages: Iterable[Any]) -> List[str]:
-    """Metadata-stripped, non-empty texts of the user messages, in order."""
+    """The user's own words of each user message (OpenClaw's envelopes, metadata and injected
+    context taken off: fleet.continuity.envelope), non-empty, in order."""
     out = []
     for msg in messages or []:
         if isinstance(msg, Mapping) and msg.get("role") == "user":
-            cleaned = strip_metadata(message_text(msg))
+            cleaned = envelope.user_words(message_text(msg))
             if cleaned:
                 out.append(cleaned)
     return out
 
 
 def real_user_texts(messages: Iterable[Any]) -> List[str]:
-    """User texts of substance: longer than 10 characters once metadata is stripped."""
+    """User texts of substance: longer than 10 characters once the envelopes are off."""
     return [text for text in user_texts(messages) if len(text) > 10]
 
 

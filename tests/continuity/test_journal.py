@@ -6,7 +6,7 @@ from datetime import datetime
 
 from journal_fixtures import METADATA, original_run, run
 
-from fleet.continuity import archive, journal, summary, tagindex
+from fleet.continuity import archive, envelope, journal, summary, tagindex
 
 NOW = datetime(2026, 3, 31, 14, 7)  # a Tuesday
 
@@ -199,7 +199,7 @@ def test_message_helpers():
         {"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}) == "a\nb"
     assert journal.message_text({"content": None}) == ""
     assert journal.message_text("not a dict") == ""
-    assert journal.strip_metadata(METADATA + "  hello  ") == "hello"
+    assert envelope.user_words(METADATA + "  hello  ") == "hello"
     assert journal.real_user_texts(original_run()) == [
         "Please build the #deploy-pipeline for #Infra team", "and also fix the tests please"]
 
@@ -220,14 +220,14 @@ def test_concurrent_runs_all_logged(tmp_path):
 def test_metadata_envelopes_stripped_without_eating_the_message():
     both = (METADATA + "Sender (untrusted metadata):\n```json\n{\"id\": \"1\"}\n```\n\n"
             "Deploy now\n\nsecond paragraph")
-    assert journal.strip_metadata(both) == "Deploy now\n\nsecond paragraph"
+    assert envelope.user_words(both) == "Deploy now\n\nsecond paragraph"
     # No blank line after the fenced block: only the envelope goes, the message stays whole.
     tight = "Conversation info (untrusted metadata):\n```json\n{}\n```\nFix CI\n\nplease"
-    assert journal.strip_metadata(tight) == "Fix CI\n\nplease"
+    assert envelope.user_words(tight) == "Fix CI\n\nplease"
     crlf = METADATA.replace("\n", "\r\n") + "hello there"
-    assert journal.strip_metadata(crlf) == "hello there"
+    assert envelope.user_words(crlf) == "hello there"
     unfenced = "Conversation info (untrusted metadata): chat 42\n\nreal text"
-    assert journal.strip_metadata(unfenced) == "real text"
+    assert envelope.user_words(unfenced) == "real text"
 
 
 def test_unicode_and_punctuated_tags(tmp_path):

@@ -41,6 +41,27 @@ def archives(ws):
     return sorted(p.name for p in d.glob("*.md")) if d.exists() else []
 
 
+def test_openclaw_2026_4_wrappers_stay_out_of_the_checkpoint(api, state_dir):
+    """OpenClaw 2026.4.24 hands agent_end the user's message inside its bootstrap prefix and
+    timestamp envelope, and an announce turn as internal context only: the state keeps the
+    user's words, and topic and tags come from them."""
+    stamped = ("[Bootstrap pending]\nPlease read BOOTSTRAP.md from the workspace and follow it "
+               "before replying normally.\n\n[Fri 2026-12-04 01:15 UTC] Migrate #billing to "
+               "Postgres 16 this week")
+    internal = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\n[Internal task completion event]\n"
+                "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
+    run = [{"role": "user", "content": stamped},
+           {"role": "assistant", "content": [{"type": "text", "text": "Plan: dump, restore."}]},
+           {"role": "user", "content": internal},
+           {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]}]
+    api.fire("agent_end", {"messages": run, "success": True}, main_ctx(state_dir))
+    doc = StateDocument.parse(own(state_dir).read_text())
+    assert doc.get("Objective") == "Migrate #billing to Postgres 16 this week"
+    log = next((main_ws(state_dir) / "memory" / "sessions").glob("*.md")).read_text()
+    assert "- **Topic:** Migrate #billing to Postgres 16 this week" in log
+    assert "Bootstrap" not in log and "INTERNAL" not in log
+
+
 def test_original_plugin_agent_end_vector(api, state_dir):
     api.fire("agent_end", {"messages": ORIGINAL_RUN, "success": True}, main_ctx(state_dir))
     doc = StateDocument.parse(own(state_dir).read_text())
