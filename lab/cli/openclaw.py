@@ -5,9 +5,10 @@ from __future__ import annotations
 import json as jsonlib
 import time
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 
 from fleet.cli.deploy import select_hosts
+from fleet.cli.flags import task
 from lab.openclaw import sandbox, toolchain
 
 
@@ -15,13 +16,19 @@ from lab.openclaw import sandbox, toolchain
             "version": "one OpenClaw version (default: every one fleet is tested on: "
                        + ", ".join(toolchain.OPENCLAW_VERSIONS) + ")"})
 def install(c, json_=False, version=""):
-    """Install the pinned Node and each tested OpenClaw from the npm registry, once each."""
+    """Install the pinned Node and each tested OpenClaw from the npm registry, once each.
+
+    Each install also gets its bundled plugins' runtime dependencies staged once (OpenClaw
+    2026.4.x would fetch them with npm at every new gateway's first start).
+    """
     results = []
     for wanted in [version] if version else toolchain.OPENCLAW_VERSIONS:
         started = time.monotonic()
         existing = toolchain.find(version=wanted)
         try:
-            tool = toolchain.install(version=wanted, log=lambda line: print(f"openclaw: {line}"))
+            say = lambda line: print(f"openclaw: {line}")  # noqa: E731
+            tool = toolchain.install(version=wanted, log=say)
+            toolchain.stage_runtime_deps(tool, log=say)
         except toolchain.ToolchainError as exc:
             raise Exit(f"openclaw.install: {exc}", code=1) from None
         result = {**tool.as_dict(), "installed": existing is None,

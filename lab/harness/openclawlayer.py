@@ -36,8 +36,6 @@ READY_TIMEOUT_S = 420.0  # a first start takes 30-120 s on a busy 2-core machine
 TIMEOUTS = {"ready": 300, "command": 600}
 # Any HTTP(S) a process there still tries goes to a closed loopback port (Node honours the proxy
 # variables with NODE_USE_ENV_PROXY); the container's DNS is 127.0.0.1 too (hosts.create_host).
-NO_EGRESS = {"NODE_USE_ENV_PROXY": "1", "HTTP_PROXY": "http://127.0.0.1:9",
-             "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost"}
 MODEL_SOURCE = Path(oc_toolchain.__file__).with_name("model.py")
 
 WRAPPER = f"""#!/bin/sh
@@ -146,13 +144,13 @@ def gateway_options() -> dict[str, str]:
 
     opts = {"mode": "service", "node": f"{PREFIX}/bin/node",
             "openclaw": f"{PREFIX}/node_modules/openclaw/openclaw.mjs"}
-    opts.update({f"env.{key}": value for key, value in {**QUIET_ENV, **NO_EGRESS}.items()})
+    opts.update({f"env.{key}": value for key, value in QUIET_ENV.items()})
     return opts
 
 
 def base_config(state_dir: str) -> dict:
-    """The first openclaw.json of a harness OpenClaw host: the sandbox's (loopback, no auth, the
-    scripted model as the agents' provider, no heartbeat or update checks)."""
+    """The first openclaw.json of a harness OpenClaw host: the sandbox's (loopback, a token of
+    its own, the scripted model as the agents' provider, no heartbeat or update checks)."""
     host = Host(name="harness", state_dir=state_dir, manager=OPENCLAW,
                 manager_options={"port": str(GATEWAY_PORT), "model_port": str(MODEL_PORT)})
     return sandbox_config(host)
@@ -164,7 +162,7 @@ def setup_script(state_dir: str) -> str:
     before the install: OpenClaw refuses to install over service files it did not write."""
 
     config = json.dumps(base_config(state_dir), indent=2) + "\n"
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**QUIET_ENV, **NO_EGRESS}.items())
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in QUIET_ENV.items())
     state = shlex.quote(state_dir)
     return (
         f"set -e; mkdir -p {state}/workspace {state}/logs; "

@@ -5,9 +5,10 @@ option `sandbox` is true (the `sandbox-openclaw` group of inventory.yaml). Befor
 such a host, `resolve()` fills in what the inventory cannot know (the pinned toolchain's paths
 for its `openclaw_version`, default the newest tested, the host's HOME, environment that keeps
 OpenClaw on loopback) and `prepare()` makes the host exist: its state dir, HOME, workspace, a
-first `openclaw.json` (when there is none: loopback, no auth, the scripted model as the agents'
-provider, no heartbeat, no update checks) and the scripted model running on its `model_port`
-(one per host, a detached child with fleet's pidfile; reused while that very process answers).
+first `openclaw.json` (when there is none: loopback, a token of its own, the scripted model as
+the agents' provider, no heartbeat, no update checks) and the scripted model running on its
+`model_port` (one per host, a detached child with fleet's pidfile; reused while that very
+process answers).
 The gateway itself is started by the deploy (manager mode `supervised`); `finish()` stops the
 model of a host left without a gateway (a refused or failed first deploy), `down()` stops both.
 """
@@ -15,6 +16,7 @@ model of a host left without a gateway (a refused or failed first deploy), `down
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import sys
 import time
@@ -29,7 +31,10 @@ from fleet.installer.protocol import OPENCLAW
 from lab.openclaw import model, toolchain
 
 # Keeps a sandbox gateway's own traffic on this machine: no mDNS advertising, no update checks
-# or downloads, no chat channels, plugin catalog lookups sent to a closed loopback port.
+# or downloads, no chat channels, plugin catalog lookups sent to a closed loopback port, and
+# every other HTTP request OpenClaw makes (model price lists, catalogs: 2026.4.24 fetches them at
+# start) sent through a proxy on a closed loopback port, the scripted model's own address
+# excepted (Node honours HTTP(S)_PROXY with NODE_USE_ENV_PROXY).
 QUIET_ENV = {
     "OPENCLAW_DISABLE_BONJOUR": "1",
     "OPENCLAW_NO_AUTO_UPDATE": "1",
@@ -37,6 +42,10 @@ QUIET_ENV = {
     "OPENCLAW_SKIP_CHANNELS": "1",
     "CLAWHUB_DISABLE_TELEMETRY": "1",
     "OPENCLAW_CLAWHUB_URL": "http://127.0.0.1:9",
+    "NODE_USE_ENV_PROXY": "1",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "NO_PROXY": "127.0.0.1,localhost",
 }
 MODEL_START_S = 15.0
 
@@ -62,7 +71,7 @@ def resolve(hosts: list[Host]) -> list[Host]:
             raise SandboxError(f"sandbox host {host.name}: gateway option openclaw_version "
                                f"{version!r}; use one of {', '.join(toolchain.OPENCLAW_VERSIONS)}")
         tool = toolchain.find(version=version)
-        if tool is None:
+        if tool is None or not toolchain.staged(tool):
             raise SandboxError(f"sandbox host {host.name} needs the pinned OpenClaw {version}: "
                                "run `invoke openclaw.install` first")
         opts = dict(host.manager_options)
@@ -70,6 +79,7 @@ def resolve(hosts: list[Host]) -> list[Host]:
         opts.setdefault("node", str(tool.node))
         opts.setdefault("openclaw", str(tool.openclaw))
         opts.setdefault("home", str(Path(host.state_dir) / "home"))
+        opts.setdefault("env.OPENCLAW_PLUGIN_STAGE_DIR", str(tool.stage_dir))
         for key, value in QUIET_ENV.items():
             opts.setdefault(f"env.{key}", value)
         out.append(replace(host, manager_options=opts))
@@ -92,7 +102,7 @@ def base_config(host: Host) -> dict:
                         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
                         "contextWindow": 128000, "maxTokens": 4096}]}}},
         "gateway": {"mode": "local", "bind": "loopback", "port": int(opts["port"]),
-                    "auth": {"mode": "none"}},
+                    "auth": {"mode": "token", "token": secrets.token_hex(24)}},
         "update": {"checkOnStart": False},
         "discovery": {"mdns": {"mode": "off"}},
         "logging": {"file": str(state / "logs" / "openclaw.log")},

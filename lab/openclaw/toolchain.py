@@ -17,12 +17,16 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from fleet.continuity import detached
 
 NODE_VERSION = "26.10.0"
 # Every OpenClaw release fleet is tested on, the default first. Keep the plugins' declared range
@@ -70,6 +74,14 @@ class Toolchain:
         env = dict(os.environ if base is None else base)
         env["PATH"] = os.pathsep.join(filter(None, [str(self.node.parent), env.get("PATH", "")]))
         return env
+
+    @property
+    def stage_dir(self) -> Path:
+        """Where OpenClaw keeps its bundled plugins' runtime dependencies for every gateway of
+        this install (OPENCLAW_PLUGIN_STAGE_DIR), filled once by `stage_runtime_deps`. Beside the
+        install, never inside it: npm, run there by OpenClaw, would take the install's own
+        package.json for its project and upgrade OpenClaw itself."""
+        return self.root.parent / "runtime-deps" / self.root.name
 
     def as_dict(self) -> dict[str, str]:
         return {"root": str(self.root), "node": str(self.node), "openclaw": str(self.openclaw),
@@ -231,9 +243,65 @@ def complete_lifecycle(tool: Toolchain, timeout: float = 300.0) -> None:
                              "directory")
 
 
+STAGED_MARKER = ".staged"
+
+
+def staged(tool: Toolchain) -> bool:
+    """Whether `stage_runtime_deps` ran to the end for this install."""
+    return (tool.stage_dir / STAGED_MARKER).exists()
+
+
+def stage_runtime_deps(tool: Toolchain, timeout: float = 900.0, log=None) -> None:
+    """Have OpenClaw install its bundled plugins' runtime dependencies into `tool.stage_dir`
+    once, by starting its gateway once in a throwaway state dir (the code path every gateway
+    takes) until it is ready.
+
+    OpenClaw 2026.4.x does that with npm at a gateway's first start, into its state dir: 70 s per
+    package when the registry cannot be reached, and a sandbox gateway's traffic is kept on
+    loopback. Gateways given this stage dir find everything there and never call npm.
+    """
+    if staged(tool):
+        return
+    marker = tool.stage_dir / STAGED_MARKER
+    (log or (lambda _line: None))(f"openclaw {tool.openclaw_version}: staging its bundled "
+                                  f"plugins' runtime dependencies into {tool.stage_dir}")
+    with tempfile.TemporaryDirectory(prefix="openclaw-stage-") as tmp, socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        env = tool.env({**os.environ, "HOME": tmp, "OPENCLAW_STATE_DIR": tmp,
+                        "OPENCLAW_PLUGIN_STAGE_DIR": str(tool.stage_dir),
+                        "OPENCLAW_DISABLE_BONJOUR": "1", "OPENCLAW_SKIP_CHANNELS": "1",
+                        "OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_NO_RESPAWN": "1"})
+        out = Path(tmp) / "gateway.log"
+        child = detached.Child(tool.argv("gateway", "run", "--port", str(port), "--bind",
+                                         "loopback", "--auth", "none", "--allow-unconfigured"),
+                               out, env=env, cwd=tmp)
+        try:
+            deadline = time.monotonic() + timeout
+            while not _ready(port):
+                if child.exit_code() is not None or time.monotonic() > deadline:
+                    raise ToolchainError(f"OpenClaw {tool.openclaw_version}'s gateway did not "
+                                         f"start to stage its plugins' dependencies"
+                                         f"{child.log_tail(15)}")
+                time.sleep(0.5)
+        finally:
+            child.stop(60.0, group=True)
+    tool.stage_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"openclaw {tool.openclaw_version}\n", encoding="utf-8")
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
 def _npm_install(npm: str, prefix: Path, packages: list[str], timeout: float) -> None:
     cmd = [npm, "install", "--prefix", str(prefix), "--ignore-scripts", "--no-audit",
-           "--no-fund", "--prefer-offline", "--loglevel", "error", *packages]
+           "--no-fund", "--prefer-offline", "--save-exact", "--loglevel", "error", *packages]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout, cwd=prefix)

@@ -18,8 +18,8 @@ from source_tree import snapshot
 
 from fleet.deploy import api
 from fleet.deploy.inventory import load
-from fleet.installer.openclawgw import OpenclawManager
-from lab.openclaw import sandbox
+from fleet.installer.openclawgw import OpenclawManager, RpcError
+from lab.openclaw import sandbox, toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("oc-a", "oc-b")
@@ -47,15 +47,18 @@ def build(root: Path, out: Path) -> api.ArtifactRef:
 
 
 class OpenclawFleet:
-    """The two hosts, their inventory, and what a test needs to look at them."""
+    """The two hosts (both on OpenClaw `version`), their inventory, and what a test needs to
+    look at them."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, version: str = toolchain.OPENCLAW_VERSION):
         self.root = root
+        self.version = version
         lines = ["hosts:"]
         for name in HOSTS:
             lines += [f"  {name}:", "    connection: local", f"    state_dir: {name}",
                       "    timeouts: {ready: 900, command: 2400}",
                       "    gateway: {manager: openclaw, options: {sandbox: 'true', "
+                      f"openclaw_version: '{version}', "
                       f"port: '{free_port()}', model_port: '{free_port()}'}}}}"]
         lines += ["groups:", f"  both: {{hosts: [{', '.join(HOSTS)}]}}"]
         (root / "inventory.yaml").write_text("\n".join(lines) + "\n")
@@ -79,10 +82,17 @@ class OpenclawFleet:
     def manager(self, name: str) -> OpenclawManager:
         return OpenclawManager(self.state(name), dict(self.hosts[name].manager_options))
 
-    def inventory_of(self, name: str) -> dict:
-        """The running gateway's own plugin inventory: {id: entry} of `plugins.list`."""
-        listing = self.manager(name).call("plugins.list", timeout=120)
-        return {p["id"]: p for p in listing["plugins"]}
+    def loaded(self, name: str) -> dict:
+        """{plugin id: version} of the fleet plugins whose worker answers in the running gateway
+        (each plugin's own `<id>.ready`: every OpenClaw version has it)."""
+        out = {}
+        for plugin_id in ("memory-continuity", "mc"):
+            try:
+                out[plugin_id] = self.manager(name).call(f"{plugin_id}.ready",
+                                                         timeout=120)["version"]
+            except RpcError:
+                pass
+        return out
 
     def gateway_pid(self, name: str) -> int | None:
         return self.manager(name).process.pid()

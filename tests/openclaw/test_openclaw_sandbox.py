@@ -39,10 +39,25 @@ def test_missing_toolchain_says_what_to_run(hosts, monkeypatch):
     assert sandbox.resolve(hosts[1:]) == hosts[1:]  # no sandbox host: no toolchain needed
 
 
+def test_an_install_whose_plugin_dependencies_were_not_staged_is_not_used(hosts, tmp_path,
+                                                                         monkeypatch):
+    fake = toolchain.Toolchain(root=tmp_path / "oc", node=tmp_path / "node",
+                               openclaw=tmp_path / "oc.mjs", node_version="26.10.0",
+                               openclaw_version="2026.9.6")
+    monkeypatch.setattr(toolchain, "find", lambda home=None, version=None: fake)
+    with pytest.raises(sandbox.SandboxError, match="run `invoke openclaw.install` first"):
+        sandbox.resolve(hosts)
+    fake.stage_dir.mkdir(parents=True)
+    (fake.stage_dir / toolchain.STAGED_MARKER).write_text("staged")
+    oc = sandbox.resolve(hosts)[0]
+    assert oc.manager_options["env.OPENCLAW_PLUGIN_STAGE_DIR"] == str(fake.stage_dir)
+
+
 def test_options_and_first_config(hosts, tmp_path, monkeypatch):
     fake = toolchain.Toolchain(root=tmp_path, node=tmp_path / "node", openclaw=tmp_path / "oc.mjs",
                                node_version="26.10.0", openclaw_version="2026.9.6")
     monkeypatch.setattr(toolchain, "find", lambda home=None, version=None: fake)
+    monkeypatch.setattr(toolchain, "staged", lambda tool: True)
     oc, plain = sandbox.resolve(hosts)
     assert plain == hosts[1]
     opts = oc.manager_options
@@ -50,8 +65,11 @@ def test_options_and_first_config(hosts, tmp_path, monkeypatch):
     assert opts["openclaw"] == str(fake.openclaw) and opts["home"].endswith("/oc/home")
     assert opts["env.OPENCLAW_DISABLE_BONJOUR"] == "1"
     config = sandbox.base_config(oc)
-    assert config["gateway"] == {"mode": "local", "bind": "loopback", "port": 19001,
-                                 "auth": {"mode": "none"}}
+    auth = config["gateway"].pop("auth")
+    assert config["gateway"] == {"mode": "local", "bind": "loopback", "port": 19001}
+    assert auth["mode"] == "token" and len(auth["token"]) >= 32
+    assert sandbox.base_config(oc)["gateway"]["auth"] != auth  # a token of its own per host
+    assert opts["env.HTTPS_PROXY"] == "http://127.0.0.1:9"  # no request leaves this machine
     provider = config["models"]["providers"]["fleet"]
     assert provider["baseUrl"] == "http://127.0.0.1:19002/v1"
     assert config["agents"]["defaults"]["heartbeat"] == {"every": "0m"}

@@ -1,9 +1,10 @@
-"""Deploying to real OpenClaw gateways, and the continuity plugins in real agent turns.
+"""Deploying to real OpenClaw gateways, and the continuity plugins in real agent turns, on
+every OpenClaw release fleet supports (the whole module once per version).
 
-Two sandbox OpenClaw hosts (the most this machine runs at once), shared by the whole module:
-the tests run in file order, each starting from where the previous one left the hosts.
-Assertions read the gateway's own inventory (`plugins.list`), the scripted model's request log
-and the files the plugins write, never the gateway's log.
+Two sandbox OpenClaw hosts (the most this machine runs at once), shared by the module's tests
+for one version: they run in file order, each starting from where the previous one left the
+hosts. Assertions read what the running gateway answers (each plugin's `<id>.ready`), the
+scripted model's request log and the files the plugins write.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from openclaw_helpers import OpenclawFleet, build, make_tree, texts, wait_for
+from source_tree import break_python_entry
 
 from fleet.continuity.document import StateDocument
+from lab.openclaw.toolchain import OPENCLAW_VERSIONS
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -23,10 +26,10 @@ OBJECTIVE = "Migrate the billing service to Postgres 16 this week"
 CHILD_RESULT = "Replication lag on db-2 is 3 seconds, safe to switch"
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+@pytest.fixture(scope="module", params=OPENCLAW_VERSIONS, ids=lambda v: f"openclaw-{v}")
+def fleet(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("ocfleet")
-    ocf = OpenclawFleet(root)
+    ocf = OpenclawFleet(root, request.param)
     yield ocf
     ocf.down()
 
@@ -35,16 +38,18 @@ def fleet(tmp_path_factory):
 def releases(tmp_path_factory):
     base = tmp_path_factory.mktemp("octrees")
     out = base / "dist"
+    python_broken = make_tree(base / "v4", bump="5.0.3")
+    break_python_entry(python_broken / "fleet" / "plugins" / "memory_continuity",
+                       "broken release: the Python core raises at import")
     return {"v1": build(make_tree(base / "v1"), out),
             "v2": build(make_tree(base / "v2", bump="5.0.1"), out),
-            "broken": build(make_tree(base / "v3", bump="5.0.2", throw_at_load=True), out)}
+            "broken": build(make_tree(base / "v3", bump="5.0.2", throw_at_load=True), out),
+            "python_broken": build(python_broken, out)}
 
 
 def _loaded(fleet, name):
-    """{plugin id: version} of the fleet plugins the gateway reports active."""
-    inv = fleet.inventory_of(name)
-    return {pid: inv[pid]["version"] for pid in ("memory-continuity", "mc")
-            if pid in inv and (inv[pid].get("runtime") or {}).get("state") == "active"}
+    """{plugin id: version} of the fleet plugins whose worker answers in the running gateway."""
+    return fleet.loaded(name)
 
 
 def test_deploy_to_both_hosts_loads_the_plugins_at_the_release_versions(fleet, releases):
@@ -57,7 +62,7 @@ def test_deploy_to_both_hosts_loads_the_plugins_at_the_release_versions(fleet, r
     status = fleet.status()
     for res in status.values():
         gw = res.data["gateway"]
-        assert res.data["ready"] is True and gw["openclaw"] == "2026.9.6"
+        assert res.data["ready"] is True and gw["openclaw"] == fleet.version
         assert {k: v["version"] for k, v in gw["plugins"].items()} == want
 
 
@@ -74,6 +79,8 @@ def test_recovery_context_reaches_the_parents_model_request(fleet):
     state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
     wait_for("the parent's CURRENT_STATE.md", lambda: state.exists() and OBJECTIVE in
              state.read_text())
+    # the user's words, not OpenClaw's bootstrap prefix or timestamp envelope around them
+    assert StateDocument.parse(state.read_text()).get("Objective").startswith(OBJECTIVE)
     before = len(fleet.requests("oc-a"))
     fleet.agent("oc-a", "What is next? [[reply: Next: restore on db-2.]]")
     later = fleet.requests("oc-a")[before:]
@@ -179,4 +186,19 @@ def test_a_plugin_that_throws_at_load_is_rolled_back_on_both_hosts(fleet, releas
         assert "broken release: the entry throws at load" in res.data["reason"]
         assert res.data["to"]["components"]["memory-continuity"] == "5.0.1"
     for name in fleet.hosts:  # the old version answers
+        assert _loaded(fleet, name) == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+        # OpenClaw restores a plugin after a failed reload by copying its directory: each one
+        # carries its bridge, so no restore fails on an import from outside it
+        log = fleet.state(name) / "logs" / "fleet-openclaw-gateway.log"
+        assert "ERR_MODULE_NOT_FOUND" not in (log.read_text() if log.exists() else "")
+
+
+def test_a_release_whose_python_cannot_load_is_rolled_back_on_both_hosts(fleet, releases):
+    """Its JS entries load and OpenClaw lists both plugins active; only the workers cannot
+    start. Readiness asks each plugin's worker, so the deploy fails and rolls back."""
+    results = fleet.deploy(releases["python_broken"])
+    for res in results.values():
+        assert res.result == "rolled_back", res.data.get("reason")
+        assert "broken release: the Python core raises at import" in res.data["reason"]
+    for name in fleet.hosts:
         assert _loaded(fleet, name) == {"memory-continuity": "5.0.1", "mc": "2.1.0"}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from source_tree import break_python_entry, snapshot
 
+from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
@@ -55,10 +56,16 @@ def stop_gateways(state_dirs) -> None:
 
     Through the gateway's own stop (fleet.gateway.process): done when the kernel released the
     pidfile's lock, at the process's exit. Waiting for the pid to vanish instead would wait for
-    the zombie to be reaped, which the init of a container or VM may do seconds later.
+    the zombie to be reaped, which the init of a container or VM may do seconds later (a stand-in
+    that holds no lock is stopped by its pid: fleet.continuity.detached counts a zombie gone).
     """
     for state in state_dirs:
-        process.stop(Layout(state), grace_s=10.0)
+        layout = Layout(state)
+        if process.stop(layout, grace_s=10.0) is None:
+            # nothing holds the pidfile's lock: a stand-in gateway (fakegw.py) writes its pid only
+            pid = detached.recorded_pid(layout.pidfile)
+            if pid is not None:
+                detached.stop(pid, 10.0)
 
 
 def run_installer(artifact: Path, *args: str, python: str = sys.executable,
