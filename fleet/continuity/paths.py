@@ -75,6 +75,13 @@ def resolve_config_path(
     return Path(state_dir if state_dir is not None else resolve_state_dir(e)) / CONFIG_NAME
 
 
+def config_write_target(path: Path) -> Path:
+    """The file a writer of the config at `path` replaces, and locks (`<target>.lock`): the path
+    itself, or the file a symlink there points to. A user may keep openclaw.json elsewhere and
+    link it; replacing the link with a file would cut it from theirs."""
+    return Path(os.path.realpath(str(path)))
+
+
 def load_config(path: Path) -> dict:
     """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a `ConfigError`."""
     p = Path(path)

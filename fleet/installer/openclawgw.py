@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleet.continuity import detached
+from fleet.continuity import detached, paths, store
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import openclawcompat, openclawconfig, openclawrpc, releasedirs
 from fleet.installer.manager import Manager, ManagerError
@@ -46,6 +46,7 @@ DEFAULT_PORT = 18789
 ACTIVE = "active"
 DIRECT = "direct"
 VALIDATED_KEEP = 16  # verdicts remembered (openclaw-validated.json)
+CONFIG_ATTEMPTS = 3  # read-validate-commit rounds when the file keeps changing meanwhile
 
 
 class OpenclawManager(Manager):
@@ -264,34 +265,52 @@ class OpenclawManager(Manager):
                 for pid, pkg in sorted((meta.get("plugins") or {}).items())}
 
     def configure(self, release: Path) -> bool:
-        """Point openclaw.json at `release`'s plugins; True when the file changed."""
-        try:
-            current = openclawconfig.load(self.config_path)
-        except openclawconfig.ConfigError as exc:
-            raise ManagerError(str(exc)) from None
-        wanted = openclawconfig.with_plugins(current, self.plugin_dirs(release),
-                                             str(StateLayout(self.state_dir).releases_dir))
-        if wanted == current:
-            return False
-        candidate = openclawconfig.write_candidate(self.config_path, wanted)
-        try:
-            # Going back (a rollback in this same transaction) to the content this manager
-            # replaced: it was in place and served before, so it is not validated again.
-            problem = None if wanted == self._replaced else self.validated(candidate, wanted,
-                                                                           release)
-            if problem:
-                before = self.invalid(self.config_path) if self.config_path.exists() else None
-                if before:
-                    raise ManagerError(f"{self.config_path} is invalid already, before fleet's "
-                                       f"change: {before}; fix it (`openclaw config validate`, "
-                                       "`openclaw doctor --fix`) and deploy again")
-                raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
-                                   f"entries: {problem}; nothing was written")
-            openclawconfig.commit(candidate, self.config_path)
-            self._replaced = current
-        finally:
-            openclawconfig.discard(candidate)
-        return True
+        """Point openclaw.json at `release`'s plugins; True when the file changed.
+
+        The candidate is validated without holding the config's lock (a validation boots
+        OpenClaw's CLI: seconds); the commit takes the lock `/mc settings` takes and goes in only
+        if the file is still what the candidate was made from. An edit made meanwhile (a user's
+        `/mc settings`) is not overwritten: fleet's change is made again on the new content and
+        validated again. Through a symlinked openclaw.json the linked file is replaced, the link
+        kept."""
+        target = paths.config_write_target(self.config_path)
+        for _ in range(CONFIG_ATTEMPTS):
+            try:
+                current = openclawconfig.load(target)
+            except openclawconfig.ConfigError as exc:
+                raise ManagerError(str(exc)) from None
+            wanted = openclawconfig.with_plugins(current, self.plugin_dirs(release),
+                                                 str(StateLayout(self.state_dir).releases_dir))
+            if wanted == current:
+                return False
+            candidate = openclawconfig.write_candidate(target, wanted)
+            try:
+                # Going back (a rollback in this same transaction) to the content this manager
+                # replaced: it was in place and served before, so it is not validated again.
+                problem = None if wanted == self._replaced else self.validated(candidate, wanted,
+                                                                               release)
+                if problem:
+                    before = self.invalid(target) if target.exists() else None
+                    if before:
+                        raise ManagerError(f"{self.config_path} is invalid already, before "
+                                           f"fleet's change: {before}; fix it (`openclaw config "
+                                           "validate`, `openclaw doctor --fix`) and deploy again")
+                    raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
+                                       f"entries: {problem}; nothing was written")
+                with store.locked(target):
+                    try:
+                        unchanged = openclawconfig.load(target) == current
+                    except openclawconfig.ConfigError:
+                        unchanged = False  # the next round says what is wrong with it now
+                    if not unchanged:
+                        continue  # edited while OpenClaw validated: again, on the new content
+                    openclawconfig.commit(candidate, target)
+                self._replaced = current
+                return True
+            finally:
+                openclawconfig.discard(candidate)
+        raise ManagerError(f"{self.config_path} changed {CONFIG_ATTEMPTS} times while fleet "
+                           "updated it; nothing of fleet's was written; deploy again")
 
     def validated(self, candidate: Path, wanted: dict, release: Path) -> Optional[str]:
         """`invalid(candidate)`, unless OpenClaw already accepted a config that it must judge the

@@ -414,3 +414,48 @@ def test_with_no_gateway_running_the_cli_version_is_checked(tmp_path):
     cli.write_text(cli.read_text().replace("OpenClaw 2026.9.6 (test)", "OpenClaw 2026.2.1 (x)"))
     refusal, _ = manager.preflight(_artifact(tmp_path / "a.pyz"))
     assert refusal.startswith("the OpenClaw CLI (no gateway answers) here is OpenClaw 2026.2.1")
+
+
+# -- openclaw.json: the file OpenClaw reads, no lost update, links kept ---------------------------
+EDIT_DURING_VALIDATE = """#!{python}
+import json, os, sys
+args = sys.argv[1:]
+marker = __file__ + ".edited"
+if args[:2] == ["config", "validate"]:
+    if not os.path.exists(marker):  # a user's /mc settings lands while OpenClaw validates
+        open(marker, "w").close()
+        from fleet.plugins.mc import commands_settings
+        commands_settings._write(os.environ["REAL_CONFIG"], "maxArchiveCount", 9)
+    print(json.dumps({{"valid": True}}))
+elif args == ["--version"]:
+    print("OpenClaw 2026.9.6 (test)")
+"""
+
+
+def test_an_edit_made_while_openclaw_validates_is_kept(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    manager, cli = _host(tmp_path, free, {"mode": "none"})
+    cli.write_text(EDIT_DURING_VALIDATE.format(python=sys.executable))
+    manager = OpenclawManager(manager.state_dir, dict(manager.opts,
+                                                      **{"env.REAL_CONFIG": str(
+                                                          manager.config_path)}))
+    release = _release(manager.state_dir, "5.0.1-a")
+    assert manager.configure(release)
+    data = openclawconfig.load(manager.config_path)
+    assert data["plugins"]["entries"]["memory-continuity"]["config"] == {"maxArchiveCount": 9}
+    assert all(p.startswith(str(release)) for p in data["plugins"]["load"]["paths"])
+    assert data["gateway"]["port"] == free  # the rest of the user's file as it was
+
+
+def test_a_symlinked_config_is_written_through_and_stays_a_link(gw, tmp_path):
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    dotfiles = tmp_path / "dotfiles" / "openclaw.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(manager.config_path.read_text())
+    manager.config_path.unlink()
+    manager.config_path.symlink_to(dotfiles)
+    assert manager.configure(_release(manager.state_dir, "5.0.1-a"))
+    assert manager.config_path.is_symlink() and manager.config_path.resolve() == dotfiles
+    assert "memory-continuity" in openclawconfig.load(dotfiles)["plugins"]["entries"]

@@ -14,7 +14,6 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from fleet.continuity import paths
 
-CONFIG_FILE = "openclaw.json"
 MC_PLUGIN_ID = "memory-continuity"
 
 
@@ -50,11 +49,12 @@ class Agent:
 
 
 class Agents:
-    """The state dir, the OpenClaw config read fresh from `<state>/openclaw.json`, and agents."""
+    """The state dir, the OpenClaw config read fresh from its file (`$OPENCLAW_CONFIG_PATH`,
+    else `<state>/openclaw.json`: OpenClaw's own rule), and agents."""
 
     def __init__(self, state_dir: Path, config: Optional[Mapping[str, Any]] = None) -> None:
         self.state_dir = Path(state_dir)
-        self.config_path = self.state_dir / CONFIG_FILE
+        self.config_path = paths.resolve_config_path(state_dir=self.state_dir)
         if config is None:
             config = paths.load_config(self.config_path)
         self.config: Dict[str, Any] = dict(config)
@@ -68,8 +68,7 @@ class Agents:
         """
         raw = ctx.get("stateDir")
         state_dir = Path(raw) if raw else paths.resolve_state_dir()
-        config_path = state_dir / CONFIG_FILE
-        if config_path.exists():
+        if paths.resolve_config_path(state_dir=state_dir).exists():
             return cls(state_dir)
         fallback = ctx.get("config")
         return cls(state_dir, fallback if isinstance(fallback, Mapping) else {})

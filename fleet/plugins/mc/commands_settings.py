@@ -73,6 +73,9 @@ def _section(parent: Dict[str, Any], key: str, where: str) -> Dict[str, Any]:
 
 
 def _write(config_path: Path, key: str, value: Any) -> None:
+    """Under the config's lock (the installer takes it too before it commits its change), read,
+    set, replace: through a symlink, the linked file is replaced and the link kept."""
+    config_path = paths.config_write_target(config_path)
     with store.locked(config_path):
         config = paths.load_config(config_path)
         plugins = _section(config, "plugins", "plugins")

@@ -173,3 +173,30 @@ def test_settings_refuses_malformed_config_shape(mc):
     text = mc.raw("settings autoExtract false")
     assert text.startswith("MC error: plugins.entries is a list, not an object")
     assert (mc.state / "openclaw.json").read_text() == before
+
+
+def test_settings_set_writes_the_config_openclaw_reads(mc, tmp_path, monkeypatch):
+    """OpenClaw reads $OPENCLAW_CONFIG_PATH when it is set: /mc settings edits that file."""
+    elsewhere = tmp_path / "etc" / "openclaw.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(json.dumps(mc.config))
+    before = (mc.state / "openclaw.json").read_text()
+    monkeypatch.setenv("OPENCLAW_CONFIG_PATH", str(elsewhere))
+    assert mc("settings maxArchiveCount 6").startswith("\u2713 maxArchiveCount = 6")
+    edited = json.loads(elsewhere.read_text())
+    assert edited["plugins"]["entries"]["memory-continuity"]["config"] == {"maxArchiveCount": 6}
+    assert (mc.state / "openclaw.json").read_text() == before  # not the state dir's default
+    assert "maxArchiveCount" in mc("settings") and " 6 " in mc("settings")
+
+
+def test_settings_set_through_a_symlinked_config_keeps_the_link(mc, tmp_path):
+    dotfiles = tmp_path / "dotfiles" / "openclaw.json"
+    dotfiles.parent.mkdir()
+    link = mc.state / "openclaw.json"
+    dotfiles.write_text(link.read_text())
+    link.unlink()
+    link.symlink_to(dotfiles)
+    assert mc("settings maxArchiveCount 4").startswith("\u2713 maxArchiveCount = 4")
+    assert link.is_symlink() and link.resolve() == dotfiles
+    assert json.loads(dotfiles.read_text())["plugins"]["entries"]["memory-continuity"][
+        "config"] == {"maxArchiveCount": 4}
