@@ -337,43 +337,6 @@ def test_invoke_test_runs_the_tests_in_parallel_workers():
     assert code == 2 and "--workers 'none': expected a whole number" in err
 
 
-def test_installed_package_builds_and_deploys_from_another_directory(tmp_path):
-    """`pip install .` leaves no pyproject.toml: build from the installed package itself."""
-    import os
-    import shutil
-    repo = REPO
-    site = tmp_path / "site-packages"
-    shutil.copytree(repo / "fleet", site / "fleet",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (tmp_path / "inv").mkdir()
-    (tmp_path / "inv" / "fleet.yaml").write_text(INVENTORY)
-    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-
-    def run(*args):
-        proc = subprocess.run([sys.executable, "-P", "-c", FLEET, *args], cwd=elsewhere,
-                              capture_output=True, text=True, timeout=300, env=env)
-        return proc.returncode, proc.stdout, proc.stderr
-
-    code, out, err = run("build", "--json")
-    assert code == 0, err
-    built = json.loads(out)
-    assert Path(built["path"]).parent == tmp_path / "cache" / "fleet" / "dist"
-    from fleet.release.component import load_project
-    from fleet.release.verify import verify
-    assert built["components"] == verify(load_project(repo)).versions
-    try:
-        code, out, err = run("deploy", "--inventory", str(tmp_path / "inv" / "fleet.yaml"),
-                             "-H", "box", "--json")
-        doc = json.loads(out)
-        assert code == 0 and doc["hosts"][0]["result"] == "installed", err
-        assert doc["artifact"]["sha256"] == built["sha256"]  # the same build, reused
-    finally:
-        stop_gateways([tmp_path / "inv" / ".fleet" / "sandbox" / "box"])
-    assert list(elsewhere.iterdir()) == []  # nothing written where it ran
-
-
 @pytest.mark.parametrize("answer, code", [("n\n", 2), ("y\n", 0)])
 def test_on_a_terminal_first_use_asks_and_takes_the_answer(workdir, artifacts, answer, code):
     import os
