@@ -245,7 +245,8 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
-            "to": "release to go back to (version, release dir or SHA prefix; default previous)",
+            "to": "release to go back to: version, release dir or SHA-256 prefix (4+ hex "
+                  "digits); one that names several is refused, listing them (default previous)",
             "yes": YES_HELP, "json": JSON_HELP})
 def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""

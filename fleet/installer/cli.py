@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     inst.add_argument("--keep", type=int, default=5, help="releases to keep")
     sub.add_parser("status", parents=[common])
     rb = sub.add_parser("rollback", parents=[common])
-    rb.add_argument("--to", default=None, help="version, release dir name or SHA prefix")
+    rb.add_argument("--to", default=None, help="version, release dir name or SHA-256 prefix (4+ "
+                    "hex digits); ambiguous ones are refused")
     sub.add_parser("restart", parents=[common])
     sub.add_parser("doctor", parents=[common], help="host and continuity health; changes nothing")
     return parser

@@ -303,16 +303,49 @@ def list_releases(state_dir: Path) -> List[Path]:
     return sorted(found, key=lambda p: (read_meta(p) or {}).get("installed_at", 0), reverse=True)
 
 
+MIN_SHA_PREFIX = 4  # hex digits of a SHA-256 that name a release (git's shortest abbreviation)
+
+
 def find_release(state_dir: Path, wanted: str) -> Path:
-    """A release by dir name, version, or SHA-256 prefix; errors list what exists."""
+    """The one release `wanted` names: its dir name, its version, or a prefix of its SHA-256 (at
+    least MIN_SHA_PREFIX hex digits). None or several is an UnusableRelease that lists them."""
     releases = list_releases(state_dir)
     for rel in releases:
-        meta = read_meta(rel) or {}
-        if wanted in (rel.name, meta.get("version")) or (
-                len(wanted) >= 7 and str(meta.get("sha256", "")).startswith(wanted)):
+        if rel.name == wanted:
             return rel
-    raise UnusableRelease("no release {!r} under {}; known: {}".format(
-        wanted, StateLayout(state_dir).releases_dir, ", ".join(r.name for r in releases) or "none"))
+    key = wanted.strip().lower()
+    hex_prefix = len(key) >= MIN_SHA_PREFIX and all(c in "0123456789abcdef" for c in key)
+    matches = []
+    for rel in releases:
+        meta = read_meta(rel) or {}
+        if wanted == meta.get("version") or (
+                hex_prefix and str(meta.get("sha256", "")).startswith(key)):
+            matches.append(rel)
+    where = StateLayout(state_dir).releases_dir
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UnusableRelease("{!r} names {} releases under {}: {}; name one by its release dir "
+                              "or a longer SHA-256 prefix".format(
+                                  wanted, len(matches), where,
+                                  "; ".join(describe_release(state_dir, r) for r in matches)))
+    raise UnusableRelease("no release {!r} under {} (a release dir, a version, or a SHA-256 "
+                          "prefix of {}+ hex digits); known: {}".format(
+                              wanted, where, MIN_SHA_PREFIX,
+                              "; ".join(describe_release(state_dir, r) for r in releases)
+                              or "none"))
+
+
+def describe_release(state_dir: Path, release: Path) -> str:
+    """`<dir> (version V, sha256 S, installed T[, current])`, for a list in an error."""
+    meta = read_meta(release) or {}
+    try:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(release.stat().st_mtime))
+    except OSError:
+        when = "?"
+    current = ", current" if current_release(state_dir) == release else ""
+    return "{} (version {}, sha256 {}, installed {}{})".format(
+        release.name, meta.get("version", "?"), str(meta.get("sha256", "?"))[:12], when, current)
 
 
 def prune(state_dir: Path, keep: int) -> List[str]:

@@ -280,6 +280,12 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
         else:
             target = _previous_release(state_dir, current)
         meta = releasedirs.read_meta(target) or {}
+        if target == current:  # nothing to go back to: say so, touch nothing
+            res.update(ok=True, result="unchanged", to=res["from"])
+            tx.notes.append(f"{target.name} is the current release already; nothing changed")
+            with contextlib.suppress(Exception):
+                tx.record()
+            return tx.finish()
         try:
             with tx.step("switch"):
                 releasedirs.switch(state_dir, target, current, manager.links_extensions)

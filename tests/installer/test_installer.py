@@ -156,6 +156,42 @@ def test_rollback_with_nothing_to_go_back_to_says_so(artifacts, host_states, fak
     assert current(state) == release_of(art)
 
 
+def test_rollback_to_names_exactly_one_release(artifacts, host_states, fake_manager_args):
+    """Two builds of the same versions: `--to 5.0.0` is ambiguous (an error listing both, nothing
+    changed), a 4-hex-digit SHA-256 prefix names one, and the current release is no rollback."""
+    first, second = artifacts(), artifacts(rebuild="second build")
+    state = host_states[0]
+    assert first.version == second.version and first.sha256 != second.sha256
+    install(first, state, fake_manager_args)
+    install(second, state, fake_manager_args)
+
+    def rollback(to):
+        return run_installer(second.path, "rollback", "--state-dir", str(state), "--to", to,
+                             *fake_manager_args)
+
+    code, data = rollback(first.version)
+    assert code == 1 and data["result"] == "failed"
+    assert f"{first.version!r} names 2 releases" in data["reason"]
+    for built in (first, second):
+        assert f"{release_of(built)} (version {built.version}, sha256 {built.sha256[:12]}" \
+            in data["reason"]
+    assert f"{release_of(second)} (version {second.version}, sha256 {second.sha256[:12]}, " \
+           "installed " in data["reason"] and ", current)" in data["reason"]
+    assert current(state) == release_of(second)  # nothing changed
+
+    code, data = rollback(first.sha256[:4])
+    assert code == 0 and data["result"] == "rolled_back", data
+    assert current(state) == release_of(first)
+
+    code, data = rollback(release_of(first))
+    assert code == 0 and data["result"] == "unchanged"
+    assert data["from"] == data["to"] and not data["restarted"]
+    assert f"{release_of(first)} is the current release already" in " ".join(data["notes"])
+
+    code, data = rollback("abc")  # too short to be a SHA prefix, and no such version
+    assert code == 1 and "a SHA-256 prefix of 4+ hex digits" in data["reason"]
+
+
 @pytest.mark.skipif(PY39 is None, reason="python3.9 not installed")
 def test_installer_runs_on_python_39(artifacts, host_states, fake_manager_args):
     art, state = artifacts(), host_states[0]
