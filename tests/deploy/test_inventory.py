@@ -106,6 +106,20 @@ def test_bad_values_are_named(tmp_path, text, where, what):
     assert where in message and what in message, message
 
 
+def test_as_shipped_no_selection_reaches_beyond_the_checkouts_dot_fleet():
+    """`deploy -H all --yes` with the shipped file once installed into the operator's own
+    ~/.openclaw (the Mac, a local host): every host a selection reaches is now a placeholder
+    or a local host whose state dir lies under .fleet/."""
+    inventory = load(REPO / "inventory.yaml")
+    selections = ["all", *inventory.groups, *inventory.hosts]
+    for name in selections:
+        for host in inventory.select(name):
+            if host.is_local:
+                assert Path(host.state_dir).is_relative_to(REPO / ".fleet"), (name, host)
+            else:
+                assert host.host.endswith(".invalid"), (name, host)
+
+
 def test_missing_file_says_how_to_fix(tmp_path):
     with pytest.raises(InventoryError, match="pass --inventory"):
         load(tmp_path / "nope.yaml")
@@ -115,7 +129,6 @@ def test_shipped_inventory_has_production_and_sandbox():
     inventory = load(REPO / "inventory.yaml")
     prod = {h.name: h for h in inventory.select("production")}
     assert (prod["cloud"].user, prod["pi"].user) == ("opc", "administrator")
-    assert prod["mac"].is_local
     assert all(h.host.endswith(".invalid") for h in prod.values() if not h.is_local)
     sandbox = inventory.select("sandbox")
     assert len(sandbox) == 3 and all(h.is_local and h.manager == "fleet" for h in sandbox)
