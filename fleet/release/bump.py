@@ -1,4 +1,6 @@
-"""The next version: a part bump (major, minor, patch, pre) or an explicit, strictly greater one.
+"""The next version: a part bump (major, minor, patch, pre) or an explicit, strictly greater one,
+spelled for the files that will hold it (fleet.release.ecosystem: a pre-release is 5.2.2-rc.1 in
+a package.json, 5.2.2rc1 in a pyproject.toml).
 
 Rules (semver-like on PEP 440 versions, dev/post/local segments dropped):
 - major: 5.2.1 -> 6.0.0; a pre-release of a major (6.0.0rc1) -> 6.0.0
@@ -9,11 +11,13 @@ Rules (semver-like on PEP 440 versions, dev/post/local segments dropped):
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from packaging.version import Version
 
+from fleet.release import ecosystem
 from fleet.release.error import ReleaseError
+from fleet.release.version_file import VersionFile
 
 PARTS = ("major", "minor", "patch", "pre")
 
@@ -46,21 +50,35 @@ def bump(current: Version, part: str) -> Version:
     return Version(f"{_release(major, minor, micro + 1)}rc1")
 
 
-def next_version(current: str, part: Optional[str] = None, explicit: Optional[str] = None) -> str:
-    """The normalized new version; refuses an invalid or not-greater one."""
+def next_version(current: str, part: Optional[str] = None, explicit: Optional[str] = None,
+                 files: Sequence[VersionFile] = ()) -> str:
+    """The new version, spelled as every one of `files` must hold it (their ecosystems: npm's
+    semver, PEP 440); refuses an invalid, not-greater or unspellable one, naming the file."""
     if part and explicit:
         raise ReleaseError("give either --part or --version, not both")
     cur = Version(current)
+    ecosystems = {vf.ecosystem for vf in files}
     if explicit is not None:
         try:
             new = Version(explicit)
         except ValueError as exc:
-            raise ReleaseError(f"--version {explicit!r} is not a valid PEP 440 version; "
-                               "fix: write e.g. 5.1.0 or 5.1.0rc1") from exc
+            raise ReleaseError(f"--version {explicit!r} is not a valid PEP 440 or semver "
+                               "version; fix: write e.g. 5.1.0") from exc
+        # npm files hold it as written (semver has one spelling); Python's, PEP 440's canonical
+        spelled = explicit if ecosystem.NPM in ecosystems else str(new)
+        for vf in files:
+            wrong = ecosystem.problem(spelled, vf.ecosystem)
+            if wrong:
+                raise ReleaseError(f"refusing --version {explicit}: {vf.path} `{vf.key}` would "
+                                   f"hold it, and it is {wrong}; fix: write e.g. 5.1.0")
     else:
         new = bump(cur, part or "patch")
+        try:
+            spelled = ecosystem.spell(new, ecosystems)
+        except ValueError as exc:
+            raise ReleaseError(f"refusing --part {part or 'patch'}: {exc}") from None
     if new <= cur:
         raise ReleaseError(f"refusing to release: new version {new} is not greater than the "
                            f"current {cur}; "
                            "fix: pick a higher --version or bump with --part")
-    return str(new)
+    return spelled

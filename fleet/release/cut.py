@@ -187,6 +187,11 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
     if branch is None:
         raise ReleaseError("refusing to release: HEAD is detached; fix: `git switch <branch>` "
                            "to the branch the release belongs on")
+    unknown = git.identity_problem()
+    if unknown:
+        raise ReleaseError("refusing to release: git has no identity to author the release "
+                           f"commit and tag ({unknown.strip().splitlines()[-1]}); fix: git config "
+                           'user.name "Your Name" && git config user.email you@example.com')
     dirty = git.dirty_paths()
     if dirty:
         raise ReleaseError("refusing to release: the working tree has uncommitted changes in "
@@ -195,7 +200,8 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
     report.raise_for_problems("refusing to release")
     # With several components, --part bumps those without an explicit --version C=X.
     several = len(requested) > 1
-    new = {cid: next_version(report.versions[cid], None if several and ver else part, ver)
+    new = {cid: next_version(report.versions[cid], None if several and ver else part, ver,
+                             project.component(cid).files)
            for cid, ver in requested.items()}
     after = dependency_problems(project, {**report.versions, **new})
     if after:

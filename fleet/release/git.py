@@ -70,6 +70,17 @@ class Git:
     def head(self) -> str:
         return self.run("rev-parse", "HEAD")
 
+    def identity_problem(self) -> Optional[str]:
+        """Why git would have no configured identity to author the release commit and tag (its
+        own message), None when it has one. Configured means git config or GIT_AUTHOR_* /
+        GIT_COMMITTER_* (user.useConfigOnly: no identity guessed from the host's name)."""
+        for who in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+            try:
+                self.run("-c", "user.useConfigOnly=true", "var", who)
+            except GitError as exc:
+                return str(exc)
+        return None
+
     def dirty_paths(self) -> list[str]:
         """Tracked files with staged or unstaged changes (untracked files never get committed)."""
         out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=no", strip=False)

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from fleet.installer import openclawcompat
-from fleet.release import entries
+from fleet.release import ecosystem, entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
 
@@ -91,11 +91,12 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
                 row.problem = str(exc)
                 report.problems.append(f"{comp.id}: {exc}")
                 continue
-            if valid_version(row.version) is None:
-                row.problem = "not a PEP 440 version"
+            wrong = ecosystem.problem(row.version, vf.ecosystem)
+            if wrong:
+                row.problem = wrong
                 report.problems.append(
-                    f"{comp.id}: {vf.path} `{vf.key}` = {row.version!r} is not a valid PEP 440 "
-                    "version; fix: write a version such as 5.0.0")
+                    f"{comp.id}: {vf.path} `{vf.key}` = {row.version!r} is {wrong}; fix: write "
+                    "a version such as 5.0.0")
             seen.setdefault(row.version, []).append(vf.label)
         if len(seen) > 1:
             detail = "; ".join(f"{', '.join(labels)} = {v!r}" for v, labels in seen.items())

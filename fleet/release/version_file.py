@@ -15,6 +15,7 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
+from fleet.release import ecosystem
 from fleet.release.error import ReleaseError
 
 try:  # Python >= 3.11
@@ -67,6 +68,11 @@ class VersionFile:
     @property
     def kind(self) -> str:
         return KINDS[Path(self.path).suffix]
+
+    @property
+    def ecosystem(self) -> str:
+        """Whose rules its version follows (fleet.release.ecosystem): JSON npm's, else Python's."""
+        return ecosystem.of_kind(self.kind)
 
     @property
     def label(self) -> str:

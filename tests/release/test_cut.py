@@ -68,6 +68,24 @@ def test_refuses_detached_head(repo):
     refuse(repo, "HEAD is detached")
 
 
+def test_refuses_without_a_git_identity_before_changing_anything(repo, tmp_path, monkeypatch):
+    repo.git("config", "--unset", "user.name")
+    repo.git("config", "--unset", "user.email")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.gitconfig either
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                 "GIT_COMMITTER_EMAIL", "GIT_CONFIG_GLOBAL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    message = refuse(repo, "git has no identity to author the release commit")
+    assert 'git config user.name "Your Name"' in message
+
+
+def test_refuses_an_explicit_version_npm_would_reject(repo):
+    message = refuse(repo, "refusing --version 6", version="6")
+    assert "memory_continuity/openclaw.plugin.json `version` would hold it, and it is not " \
+           "semver 2.0" in message
+
+
 def test_refuses_disagreeing_versions(repo):
     path = "fleet/plugins/mc/package.json"
     data = json.loads(repo.read(path))

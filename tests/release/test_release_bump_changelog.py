@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fleet.release import changelog
 from fleet.release.bump import next_version
 from fleet.release.error import ReleaseError
+from fleet.release.version_file import VersionFile
 
 
 @pytest.mark.parametrize("current,part,expected", [
@@ -39,6 +42,36 @@ def test_explicit_version_is_normalized():
 def test_explicit_version_must_be_greater(explicit):
     with pytest.raises(ReleaseError, match="not greater than the current 5.0.0"):
         next_version("5.0.0", explicit=explicit)
+
+
+NPM_FILES = [VersionFile("fleet/plugins/mc/package.json", "version"),
+             VersionFile("fleet/plugins/mc/openclaw.plugin.json", "version")]
+PY_FILES = [VersionFile("pyproject.toml", "project.version"),
+            VersionFile("fleet/__init__.py", "__version__")]
+
+
+@pytest.mark.parametrize("files, explicit, why", [
+    (NPM_FILES, "6", "fleet/plugins/mc/package.json `version` would hold it, and it is not "
+                     "semver 2.0"),
+    (NPM_FILES, "5.1.0rc1", "not semver 2.0"),
+    (NPM_FILES + PY_FILES, "5.1.0-rc.1", "pyproject.toml `project.version` would hold it, and "
+                                         "it is not PEP 440 in its canonical form"),
+])
+def test_a_version_invalid_where_it_goes_is_refused_naming_the_file(files, explicit, why):
+    with pytest.raises(ReleaseError, match=re.escape(why)):
+        next_version("5.0.0", explicit=explicit, files=files)
+
+
+def test_each_ecosystem_gets_its_spelling():
+    assert next_version("5.0.0", explicit="6.0.0", files=NPM_FILES) == "6.0.0"
+    assert next_version("5.0.0", explicit="5.1.0-rc.1", files=NPM_FILES) == "5.1.0-rc.1"
+    assert next_version("5.0.0", explicit="6", files=PY_FILES) == "6"
+    assert next_version("5.0.0", part="pre", files=NPM_FILES) == "5.0.1-rc.1"
+    assert next_version("5.0.1-rc.1", part="pre", files=NPM_FILES) == "5.0.1-rc.2"
+    assert next_version("5.0.0", part="pre", files=PY_FILES) == "5.0.1rc1"
+    with pytest.raises(ReleaseError, match="no spelling both npm"):
+        next_version("5.0.0", part="pre", files=NPM_FILES + PY_FILES)
+    assert next_version("5.0.0", part="minor", files=NPM_FILES + PY_FILES) == "5.1.0"
 
 
 def test_invalid_explicit_version_and_unknown_part():
