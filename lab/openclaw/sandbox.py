@@ -46,6 +46,10 @@ QUIET_ENV = {
     "HTTP_PROXY": "http://127.0.0.1:9",
     "HTTPS_PROXY": "http://127.0.0.1:9",
     "NO_PROXY": "127.0.0.1,localhost",
+    # were OpenClaw to run npm for something `openclaw.install` did not stage, it fails in
+    # seconds at the closed proxy instead of retrying for minutes with the gateway blocked
+    "npm_config_fetch_retries": "0",
+    "npm_config_fetch_timeout": "5000",
 }
 MODEL_START_S = 15.0
 

@@ -17,16 +17,12 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
-
-from fleet.continuity import detached
 
 NODE_VERSION = "26.10.0"
 # Every OpenClaw release fleet is tested on, the default first. Keep the plugins' declared range
@@ -252,51 +248,40 @@ def staged(tool: Toolchain) -> bool:
 
 
 def stage_runtime_deps(tool: Toolchain, timeout: float = 900.0, log=None) -> None:
-    """Have OpenClaw install its bundled plugins' runtime dependencies into `tool.stage_dir`
-    once, by starting its gateway once in a throwaway state dir (the code path every gateway
-    takes) until it is ready.
+    """Have OpenClaw install all its bundled plugins' runtime dependencies into
+    `tool.stage_dir`, once: its own repair, `openclaw doctor --fix`, in a throwaway state dir.
 
-    OpenClaw 2026.4.x does that with npm at a gateway's first start, into its state dir: 70 s per
-    package when the registry cannot be reached, and a sandbox gateway's traffic is kept on
-    loopback. Gateways given this stage dir find everything there and never call npm.
+    OpenClaw 2026.4.x does that with npm, into each gateway's state dir, at its first start (and
+    again, lazily, for plugins it activates later, holding a lock that stalls other gateways):
+    70 s per package when the registry cannot be reached, and a sandbox gateway's traffic is
+    kept on loopback. Gateways given this stage dir find everything there and never call npm.
     """
     if staged(tool):
         return
-    marker = tool.stage_dir / STAGED_MARKER
     (log or (lambda _line: None))(f"openclaw {tool.openclaw_version}: staging its bundled "
                                   f"plugins' runtime dependencies into {tool.stage_dir}")
-    with tempfile.TemporaryDirectory(prefix="openclaw-stage-") as tmp, socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
+    with tempfile.TemporaryDirectory(prefix="openclaw-stage-") as tmp:
         env = tool.env({**os.environ, "HOME": tmp, "OPENCLAW_STATE_DIR": tmp,
                         "OPENCLAW_PLUGIN_STAGE_DIR": str(tool.stage_dir),
                         "OPENCLAW_DISABLE_BONJOUR": "1", "OPENCLAW_SKIP_CHANNELS": "1",
-                        "OPENCLAW_NO_AUTO_UPDATE": "1", "OPENCLAW_NO_RESPAWN": "1"})
-        out = Path(tmp) / "gateway.log"
-        child = detached.Child(tool.argv("gateway", "run", "--port", str(port), "--bind",
-                                         "loopback", "--auth", "none", "--allow-unconfigured"),
-                               out, env=env, cwd=tmp)
+                        "OPENCLAW_NO_AUTO_UPDATE": "1"})
         try:
-            deadline = time.monotonic() + timeout
-            while not _ready(port):
-                if child.exit_code() is not None or time.monotonic() > deadline:
-                    raise ToolchainError(f"OpenClaw {tool.openclaw_version}'s gateway did not "
-                                         f"start to stage its plugins' dependencies"
-                                         f"{child.log_tail(15)}")
-                time.sleep(0.5)
-        finally:
-            child.stop(60.0, group=True)
+            proc = subprocess.run(tool.argv("doctor", "--fix", "--non-interactive", "--yes"),
+                                  env=env, cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise ToolchainError(f"`openclaw doctor --fix` (staging OpenClaw "
+                                 f"{tool.openclaw_version}'s plugin dependencies) did not finish "
+                                 f"within {timeout:.0f}s; run `invoke openclaw.install` "
+                                 "again") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+        raise ToolchainError(f"`openclaw doctor --fix` could not stage OpenClaw "
+                             f"{tool.openclaw_version}'s plugin dependencies (exit "
+                             f"{proc.returncode}):\n{tail}\nrun `invoke openclaw.install` again")
     tool.stage_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(f"openclaw {tool.openclaw_version}\n", encoding="utf-8")
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return resp.status == 200
-    except (OSError, ValueError):
-        return False
+    (tool.stage_dir / STAGED_MARKER).write_text(f"openclaw {tool.openclaw_version}\n",
+                                                encoding="utf-8")
 
 
 def _npm_install(npm: str, prefix: Path, packages: list[str], timeout: float) -> None:
