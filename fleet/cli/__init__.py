@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import deploy, doctor, logs, release, sandbox
+from fleet.cli import deploy, doctor, lock, logs, release, sandbox
 
 
 def build_namespace() -> Collection:
@@ -19,6 +19,7 @@ def build_namespace() -> Collection:
         for task in module.TASKS:
             ns.add_task(task)
     ns.add_collection(sandbox.ns, "sandbox")
+    ns.add_collection(lock.ns, "lock")
     return ns
 
 

@@ -9,6 +9,11 @@ a whole, naming the holder. A crashed run's leases expire after their lease time
 locks do. The run id is the lease's token: it is never shown in a refusal, so only the run that
 took a lease can release or renew it. (Two runs racing for the same hosts may both be refused;
 neither changes anything.)
+
+The same file is the maintenance lock (`fleet lock.acquire`, as Kamal's `lock acquire`): a
+lease taken by hand, with who and why, that no process keeps alive and that holds until it is
+released (`fleet lock.release`) or, if given, until it expires. While it is there every run is
+refused on that host, naming it.
 """
 
 from __future__ import annotations
@@ -51,13 +56,34 @@ def read():
         return {}
 def public(h):
     age = time.time() - float(h.get("time") or 0)
-    return {"owner": h.get("owner", "?"), "pid": h.get("pid", "?"), "from": h.get("from", "?"),
-            "age_s": round(age), "lease_s": h.get("lease", 0)}
+    out = {"owner": h.get("owner", "?"), "pid": h.get("pid", "?"), "from": h.get("from", "?"),
+           "age_s": round(age), "lease_s": h.get("lease", 0)}
+    if h.get("manual"):
+        out.update(manual=True, message=h.get("message", ""), since=h.get("time"),
+                   expires=h.get("expires"))
+    return out
+def held(h):  # a maintenance lock until it is released or expires; a run's lease for its time
+    if h.get("manual"):
+        return h.get("expires") is None or time.time() < float(h["expires"])
+    return time.time() - float(h.get("time") or 0) < float(h.get("lease") or 0)
 if action == "release":
     cur = read()
     if cur is not None and cur.get("run") == run:
         os.unlink(path)
     print(json.dumps({"ok": True}))
+    sys.exit(0)
+if action == "status":
+    cur = read()
+    print(json.dumps({"ok": True, "holder": public(cur) if cur and held(cur) else None}))
+    sys.exit(0)
+if action == "unlock":  # a maintenance lock, whoever took it; never a run's lease
+    cur = read()
+    if cur and held(cur) and not cur.get("manual"):
+        print(json.dumps({"ok": False, "holder": public(cur)}))
+        sys.exit(3)
+    if cur is not None:
+        os.unlink(path)
+    print(json.dumps({"ok": True, "was": public(cur) if cur and cur.get("manual") else None}))
     sys.exit(0)
 record = json.loads(sys.argv[4])
 if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused host): take nothing
@@ -95,7 +121,7 @@ for _ in range(5):
             sys.exit(0)
         dead = isinstance(takeover, dict) and cur.get("from") == takeover.get("from") and \
             cur.get("pid") == takeover.get("pid")
-        if not dead and time.time() - float(cur.get("time") or 0) < float(cur.get("lease") or 0):
+        if not dead and held(cur):
             print(json.dumps({"ok": False, "holder": public(cur)}))
             sys.exit(3)
         aside = path + ".expired-" + run[:8]
@@ -180,10 +206,16 @@ class Lease:
             if reply.get("artifact") in ARTIFACT_STATES:
                 self.artifact[host.name] = reply["artifact"]
         elif isinstance(reply.get("holder"), dict):
-            self.refusals[host.name] = (
-                "deploy lock of another run (fleet lease) held on this host by "
-                f"{describe_holder(reply['holder'])}; nothing was changed on any host. Wait "
-                "for that run to finish (a crashed run's lease expires)")
+            holder = reply["holder"]
+            if holder.get("manual"):
+                self.refusals[host.name] = (
+                    f"locked for maintenance by {describe_holder(holder)}; nothing was changed "
+                    f"on any host. When the work is done: fleet lock.release -H {host.name}")
+            else:
+                self.refusals[host.name] = (
+                    "deploy lock of another run (fleet lease) held on this host by "
+                    f"{describe_holder(holder)}; nothing was changed on any host. Wait for that "
+                    "run to finish (a crashed run's lease expires)")
 
     def wait(self, host: Host) -> str | Unreached | None:
         """For a host whose answer was late, block until it comes (bounded by the take's own
@@ -205,6 +237,15 @@ class Lease:
 
 
 def describe_holder(holder: dict) -> str:
+    if holder.get("manual"):
+        since = holder.get("since")
+        when = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(since)))
+                if isinstance(since, (int, float)) else "?")
+        expires = holder.get("expires")
+        until = (", until " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(expires)))
+                 if isinstance(expires, (int, float)) else "")
+        return (f"{holder.get('owner', '?')} since {when}{until}: "
+                f"{holder.get('message') or '(no message)'}")
     return ("{} (pid {} on {}, {}s ago, lease {}s)".format(
         holder.get("owner", "?"), holder.get("pid", "?"), holder.get("from", "?"),
         holder.get("age_s", "?"), holder.get("lease_s", "?")))

@@ -30,7 +30,8 @@ from fleet.installer.protocol import HostStatus
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
                 "unreachable": "bold red", "auth_failed": "bold red", "host_key": "bold red",
-                "refused": "red", "skipped": "dim", "interrupted": "bold yellow"}
+                "refused": "red", "skipped": "dim", "interrupted": "bold yellow",
+                "locked": "yellow", "unlocked": "green", "free": "green", "running": "cyan"}
 JSON_SCHEMA = 1  # bump when a field changes meaning or goes away (adding fields is compatible)
 
 

@@ -1,0 +1,72 @@
+"""The maintenance lock's tasks: `lock.acquire`, `lock.release`, `lock.status` (thin: parse
+flags, call fleet.deploy.maintenance, print). Like every task they take `-H` and `--inventory`,
+print a table (or one `--json` document) and exit 0 only when every host did what was asked."""
+
+from __future__ import annotations
+
+import re
+
+from invoke import Collection, Exit
+
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, JSON_HELP, Run, select_hosts
+from fleet.cli.flags import USAGE_ERROR, task
+from fleet.deploy import api, maintenance, report
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_s(value: str) -> float:
+    """`90`, `30m`, `2h`, `1d` in seconds; a usage error naming the flag otherwise."""
+    m = _DURATION.match(value or "")
+    if not m or float(m.group(1)) <= 0:
+        raise Exit(f"error: --expires {value!r}: use a duration such as 30m, 2h or 1d",
+                   USAGE_ERROR)
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
+            "message": "why (shown to everyone the lock refuses); required",
+            "expires": "let it lapse after this long (30m, 2h, 1d); default: until released",
+            "json": JSON_HELP})
+def acquire(c, hosts="sandbox", inventory="", message="", expires="", json_=False):
+    """Lock hosts for maintenance: every deploy, rollback and restart there is refused."""
+    run = Run("lock.acquire", json_)
+    with run.guard():
+        if not message.strip():
+            raise Exit("error: say why with -m/--message (e.g. -m 'OS upgrade, back at 14:00')",
+                       USAGE_ERROR)
+        seconds = duration_s(expires) if expires else None
+        _, selected = select_hosts(c, hosts, inventory)
+        with report.LiveReport([h.name for h in selected], "lock.acquire", quiet=True) as live:
+            results = maintenance.acquire(selected, live.update, message.strip(),
+                                          api.default_owner(), seconds)
+        run.finish("lock.acquire", results)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
+def release(c, hosts="sandbox", inventory="", json_=False):
+    """Release the maintenance lock of hosts, whoever took it (a run's own lease stays)."""
+    run = Run("lock.release", json_)
+    with run.guard():
+        _, selected = select_hosts(c, hosts, inventory)
+        with report.LiveReport([h.name for h in selected], "lock.release", quiet=True) as live:
+            results = maintenance.release(selected, live.update)
+        run.finish("lock.release", results)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
+def status(c, hosts="sandbox", inventory="", json_=False):
+    """Show, per host, whether it is free, locked for maintenance, or held by a run."""
+    run = Run("lock.status", json_)
+    with run.guard():
+        _, selected = select_hosts(c, hosts, inventory)
+        with report.LiveReport([h.name for h in selected], "lock.status", quiet=True) as live:
+            results = maintenance.status(selected, live.update)
+        run.finish("lock.status", results)
+
+
+ns = Collection("lock")
+ns.add_task(acquire)
+ns.add_task(release)
+ns.add_task(status)
