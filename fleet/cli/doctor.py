@@ -21,8 +21,11 @@ from fleet.deploy import report
             "json": "one JSON document on stdout (severity, exit, hosts[].checks/continuity)",
             "verbose": "list passing checks too"})
 def doctor(c, hosts="sandbox", inventory="", parallel="10", json_=False, verbose=False):
-    """Diagnose hosts (python, disk, clock, permissions, gateway, plugins, locks, temp files)
-    and every agent's state files; never repairs. Exit 0 healthy, 1 warnings, 2 critical."""
+    """Diagnose hosts and every agent's state files, read-only.
+
+    Per host: python, disk, clock, permissions, gateway, plugins, locks, temp files; then every
+    agent's and child's state file. Never repairs. Exit 0 healthy, 1 warnings, 2 critical.
+    """
     with Run("doctor", json_).guard():
         options = _options(parallel)
         _, selected = select_hosts(c, hosts, inventory)

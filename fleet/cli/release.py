@@ -20,8 +20,12 @@ def _root() -> Path:
 
 @task(help={"json": "print the result as JSON instead of a table"})
 def verify(c, json=False):
-    """Check that every version-bearing file of every component agrees and that each plugin's
-    OpenClaw entry imports under Node >= 24 when one is available (exit 1 naming problems)."""
+    """Check every version file, the plugins' OpenClaw range and OpenClaw entries.
+
+    Every version-bearing file of every component must agree and be valid where it is written,
+    the plugins must declare the same OpenClaw versions, and each plugin's OpenClaw entry must
+    import under Node >= 24 when one is available. Exit 1 naming each problem.
+    """
     from rich.console import Console  # noqa: PLC0415
 
     from fleet.release.component import load_project  # noqa: PLC0415

@@ -84,6 +84,21 @@ def test_the_fleet_script_lists_the_product_and_the_checkout_adds_the_lab(tmp_pa
     assert listed(out) == product | LAB_TASKS
 
 
+def test_every_task_summary_is_a_whole_sentence():
+    """`--list` shows a task's first docstring line: it must say what the task does, whole."""
+    from lab.cli import build_namespace
+
+    def walk(coll, prefix=""):
+        for name, task in coll.tasks.items():
+            yield prefix + name, task
+        for name, sub in coll.collections.items():
+            yield from walk(sub, prefix + name + ".")
+
+    cut = {name: (task.__doc__ or "").strip().splitlines()[:1]
+           for name, task in walk(build_namespace())}
+    assert not {n: line for n, line in cut.items() if not line or not line[0].endswith(".")}
+
+
 def test_dash_capital_h_selects_hosts(workdir):
     code, out, err = fleet(workdir, "status", "-H", "nosuch")
     assert code == 2 and "unknown host or group 'nosuch'" in err
