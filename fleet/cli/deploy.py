@@ -14,16 +14,15 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from invoke import Exit
 
 from fleet.cli import extension
 from fleet.cli.flags import USAGE_ERROR, number, task
+from fleet.cli.taskrun import Run
 from fleet.deploy import api, consent, deploylog, report
-from fleet.deploy.inventory import Host, InventoryError, default_inventory, load
+from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import RunOptions
 
 HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
@@ -33,42 +32,6 @@ JSON_HELP = "one JSON document on stdout, errors included (docs/operations.md); 
 YES_HELP = "confirm hosts outside the sandbox that this inventory never changed before"
 BUDGET_HELP = ("failures tolerated (N or N%) before hosts not yet started are skipped; default: "
                "with --batch 0 (a failed batch stops the rollout), without it unlimited")
-
-
-class Run:
-    """One task run: its start time, and `--json` for every way it ends (errors included)."""
-
-    def __init__(self, action: str, as_json: bool):
-        self.action = action
-        self.as_json = as_json
-        self.t0 = time.monotonic()
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
-
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[Run]:
-        """Usage errors become `Exit(..., 2)`; with --json also the error document on stdout."""
-        try:
-            yield self
-        except Exit as exc:
-            if self.as_json and exc.message:
-                report.print_json(report.json_document(
-                    self.action, [], False, self.elapsed, error=str(exc.message).strip(),
-                    exit_code=exc.code))
-            raise
-        except (InventoryError, ValueError) as exc:
-            message = f"error: {exc}"
-            if self.as_json:
-                report.print_json(report.json_document(self.action, [], False, self.elapsed,
-                                                       error=message, exit_code=USAGE_ERROR))
-            raise Exit(message, USAGE_ERROR) from None
-
-    def finish(self, title: str, results, extra: dict | None = None) -> None:
-        report.print_results(title, results, self.as_json, extra, self.elapsed)
-        if not all(r.ok for r in results):
-            raise Exit(code=1)
 
 
 def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):

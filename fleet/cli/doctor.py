@@ -6,19 +6,18 @@ Thin: select hosts, run fleet.deploy.doctor, print one table (or JSON) and exit 
 
 from __future__ import annotations
 
-import json as jsonlib
-import sys
-
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, _options, select_hosts
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, _options, select_hosts
 from fleet.cli.flags import task
+from fleet.cli.taskrun import Run
 from fleet.deploy import doctor as fleet_doctor
 from fleet.deploy import report
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
-            "json": "one JSON document on stdout (severity, exit, hosts[].checks/continuity)",
+            "json": "one JSON document on stdout (docs/operations.md; per host: result = its "
+                    "severity, data.checks, data.continuity)",
             "verbose": "list passing checks too"})
 def doctor(c, hosts="sandbox", inventory="", parallel="10", json_=False, verbose=False):
     """Diagnose hosts and every agent's state files, read-only.
@@ -26,21 +25,21 @@ def doctor(c, hosts="sandbox", inventory="", parallel="10", json_=False, verbose
     Per host: python, disk, clock, permissions, gateway, plugins, locks, temp files; then every
     agent's and child's state file. Never repairs. Exit 0 healthy, 1 warnings, 2 critical.
     """
-    with Run("doctor", json_).guard():
+    run = Run("doctor", json_)
+    with run.guard():
         options = _options(parallel)
         _, selected = select_hosts(c, hosts, inventory)
     with report.LiveReport([h.name for h in selected], "doctor", quiet=True) as live:
         results = fleet_doctor.doctor(selected, live.update, options)
     severity = fleet_doctor.fleet_severity(results)
+    code = fleet_doctor.exit_code(severity)
     if json_:
-        sys.stdout.write(jsonlib.dumps(fleet_doctor.to_json(results), indent=2, sort_keys=True,
-                                       default=str) + "\n")
+        run.document(code == 0, {"severity": severity}, code, results)
     else:
         console = report.stdout_console()
         console.print(fleet_doctor.table(results, verbose))
         console.print(f"Overall status: [{fleet_doctor.STYLE[severity]}]{severity.upper()}[/] "
                       f"({len(results)} host(s))")
-    code = fleet_doctor.exit_code(severity)
     if code:
         raise Exit(code=code)
 

@@ -8,8 +8,9 @@ import re
 
 from invoke import Collection, Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, JSON_HELP, Run, select_hosts
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, JSON_HELP, select_hosts
 from fleet.cli.flags import USAGE_ERROR, task
+from fleet.cli.taskrun import Run
 from fleet.deploy import api, maintenance, report
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, Run, select_hosts
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, select_hosts
 from fleet.cli.flags import FleetTask, number, task
+from fleet.cli.taskrun import Run
 from fleet.deploy import logs as host_logs
 
 
@@ -25,14 +26,17 @@ class _TailFlags(FleetTask):
 
 @task(klass=_TailFlags, help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
             "lines": "how many of the last lines to show per host (default 50)",
-            "follow": "keep printing new lines as they are written, until Ctrl-C"})
-def logs(c, hosts="sandbox", inventory="", lines="50", follow=False):
+            "follow": "keep printing new lines as they are written, until Ctrl-C",
+            "json": "one JSON object per line, {schema, action, host, line, error}, also "
+                    "with -f (a usage error: one document, as every task's)"})
+def logs(c, hosts="sandbox", inventory="", lines="50", follow=False, json_=False):
     """Show each host's gateway log (`<state>/logs/gateway.log`), each line prefixed by host."""
-    with Run("logs", False).guard():
+    with Run("logs", json_).guard():
         count = number(lines, "--lines", minimum=0)
         _, selected = select_hosts(c, hosts, inventory)
+    emit = host_logs.json_lines() if json_ else None
     try:
-        failed = host_logs.show(selected, count, follow)
+        failed = host_logs.show(selected, count, follow, emit)
     except KeyboardInterrupt:
         return
     if failed and not follow:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json as jsonlib
 from pathlib import Path
 
 from invoke import Exit
 
 from fleet.cli import extension
 from fleet.cli.flags import task
+from fleet.cli.taskrun import Run
 from fleet.release.error import ReleaseError
 
 
@@ -18,7 +18,8 @@ def _root() -> Path:
     return find_root(Path.cwd())
 
 
-@task(help={"json": "print the result as JSON instead of a table"})
+@task(help={"json": "one JSON document on stdout (docs/operations.md): versions, files, "
+                    "problems, notes"})
 def verify(c, json=False):
     """Check every version file, the plugins' OpenClaw range and OpenClaw entries.
 
@@ -32,13 +33,17 @@ def verify(c, json=False):
     from fleet.release.verify import render  # noqa: PLC0415
     from fleet.release.verify import verify as run_verify  # noqa: PLC0415
 
-    try:
-        report = run_verify(load_project(_root()), js=True,
-                            pinned_node=extension.pinned_node(c))
-    except ReleaseError as exc:
-        raise Exit(f"verify: {exc}", code=1) from exc
+    run = Run("verify", json)
+    with run.guard():
+        try:
+            report = run_verify(load_project(_root()), js=True,
+                                pinned_node=extension.pinned_node(c))
+        except ReleaseError as exc:
+            raise Exit(f"verify: {exc}", code=1) from exc
     if json:
-        print(jsonlib.dumps(report.to_json(), indent=2, sort_keys=True))
+        found = report.to_json()
+        run.document(report.ok, {k: found[k] for k in ("versions", "files", "problems",
+                                                      "notes")})
     else:
         console = Console()
         console.print(render(report))
@@ -91,18 +96,21 @@ def build(c, out=None, check=False, json=False):
         default_source,
     )
 
-    try:
-        root, default_out = default_source()
-        out_dir = Path(out) if out else default_out
-        artifact = current_artifact(root, out_dir) if check else build_artifact(root, out_dir)
-    except ReleaseError as exc:
-        raise Exit(f"build: {exc}", code=1) from exc
-    if artifact is None:
-        raise Exit("build: no current build in " f"{out_dir}; run `invoke build`", code=1)
+    run = Run("build", json)
+    with run.guard():
+        try:
+            root, default_out = default_source()
+            out_dir = Path(out) if out else default_out
+            artifact = current_artifact(root, out_dir) if check else build_artifact(root, out_dir)
+        except ReleaseError as exc:
+            raise Exit(f"build: {exc}", code=1) from exc
+        if artifact is None:
+            raise Exit(f"build: no current build in {out_dir}; run `invoke build`", code=1)
     if json:
-        print(jsonlib.dumps({"path": str(artifact.path), "sha256": artifact.sha256,
-                             "version": artifact.version, "components": artifact.components},
-                            sort_keys=True))
+        run.document(True, {"artifact": {"path": str(artifact.path), "sha256": artifact.sha256,
+                                          "version": artifact.version,
+                                          "components": artifact.components},
+                            "check": check})
     else:
         state = "current" if check else "built"
         print(f"{state} {artifact.path}")

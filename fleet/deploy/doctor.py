@@ -167,12 +167,3 @@ def table(results: list[HostResult], verbose: bool = False) -> Table:
     return t
 
 
-def to_json(results: list[HostResult]) -> dict:
-    """The `--json` document: fleet severity and exit code, then each host's full answer."""
-    severity = fleet_severity(results)
-    return {"severity": severity, "exit": exit_code(severity),
-            "hosts": [{"host": r.host, "reached": r.ok, "severity": (r.data or {}).get(
-                "severity", "critical"), "duration_s": round(r.duration_s, 3),
-                "checks": (r.data or {}).get("checks", []),
-                "continuity": (r.data or {}).get("continuity"), "note": r.note}
-                for r in results]}

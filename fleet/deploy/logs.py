@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
+from fleet.deploy.report import JSON_SCHEMA
 
 LOG_FILE = StateLayout.GATEWAY_LOG
 POLL_S = 1.0
@@ -153,6 +154,24 @@ def printer(names: list[str], out=None, err=None) -> Emit:
         stream = (err or sys.stderr) if is_error else (out or sys.stdout)
         with lock:
             stream.write(f"{host:<{width}} | {line}\n")
+            stream.flush()
+
+    return emit
+
+
+def json_lines(out=None) -> Emit:
+    """One JSON object per line on stdout (`logs --json`, also while following): `{"schema",
+    "action": "logs", "host", "line", "error"}`, `error` true for what fleet says about a host
+    (unreachable, back again) rather than a line of its log. A stream, not one document, so a
+    script can read `-f` as it comes."""
+    lock = threading.Lock()
+
+    def emit(host: str, line: str, is_error: bool) -> None:
+        record = {"schema": JSON_SCHEMA, "action": "logs", "host": host, "line": line,
+                  "error": is_error}
+        with lock:
+            stream = out or sys.stdout
+            stream.write(json.dumps(record, ensure_ascii=False) + "\n")
             stream.flush()
 
     return emit

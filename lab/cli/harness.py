@@ -16,6 +16,7 @@ from pathlib import Path
 from invoke import Collection, Exit
 
 from fleet.cli.flags import number, task
+from fleet.cli.taskrun import Run
 
 DEFAULT_DIR = Path(".fleet") / "harness"
 
@@ -89,7 +90,7 @@ def down(c, dir=None, all=False):
 
 
 @task(help={"dir": f"the run's directory (default {DEFAULT_DIR})",
-            "json": "print the result as JSON"})
+            "json": "one JSON document (the tasks' shape; the containers in `containers`)"})
 def status(c, dir=None, json=False):
     """Show every harness run on this engine: hosts, state, port, SSH answering or not."""
     from lab.harness import cleanup, hosts  # noqa: PLC0415
@@ -117,7 +118,8 @@ def status(c, dir=None, json=False):
                 "kept": container.labels.get(cleanup.KEEP) == "1",
             })
     if json:
-        print(jsonlib.dumps({"dir": str(directory), "run": recorded, "hosts": rows}, indent=2))
+        Run("harness.status", True).document(True, {"dir": str(directory), "run": recorded,
+                                                    "containers": rows})
         return
     if not rows:
         print("harness: no harness containers")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json as jsonlib
+import sys
 import time
 
 from invoke import Collection, Exit
 
 from fleet.cli.deploy import select_hosts
 from fleet.cli.flags import task
+from fleet.cli.taskrun import Run
 from lab.openclaw import sandbox, toolchain
 
 
-@task(help={"json": "machine-readable result on stdout (a list, one entry per version)",
+@task(help={"json": "one JSON document (the tasks' shape; one entry per version in "
+                    "`installs`)",
             "version": "one OpenClaw version (default: every one fleet is tested on: "
                        + ", ".join(toolchain.OPENCLAW_VERSIONS) + ")"})
 def install(c, json_=False, version=""):
@@ -21,25 +23,30 @@ def install(c, json_=False, version=""):
     Each install also gets its bundled plugins' runtime dependencies staged once (OpenClaw
     2026.4.x would fetch them with npm at every new gateway's first start).
     """
+    run = Run("openclaw.install", json_)
     results = []
-    for wanted in [version] if version else toolchain.OPENCLAW_VERSIONS:
-        started = time.monotonic()
-        existing = toolchain.find(version=wanted)
-        try:
-            say = lambda line: print(f"openclaw: {line}")  # noqa: E731
-            tool = toolchain.install(version=wanted, log=say)
-            toolchain.stage_runtime_deps(tool, log=say)
-        except toolchain.ToolchainError as exc:
-            raise Exit(f"openclaw.install: {exc}", code=1) from None
-        result = {**tool.as_dict(), "installed": existing is None,
-                  "seconds": round(time.monotonic() - started, 1)}
-        results.append(result)
-        if not json_:
-            what = "installed" if existing is None else "already installed"
-            print(f"openclaw {tool.openclaw_version} on node {tool.node_version} {what} in "
-                  f"{tool.root} ({result['seconds']}s)")
+    with run.guard():
+        for wanted in [version] if version else toolchain.OPENCLAW_VERSIONS:
+            started = time.monotonic()
+            existing = toolchain.find(version=wanted)
+            try:
+                tool = toolchain.install(version=wanted, log=_progress)
+                toolchain.stage_runtime_deps(tool, log=_progress)
+            except toolchain.ToolchainError as exc:
+                raise Exit(f"openclaw.install: {exc}", code=1) from None
+            result = {**tool.as_dict(), "installed": existing is None,
+                      "seconds": round(time.monotonic() - started, 1)}
+            results.append(result)
+            if not json_:
+                what = "installed" if existing is None else "already installed"
+                print(f"openclaw {tool.openclaw_version} on node {tool.node_version} {what} in "
+                      f"{tool.root} ({result['seconds']}s)")
     if json_:
-        print(jsonlib.dumps(results, indent=2))
+        run.document(True, {"installs": results})
+
+
+def _progress(line: str) -> None:
+    print(f"openclaw: {line}", file=sys.stderr, flush=True)
 
 
 @task(help={"hosts": "sandbox OpenClaw hosts or groups (default: sandbox-openclaw)",

@@ -92,7 +92,7 @@ def test_an_installed_package_builds_the_checkouts_artifact_byte_for_byte(instal
     src, _, elsewhere, env = installed
     proc = fleet(env, elsewhere, "build", "--json")
     assert proc.returncode == 0, proc.stderr
-    built = json.loads(proc.stdout)
+    built = json.loads(proc.stdout)["artifact"]
     from_checkout = build_artifact(src, tmp_path / "dist")
     assert Path(built["path"]).read_bytes() == from_checkout.path.read_bytes()
     assert built["sha256"] == from_checkout.sha256

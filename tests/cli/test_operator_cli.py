@@ -99,6 +99,31 @@ def test_every_task_summary_is_a_whole_sentence():
     assert not {n: line for n, line in cut.items() if not line or not line[0].endswith(".")}
 
 
+ENVELOPE = {"schema", "action", "ok", "exit_code", "error", "duration_s", "summary", "hosts"}
+
+
+def test_every_tasks_json_has_the_one_shape(workdir, artifacts):
+    """One document of one shape (docs/operations.md) from every task that takes --json,
+    whatever it adds (an artifact, versions, a severity); `logs` streams one object per line."""
+    art = artifacts()
+    runs = [("deploy", "--artifact", str(art.path)), ("status",), ("restart",), ("rollback",),
+            ("doctor",), ("lock.status",), ("build",), ("verify",)]
+    for args in runs:
+        cwd = REPO if args[0] in ("build", "verify") else workdir
+        code, out, err = fleet(cwd, *args, "--json")
+        doc = json.loads(out)
+        assert set(doc) >= ENVELOPE, (args, sorted(doc))
+        assert doc["schema"] == 1 and doc["action"] == args[0], doc
+        assert doc["exit_code"] == code and doc["ok"] is (code == 0), (args, code, err)
+    code, out, err = fleet(workdir, "logs", "-n", "2", "--json")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and records, err
+    assert {(r["schema"], r["action"]) for r in records} == {(1, "logs")}
+    assert {r["host"] for r in records} == {"box"} and all(r["error"] is False for r in records)
+    code, out, _ = fleet(workdir, "logs", "-H", "nope", "--json")
+    assert code == 2 and json.loads(out)["error"].startswith("error: ")
+
+
 def test_dash_capital_h_selects_hosts(workdir):
     code, out, err = fleet(workdir, "status", "-H", "nosuch")
     assert code == 2 and "unknown host or group 'nosuch'" in err

@@ -61,14 +61,15 @@ def test_fleet_doctor_exit_codes_follow_the_worst_host(workdir, artifacts):
             'steps:=["Working on it."]')
     code, doc, _ = doctor_json(workdir)
     hosts = {h["host"]: h for h in doc["hosts"]}
-    assert code == 0 and doc["exit"] == 0 and doc["severity"] in ("ok", "info"), doc
-    checks = {c["check"]: c for c in hosts["a"]["checks"]}
+    assert code == 0 and doc["exit_code"] == 0 and doc["severity"] in ("ok", "info"), doc
+    assert doc["schema"] == 1 and doc["action"] == "doctor" and doc["ok"] is True
+    checks = {c["check"]: c for c in hosts["a"]["data"]["checks"]}
     assert {"python", "disk", "state_dir", "gateway", "plugin memory-continuity", "plugin mc",
             "deploy_lock", "temp_files", "clock"} <= set(checks)
     assert checks["plugin memory-continuity"]["message"] == \
         f"memory-continuity {art.components['memory-continuity']} loaded"
     assert abs(checks["clock"]["skew_s"]) < 5
-    main_a = hosts["a"]["continuity"]["targets"][0]
+    main_a = hosts["a"]["data"]["continuity"]["targets"][0]
     assert main_a["agent"] == "main" and main_a["severity"] == "info"  # the last answer
     assert {f["check"] for f in main_a["findings"]} >= {"exists", "stale", "sections"}
 
@@ -81,8 +82,8 @@ def test_fleet_doctor_exit_codes_follow_the_worst_host(workdir, artifacts):
                      "completed.\n  Result: The kid found the bug\n")
     code, doc, _ = doctor_json(workdir)
     assert code == 1 and doc["severity"] == "warning"
-    b_targets = {t["child"]: t for t in {h["host"]: h for h in doc["hosts"]}["b"]["continuity"]
-                 ["targets"]}
+    b_host = {h["host"]: h for h in doc["hosts"]}["b"]
+    b_targets = {t["child"]: t for t in b_host["data"]["continuity"]["targets"]}
     assert b_targets["kid"]["severity"] == "warning"
 
     # critical: b's gateway is stopped; the table names the host and the check
@@ -99,11 +100,13 @@ def test_fleet_doctor_exit_codes_follow_the_worst_host(workdir, artifacts):
 def test_fleet_doctor_unreachable_and_uninstalled_hosts_are_critical(workdir):
     code, doc, _ = doctor_json(workdir, "a,closed")
     hosts = {h["host"]: h for h in doc["hosts"]}
-    assert code == 2 and doc["exit"] == 2
-    assert hosts["closed"]["reached"] is False and hosts["closed"]["severity"] == "critical"
-    assert hosts["closed"]["checks"][0]["check"] == "reach"
-    assert hosts["a"]["reached"] is True and hosts["a"]["severity"] == "critical"
-    assert hosts["a"]["checks"][0]["message"] == "fleet is not installed; run a deploy first"
+    assert code == 2 and doc["exit_code"] == 2 and doc["ok"] is False
+    # a host's `ok`: it was reached; its `result`: its severity
+    assert hosts["closed"]["ok"] is False and hosts["closed"]["result"] == "critical"
+    assert hosts["closed"]["data"]["checks"][0]["check"] == "reach"
+    assert hosts["a"]["ok"] is True and hosts["a"]["result"] == "critical"
+    assert hosts["a"]["data"]["checks"][0]["message"] == \
+        "fleet is not installed; run a deploy first"
 
 
 def test_doctor_task_has_help_through_invoke(workdir):

@@ -145,7 +145,7 @@ def test_harness_tasks_bring_up_report_and_remove_a_fleet(docker_engine, tmp_pat
     assert up.stdout.strip().splitlines()[-1] == str(inventory)
     try:
         status = task("harness.status", "--json")
-        rows = [r for r in json.loads(status.stdout)["hosts"] if r["here"]]
+        rows = [r for r in json.loads(status.stdout)["containers"] if r["here"]]
         assert sorted(r["host"] for r in rows) == ["cloud", "pi"]
         assert all(r["state"] == "running" and r["ssh"] and r["kept"] for r in rows)
         swept = cleanup.sweep_stale(docker_engine)
@@ -156,7 +156,7 @@ def test_harness_tasks_bring_up_report_and_remove_a_fleet(docker_engine, tmp_pat
     assert down.returncode == 0 and "removed 2 container(s)" in down.stdout
     assert not inventory.exists()
     status = task("harness.status", "--json")
-    assert not [r for r in json.loads(status.stdout)["hosts"] if r["here"]]
+    assert not [r for r in json.loads(status.stdout)["containers"] if r["here"]]
 
 
 def test_a_host_can_get_a_cpu_of_its_own_and_back(harness):

@@ -160,7 +160,7 @@ def test_build_task_prints_the_sha256(project, tmp_path):
     digest = (next(out.glob("*.pyz.sha256"))).read_text().strip()
     assert f"sha256 {digest}" in proc.stdout
     proc = task("--out", str(out), "--check", "--json")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["sha256"] == digest
+    assert proc.returncode == 0 and json.loads(proc.stdout)["artifact"]["sha256"] == digest
 
 
 def test_a_build_from_uncommitted_sources_says_so_in_its_version(project, tmp_path):
