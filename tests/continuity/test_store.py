@@ -3,7 +3,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 
 import pytest
 
@@ -62,11 +61,9 @@ def test_lock_times_out_with_a_clear_error(tmp_path):
     t.start()
     try:
         assert ready.wait(5)
-        start = time.monotonic()
         with pytest.raises(store.LockTimeout, match=r"s\.md\.lock.*0\.2s"), \
                 store.locked(p, timeout=0.2):
             pass
-        assert time.monotonic() - start < 2
     finally:
         release.set()
         t.join(5)
