@@ -41,12 +41,26 @@ _TIMESTAMP = re.compile(r"\A\[[^\]\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\n]*\][ \
 
 
 def user_words(text: str) -> str:
-    """`text` without OpenClaw's additions (see the module doc), trimmed."""
-    text = (text or "").replace("\r\n", "\n")
-    text = strip_internal_context(text)
-    text = _strip_metadata(text)
-    text = _strip_bootstrap(text)
-    return _TIMESTAMP.sub("", text, count=1).strip()
+    """`text` without OpenClaw's additions (see the module doc), trimmed.
+
+    The additions nest in either order (2026.4.24 puts the timestamp before an internal
+    context marker on the same line, a bootstrap paragraph before the timestamp), so each is
+    taken off the front in turn until none is left."""
+    text = (text or "").replace("\r\n", "\n").strip()
+    while True:
+        before = text
+        text = _strip_bootstrap(text)
+        text = _TIMESTAMP.sub("", text, count=1).strip()
+        text = _strip_metadata(strip_internal_context(text))
+        if text == before:
+            return text
+
+
+def is_completion_report(text: str) -> bool:
+    """True for a message that only reports finished background tasks: it holds an
+    `[Internal task completion event]` and no words of the user's. (OpenClaw 2026.4.x delivers a
+    child's announce so, without telling plugins the run's provenance.)"""
+    return isinstance(text, str) and LEGACY_EVENT in text and not user_words(text)
 
 
 def _strip_metadata(text: str) -> str:

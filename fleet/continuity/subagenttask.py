@@ -9,7 +9,9 @@ OpenClaw 2026.9.6 wraps it (`buildSubagentTaskMessage`) as
     <the task>
     Begin. Execute the assigned task to completion.
 
-(paragraphs separated by a blank line). The child's checkpoint and the note its parent gets must
+(paragraphs separated by a blank line). OpenClaw 2026.4.24 writes the last part on one line,
+`[Subagent Task]: <the task>`, with no closing paragraph. The child's checkpoint and the note its
+parent gets must
 name the task, not the wrapper: `unwrap` takes it out, and gives any other text back as it is.
 Our gateway wraps a child's task the same way (`wrap`).
 """
@@ -25,7 +27,7 @@ PERSISTENT_NOTE = ("This subagent session is persistent and remains available fo
                    "follow-up messages.")
 MAX_DEPTH = 5
 
-_TASK_LINE_RE = re.compile(r"^[ \t]*" + re.escape(TASK) + r"[ \t]*$", re.M)
+_TASK_LINE_RE = re.compile(r"^[ \t]*" + re.escape(TASK) + r"(?:[ \t]*$|:[ \t]*)", re.M)
 _BEGIN_TAIL_RE = re.compile(r"\n[ \t]*\n[ \t]*" + re.escape(BEGIN) + r"\s*$")
 
 
@@ -44,8 +46,8 @@ def unwrap(text: str) -> str:
     """The task inside an envelope; `text` unchanged when it is not one (or holds no task).
 
     Only a message that starts with `[Subagent Context]` counts, and the task is what follows
-    the first `[Subagent Task]` line, without the closing "Begin." paragraph; the task's own
-    text may contain anything, even those markers.
+    the first `[Subagent Task]` line (or `[Subagent Task]:` on it), without the closing "Begin."
+    paragraph; the task's own text may contain anything, even those markers.
     """
     if not isinstance(text, str) or not text.lstrip().startswith(CONTEXT):
         return text

@@ -427,7 +427,7 @@ class OpenclawManager(Manager):
         else:
             health = {"ready": True, "openclaw": self.version(), "gateway_pid":
                       self.process.pid() if self.process else None, "versions": {},
-                      "plugins": {pid: {"loaded": None, "status": "not answering"}
+                      "plugins": {pid: {"loaded": None, "status": "not probed"}
                                   for pid in ours}}
         for plugin_id in ours:
             info = health["plugins"][plugin_id]
@@ -463,6 +463,8 @@ class OpenclawManager(Manager):
         version = answer.get("version")
         info.update(loaded=True, version=version, worker=answer.get("pid"),
                     python=answer.get("python"))
+        if only_source:  # its answer is all there is to say: it runs
+            info["status"] = ACTIVE
         if version is not None:
             versions[plugin_id] = str(version)
 

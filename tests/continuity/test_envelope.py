@@ -39,6 +39,8 @@ LEGACY = (
     ("Before\n\n" + INTERNAL + "\n\nAfter", "Before\n\nAfter"),
     ("Kept\n<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nnever closed", "Kept"),
     (INTERNAL, ""),  # an announce turn: nothing the user said
+    ("[Fri 2026-12-04 02:45 UTC] " + INTERNAL, ""),  # 2026.4.24: the stamp on the marker's line
+    ("[Fri 2026-12-04 02:45 UTC] " + INTERNAL + "\n\nand mine", "and mine"),
     (LEGACY + "\n\nThe user's follow-up", "The user's follow-up"),
     ("Conversation info (untrusted metadata):\n```json\n{\"chat\": 1}\n```\n\n"
      "[Fri 2026-12-04 01:15 UTC] Fix CI", "Fix CI"),
@@ -56,3 +58,22 @@ def test_a_stamped_subagent_task_still_unwraps_to_the_task():
     task = "Check the replication lag on db-2"
     stamped = "[Fri 2026-12-04 01:16 UTC] " + subagenttask.wrap(task)
     assert subagenttask.unwrap(envelope.user_words(stamped)) == task
+
+
+@pytest.mark.parametrize("text, report", [
+    ("[Fri 2026-12-04 02:45 UTC] " + INTERNAL, True),
+    (LEGACY, True),
+    (LEGACY + "\n\nThe user's follow-up", False),
+    ("What is [Internal task completion event] about?", False),
+    ("Ship it", False),
+])
+def test_a_message_that_only_reports_a_finished_task_is_told_apart(text, report):
+    assert envelope.is_completion_report(text) is report
+
+
+def test_a_2026_4_subagent_task_line_unwraps_to_the_task():
+    first = ("[Fri 2026-12-04 02:45 UTC] [Subagent Context] You are running as a subagent "
+             "(depth 1/1). Results auto-announce to your requester; do not busy-poll for "
+             "status.\n\n[Subagent Context] This subagent session is persistent and remains "
+             "available for thread follow-up messages.\n\n[Subagent Task]: Check db-2\nand db-3")
+    assert subagenttask.unwrap(envelope.user_words(first)) == "Check db-2\nand db-3"

@@ -133,6 +133,14 @@ def texts(request: dict) -> str:
     return "\n".join(out)
 
 
+def is_completion_turn(request: dict) -> bool:
+    """A parent's model request on a child's completion event: 2026.9.6 writes "A background
+    task completed ...", 2026.4.24 an `[Internal task completion event]` block."""
+    text = texts(request)
+    return ("[Subagent Task]" not in text and ("A background task completed" in text
+                                               or "[Internal task completion event]" in text))
+
+
 def wait_for(what: str, check: Callable[[], object], timeout: float = 300,
              every: float = 2.0):
     """`check()`'s first truthy value; an assertion error naming `what` after `timeout`."""

@@ -14,7 +14,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from openclaw_helpers import OpenclawFleet, build, make_tree, texts, wait_for
+from openclaw_helpers import OpenclawFleet, build, is_completion_turn, make_tree, texts, wait_for
 from source_tree import break_python_entry
 
 from fleet.continuity.document import StateDocument
@@ -64,6 +64,7 @@ def test_deploy_to_both_hosts_loads_the_plugins_at_the_release_versions(fleet, r
         gw = res.data["gateway"]
         assert res.data["ready"] is True and gw["openclaw"] == fleet.version
         assert {k: v["version"] for k, v in gw["plugins"].items()} == want
+        assert {k: v["status"] for k, v in gw["plugins"].items()} == dict.fromkeys(want, "active")
 
 
 def test_a_redeploy_changes_nothing_and_restarts_nothing(fleet, releases):
@@ -105,8 +106,7 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
     # The parent's turn on the child's completion event ends with its own checkpoint: wait for
     # that, then the recovered result must be in the parent's Unsurfaced Results exactly once.
     announce = wait_for("the parent's turn on the child's completion", lambda: [
-        r for r in fleet.requests("oc-a")[before:]
-        if "A background task completed" in texts(r) and "[Subagent Task]" not in texts(r)])[0]
+        r for r in fleet.requests("oc-a")[before:] if is_completion_turn(r)])[0]
     state = fleet.state("oc-a") / "workspace" / "memory" / "CURRENT_STATE.md"
 
     def unsurfaced():

@@ -13,6 +13,9 @@ another completion report's tool, such as the settle wake's `subagent_settle`), 
 `before_prompt_build` and `is_announce_run` answers at `agent_end`; an `agent_end` ctx or a last
 user message that carries the provenance itself counts too. A worker restarted between the two
 hooks forgets the run (the turn is then checkpointed as before); the memory is bounded.
+
+OpenClaw 2026.4.24 tells plugins no provenance: there the run's last user message itself says
+it (`fleet.continuity.envelope.is_completion_report`: a completion event, no words of the user's).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, List, Mapping
 
-from fleet.continuity import provenance
+from fleet.continuity import envelope, journal, provenance
 
 MAX_RUNS = 512
 
@@ -62,5 +65,7 @@ def is_announce_run(ctx: Mapping[str, Any], messages: List[Any]) -> bool:
         noted = bool(run) and run in _runs
         if noted:
             del _runs[run]
+    last = _last_user(messages)
     return (noted or provenance.is_completion_report(ctx.get("inputProvenance"))
-            or provenance.is_completion_report(_last_user(messages).get("provenance")))
+            or provenance.is_completion_report(last.get("provenance"))
+            or envelope.is_completion_report(journal.message_text(last)))
