@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import paramiko
 import pytest
@@ -36,9 +35,14 @@ class _Server(paramiko.ServerInterface):
 
     def check_channel_exec_request(self, channel, command):
         def reply():
-            time.sleep(0.2)  # let paramiko answer the exec request before the channel closes
+            # Output, exit status and EOF may reach the client before paramiko has answered
+            # the exec request; a close may not (the client's exec would fail): the server
+            # closes only once the client has.
             channel.sendall(b"ran: " + command + b"\n")
             channel.send_exit_status(0)
+            channel.shutdown_write()
+            while channel.recv(4096):
+                pass
             channel.close()
 
         threading.Thread(target=reply, daemon=True).start()
@@ -182,11 +186,15 @@ def test_fabric_alone_would_have_accepted_the_unknown_key(ssh_server, client_key
     """Why hostkeys.apply exists: Fabric's default policy silently trusts any key."""
     from fabric import Connection
 
-    port, _ = ssh_server
+    port, key = ssh_server
     conn = Connection("127.0.0.1", user="tester", port=port, connect_timeout=5,
                       connect_kwargs={"key_filename": [client_key]})
-    conn.open()
-    conn.close()
+    try:
+        conn.open()  # no known_hosts names this fresh key, yet no refusal
+        assert conn.is_connected
+        assert conn.transport.get_remote_server_key() == key
+    finally:
+        conn.close()
 
 
 def test_jump_host_is_used_and_both_keys_are_verified(ssh_server, tmp_path, client_key):

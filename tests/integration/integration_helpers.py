@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,12 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 @dataclass
 class TaskRun:
-    """One `invoke <task>` run: exit code, the --json document (if any), stderr, duration."""
+    """One `invoke <task>` run: exit code, the --json document (if any), stderr."""
 
     code: int
     data: dict | None
     stderr: str
-    seconds: float
 
     def hosts(self) -> dict[str, dict]:
         return {h["host"]: h for h in (self.data or {}).get("hosts", [])}
@@ -36,7 +34,6 @@ def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
     (tasks that change hosts get --yes: the harness hosts are outside the sandbox)."""
     if args and args[0] in ("deploy", "rollback", "restart"):
         args = (*args, "--yes")
-    started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), *args, "--json"],
         capture_output=True, text=True, timeout=timeout, cwd=REPO,
@@ -46,7 +43,7 @@ def invoke_task(*args: str, timeout: float = 300) -> TaskRun:
         data = json.loads(proc.stdout) if proc.stdout.strip() else None
     except ValueError:
         data = None
-    return TaskRun(proc.returncode, data, proc.stderr, time.monotonic() - started)
+    return TaskRun(proc.returncode, data, proc.stderr)
 
 
 def make_tree(dst: Path, version: str | None = None, broken: bool = False) -> Path:
