@@ -489,7 +489,7 @@ class Connections:
     release share it instead of opening three. Each ssh handshake costs the control side ~10 ms
     of CPU (Paramiko's key exchange and authentication, under the GIL: they queue when many
     hosts connect at once) and the host ~20 ms (sshd's re-exec and key exchange), and one or two
-    round trips; measured in docs/benchmarks.md (bigger fleet). A connection that failed or
+    round trips; measured in docs/bench/log.md (bigger fleet). A connection that failed or
     dropped is opened again on the next use."""
 
     def __init__(self) -> None:

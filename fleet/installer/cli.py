@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> dict:
         return transaction.status(state_dir, manager)
     if args.command == "doctor":
         # only `doctor` needs it, and with it most of fleet.continuity: importing it at the top
-        # would add tens of ms to every install's start-up (docs/benchmarks.md)
+        # would add tens of ms to every install's start-up (docs/bench/log.md)
         from fleet.installer import doctor
 
         return doctor.run(state_dir, manager)

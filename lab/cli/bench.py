@@ -1,7 +1,7 @@
 """`invoke bench`: fleet against the hand-made deploy loop and ansible-core, side by side.
 
-Thin: parse flags, call lab.bench.run, print, optionally write JSON. Results and the story of
-where the time goes are in docs/benchmarks.md.
+Thin: parse flags, call lab.bench.run, print, optionally write JSON. Current results are in
+docs/benchmarks.md, the dated history of every run and where the time went in docs/bench/log.md.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from invoke import Exit
 from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
-              "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung; "
-              "openclaw and ocgateway only when named")
+              "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
+              "busyhook; openclaw and ocgateway only when named")
 
 
 @task(help={"only": BENCH_HELP,

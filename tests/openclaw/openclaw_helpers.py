@@ -104,9 +104,17 @@ class OpenclawFleet:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def agent(self, name: str, message: str, timeout: float = 600) -> None:
-        proc = self.manager(name).cli("agent", "--agent", "main", "--message", message, "--json",
-                                      "--timeout", str(int(timeout)), timeout=timeout + 60)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        """One turn of agent `main` in its main session, to its end: the gateway's own `agent`
+        and `agent.wait` RPCs (what `openclaw agent` sends). Not the CLI: two `openclaw agent`
+        processes at once on 2026.4.24 race on its bundled plugins' runtime root (one fails
+        with ENOTEMPTY on `dist/extensions/node_modules/openclaw/plugin-sdk`)."""
+        manager = self.manager(name)
+        run = manager.call("agent", {"message": message, "agentId": "main",
+                                     "sessionKey": "agent:main:main",
+                                     "idempotencyKey": uuid.uuid4().hex}, timeout=120)
+        end = manager.call("agent.wait", {"runId": run["runId"], "timeoutMs": int(timeout * 1000)},
+                           timeout=timeout + 30)
+        assert end.get("status") == "ok", end
 
     def chat(self, name: str, message: str) -> None:
         self.manager(name).call("chat.send", {"sessionKey": "agent:main:main", "message": message,
