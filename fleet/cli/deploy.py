@@ -67,7 +67,7 @@ def _show_targets(action: str, hosts: list[Host]) -> None:
     where = f" ({sandbox} in the sandbox)" if sandbox else ""
     print(f"{action} -> {len(hosts)} host(s){where}:", file=sys.stderr)
     for host in hosts:
-        print(f"  {host.describe()}{'' if host.sandbox else '  [outside the sandbox]'}",
+        print(f"  {consent.destination(host)}{'' if host.sandbox else '  [outside the sandbox]'}",
               file=sys.stderr)
 
 

@@ -221,22 +221,30 @@ class SshConnection:
                        target.port)
         return conn
 
+    def _chain(self, target, made: list):
+        """The Fabric connection to `target` through its jump hosts (`ProxyJump a,b`: a, then
+        b through a, then the target through b), each hop with its own host-key check."""
+        gateway = self._chain(target.jump, made) if target.jump is not None else None
+        conn = self._fabric(target, gateway)
+        made.append(conn)
+        return conn
+
     def open(self) -> None:
         from fleet.deploy import sshconfig  # noqa: PLC0415
 
-        gateway = None
+        made: list = []
         where = f"{self.host.host}:{self.host.port}"
         known = self.host.known_hosts
         try:
             self.target = target = sshconfig.resolve(self.host)
             where, known = target.describe(), target.known_hosts
-            if target.jump is not None:
-                gateway = self._fabric(target.jump)
-            self.conn = self._fabric(target, gateway)
+            self.conn = self._chain(target, made)
             self.conn.open()
             _quiet_transport(self.conn.client.get_transport())
+        except sshconfig.SshConfigError as exc:
+            raise ConnectionError_(str(exc), FAILED) from None
         except Exception as exc:
-            for conn in (self.conn, gateway):
+            for conn in made:
                 sock = getattr(conn, "connect_kwargs", {}).get("sock")
                 if sock is not None:
                     sock.close()
@@ -467,7 +475,8 @@ def open_files_limit(hosts: list[Host]) -> int:
                 break
             except (ValueError, OSError):
                 continue
-    need = FD_RESERVE + sum(0 if h.is_local else 2 if h.jump else 1 for h in hosts)
+    need = FD_RESERVE + sum(0 if h.is_local else 1 + (h.jump.count(",") + 1 if h.jump else 0)
+                             for h in hosts)
     if soft != resource.RLIM_INFINITY and need > soft:
         raise ValueError(f"{len(hosts)} hosts need ~{need} open files (one ssh connection each "
                          f"for the whole run), but this process may open {soft} (hard limit "

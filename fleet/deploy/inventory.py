@@ -14,7 +14,8 @@ YAML in Ansible's shape, validated on load so a typo fails before anything conne
 Host keys (in `vars`, a group's `vars` or the host itself):
   connection       ssh (default) | local (same installer through a subprocess, no ssh)
   host, port, user ssh address (default: the host's name), port 22, login user
-  identity_file    private key for ssh;  jump: `user@host:port` of a jump host
+  identity_file    private key for ssh;  jump: `[user@]host[:port]` of a jump host,
+                   several as `a,b` (b reached through a), as ssh's ProxyJump
   known_hosts      file of trusted host keys (default ~/.ssh/known_hosts)
   host_key_policy  strict (default: unknown or changed keys refused) | accept-new (record new)
   python           interpreter on the host (default python3, 3.9+)
@@ -240,9 +241,10 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
                               "refuses unknown keys; accept-new records them)")
     if key == "port" and not 0 < value < 65536:
         return InventoryError(f"{at}: {value} is not a TCP port")
-    if key == "jump":
+    if key == "jump" and value.strip().lower() != "none":
         try:
-            parse_jump(value)
+            for hop in value.split(","):
+                parse_jump(hop)
         except ValueError as exc:
             return InventoryError(f"{at}: {exc}")
     if key == "gateway":
@@ -276,9 +278,10 @@ def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
     """`[user@]host[:port]` -> (user, host, port or None); ValueError says what is wrong."""
     user, _, rest = spec.strip().rpartition("@")
     host, colon, port = rest.partition(":")
-    if not host or any(c.isspace() for c in spec) or "," in spec or (colon and not port):
+    if not host or any(c.isspace() for c in spec.strip()) or "," in spec or (colon and not port):
         raise ValueError(f"'{spec}' is not a jump host; write [user@]host[:port], e.g. "
-                         "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config)")
+                         "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config), "
+                         "several as a,b")
     if port:
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"'{spec}': port '{port}' is not a TCP port (1-65535)")

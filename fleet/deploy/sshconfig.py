@@ -1,40 +1,70 @@
-"""Where an ssh host really is: the inventory first, then `~/.ssh/config`, then ssh's defaults.
+"""Where an ssh host really is: the inventory first, then ssh_config, as `ssh -G` reads it.
 
 Operators keep their fleet in `~/.ssh/config` (`Host pi / HostName 192.0.2.7 / User pi /
-ProxyJump bastion`). fleet reads it with paramiko's `SSHConfig` (the parser Fabric uses) and
-resolves every ssh host to a `Target` before it opens its own TCP socket (TCP_NODELAY, see
-connection.nodelay_socket), so an alias connects where `ssh alias` would:
+ProxyJump bastion`), often split with `Include`. fleet resolves every ssh host to a `Target`
+before it connects, so an alias goes where `ssh alias` would, by OpenSSH's rules
+(https://man.openbsd.org/ssh_config, OpenSSH 9.x):
 
-  HostName, Port, User, IdentityFile, ProxyJump (first hop), UserKnownHostsFile (first file),
-  StrictHostKeyChecking (yes -> strict, accept-new -> accept-new; no/off/ask -> strict: fleet never
-  accepts an unknown key silently)
+- files: `$FLEET_SSH_CONFIG` alone if set (as `ssh -F`; empty = none), else `~/.ssh/config`
+  then `/etc/ssh/ssh_config`; `Include` anywhere, also inside a block (then it applies only if
+  the block does), globs, nesting; a relative path is under `~/.ssh` (`/etc/ssh` from the
+  system file);
+- `Host` patterns (`*`, `?`, `!negation`) against the name as given; `Match` with `all`,
+  `host`, `originalhost`, `user`, `localuser`, `canonical` and `final` (a second pass, where
+  `Host` sees the resolved HostName, as ssh does when any `Match final` was reached);
+  `Match exec` and `localnetwork` are refused with the file and line (fleet runs no commands
+  from ssh_config);
+- the first value of a keyword wins, `IdentityFile` accumulates; `ProxyJump` and
+  `ProxyCommand` exclude each other (the first one set wins; `none` counts);
+- keywords used: HostName (`%h`), Port, User, IdentityFile and UserKnownHostsFile (`~`, `${VAR}`
+  and the `%` tokens), StrictHostKeyChecking (yes -> strict, accept-new -> accept-new; no, off,
+  ask -> strict: fleet never accepts an unknown key silently), ProxyJump (every hop, each one
+  looked up in ssh_config itself, host keys checked on every hop); a ProxyCommand is refused.
 
-Each applies only where the inventory does not set the matching key (`host` is the name looked
-up, `port`, `user`, `identity_file`, `jump`, `known_hosts`, `host_key_policy`): the inventory wins,
-ssh_config is the lower-priority default. The file is `$FLEET_SSH_CONFIG` if set (empty = none),
-else `~/.ssh/config`.
+Inventory keys win where set (`host` is the name looked up; `port`, `user` act as `ssh -p`/`-l`;
+`identity_file`, `jump`, `known_hosts`, `host_key_policy`); ssh_config fills in the rest.
+`tests/deploy/test_sshconfig_conformance.py` holds this module to `ssh -G` case by case.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
-from dataclasses import dataclass
+import pwd
+import re
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import paramiko
+from typing import Iterator
 
 from fleet.deploy.inventory import VAR_TYPES, Host, parse_jump
 
 ENV_VAR = "FLEET_SSH_CONFIG"
 VAR_KEYS = tuple(VAR_TYPES)
 DEFAULT_PATH = "~/.ssh/config"
-POLICY = {"yes": "strict", "accept-new": "accept-new", "no": "strict", "off": "strict",
-          "ask": "strict"}
+SYSTEM_PATH = "/etc/ssh/ssh_config"
+POLICY = {"yes": "strict", "true": "strict", "accept-new": "accept-new", "no": "strict",
+          "off": "strict", "false": "strict", "ask": "strict"}
+DEFAULT_IDENTITIES = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
+                      "~/.ssh/id_ed25519", "~/.ssh/id_ed25519_sk", "~/.ssh/id_xmss",
+                      "~/.ssh/id_dsa")
+DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+MAX_INCLUDE_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
+MAX_JUMPS = 8
+# Keywords whose first value wins (single-valued here); identityfile accumulates.
+FIRST_WINS = ("hostname", "port", "user", "userknownhostsfile", "stricthostkeychecking")
+MATCH_WITH_ARG = ("host", "originalhost", "user", "localuser", "exec", "localnetwork",
+                  "tagged")
+
+
+class SshConfigError(ValueError):
+    """ssh_config says something fleet cannot follow; the message names the file and line."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """Everything needed to open one ssh connection (a jump host is a Target too)."""
+    """Everything needed to open one ssh connection (each jump host is a Target too)."""
 
     alias: str                 # the name looked up in ssh_config
     hostname: str
@@ -43,15 +73,291 @@ class Target:
     identity_files: tuple[str, ...]
     known_hosts: str
     policy: str
-    jump: Target | None = None
+    jump: Target | None = None  # the hop this connection goes through (the last of ProxyJump)
 
     def describe(self) -> str:
+        """`user@host:port`, then each hop it goes through: the destination as a whole."""
         who = f"{self.user}@" if self.user else ""
         via = f" via {self.jump.describe()}" if self.jump else ""
         return f"{who}{self.hostname}:{self.port}{via}"
 
+    def hops(self) -> int:
+        """How many jump hosts lie before this one."""
+        return 0 if self.jump is None else 1 + self.jump.hops()
 
+
+@dataclass(frozen=True)
+class _Line:
+    keyword: str       # lower case
+    args: tuple[str, ...]
+    where: str         # "file:line"
+
+
+@dataclass
+class Options:
+    """What ssh_config says for one host, before fleet's defaults: `ssh -G`'s answer."""
+
+    values: dict = field(default_factory=dict)       # keyword -> first value (str)
+    identity_files: list = field(default_factory=list)
+    where: dict = field(default_factory=dict)        # keyword -> "file:line" that set it
+    proxy: tuple | None = None                       # ("proxyjump"|"proxycommand", value)
+    want_final: bool = False
+
+    def first(self, keyword: str, value: str, where: str) -> None:
+        if keyword not in self.values:
+            self.values[keyword] = value
+            self.where[keyword] = where
+
+
+def _local_user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return os.environ.get("USER", "")
+
+
+def _home() -> str:
+    return os.path.expanduser("~")
+
+
+class SshConfig:
+    """ssh_config files, read once, evaluated per host as OpenSSH does."""
+
+    def __init__(self, files: list[tuple[Path, bool]] | None = None):
+        self.files = files or []       # (path, is the system file)
+        self._cache: dict[str, list[_Line]] = {}
+
+    # -- reading -------------------------------------------------------------------------
+    def _lines(self, path: Path) -> list[_Line]:
+        key = str(path)
+        if key not in self._cache:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise SshConfigError(f"{path}: cannot read this ssh_config ({exc.strerror}); "
+                                     f"fix it, or set {ENV_VAR}= to ignore it") from None
+            self._cache[key] = list(_parse(text, key))
+        return self._cache[key]
+
+    # -- evaluation ----------------------------------------------------------------------
+    def options(self, name: str, user: str | None = None, port: int | None = None) -> Options:
+        """ssh_config's answer for `ssh [-l user] [-p port] name`: both passes, as `ssh -G`."""
+        opts = Options()
+        if user is not None:
+            opts.first("user", user, "command line")
+        if port is not None:
+            opts.first("port", str(port), "command line")
+        self._pass(name, name, opts, final=False)
+        if opts.want_final:
+            self._pass(resolved_hostname(opts, name), name, opts, final=True)
+        return opts
+
+    def _pass(self, host: str, original: str, opts: Options, final: bool) -> None:
+        for path, system in self.files:
+            self._read(path, system, host, original, opts, final, active=True,
+                       never=False, depth=0)
+
+    def _read(self, path: Path, system: bool, host: str, original: str, opts: Options,
+              final: bool, active: bool, never: bool, depth: int) -> bool:
+        """Apply one file's lines; returns whether the last block was active (the caller
+        restores its own state after an Include, as OpenSSH does)."""
+        for line in self._lines(path):
+            kw = line.keyword
+            if kw == "host":
+                active = not never and _host_matches(host, line.args)
+            elif kw == "match":
+                matched = _match(line, host, original, opts, final)
+                active = not never and matched
+            elif kw == "include":
+                if depth >= MAX_INCLUDE_DEPTH:
+                    raise SshConfigError(f"{line.where}: Include nested deeper than "
+                                         f"{MAX_INCLUDE_DEPTH} files (a loop?)")
+                for included in _include_paths(line.args, system):
+                    self._read(included, system, host, original, opts, final, active,
+                               never or not active, depth + 1)
+            elif active:
+                _apply(line, opts)
+        return active
+
+
+def _parse(text: str, source: str) -> Iterator[_Line]:
+    for number, raw in enumerate(text.splitlines(), 1):
+        where = f"{source}:{number}"
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        found = re.match(r"([^\s=]+)\s*(?:=\s*|\s+|$)(.*)$", stripped)
+        if found is None:
+            raise SshConfigError(f"{where}: cannot read {stripped!r}; write `Keyword value`")
+        args = _split_args(found.group(2), where)
+        yield _Line(found.group(1).lower(), tuple(args), where)
+
+
+def _split_args(text: str, where: str) -> list[str]:
+    """Words, double quotes grouping, `#` starting a comment outside quotes (OpenSSH's
+    argv_split)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n or text[i] == "#":
+            break
+        word, quoted = [], False
+        while i < n and (quoted or text[i] not in " \t"):
+            c = text[i]
+            if c == '"':
+                quoted = not quoted
+            elif c == "\\" and i + 1 < n and text[i + 1] in '"\\':
+                i += 1
+                word.append(text[i])
+            else:
+                word.append(c)
+            i += 1
+        if quoted:
+            raise SshConfigError(f"{where}: a quote is not closed")
+        out.append("".join(word))
+    return out
+
+
+def _pattern(pattern: str) -> re.Pattern:
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c)
+                              for c in pattern) + r"\Z", re.S)
+
+
+def _host_matches(host: str, patterns: tuple[str, ...]) -> bool:
+    """A `Host` line: any pattern matches (case as written) and no negated one does."""
+    hit = False
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        if _pattern(pattern[1:] if negated else pattern).match(host):
+            if negated:
+                return False
+            hit = True
+    return hit
+
+
+def _pattern_list(value: str, patterns: str, lower: bool = False) -> bool:
+    """OpenSSH's match_pattern_list: a comma list, `!` negates; True on a positive match
+    with no negated one."""
+    if lower:
+        value, patterns = value.lower(), patterns.lower()
+    hit = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        if _pattern(pattern[1:] if negated else pattern).match(value):
+            if negated:
+                return False
+            hit = True
+    return hit
+
+
+def _match(line: _Line, host: str, original: str, opts: Options, final: bool) -> bool:
+    """A `Match` line: every criterion must hold (each may be negated with `!`)."""
+    args = list(line.args)
+    if not args:
+        raise SshConfigError(f"{line.where}: Match needs a criterion (e.g. `Match host pi`)")
+    result = True
+    while args:
+        raw = args.pop(0)
+        negate = raw.startswith("!")
+        attrib = (raw[1:] if negate else raw).lower()
+        if attrib == "all":
+            if args and not all(a.lower() in ("canonical", "final") for a in args) or negate:
+                raise SshConfigError(f"{line.where}: `Match all` stands alone (or with "
+                                     "canonical, final)")
+            continue
+        if attrib in ("canonical", "final"):
+            if attrib == "final":
+                opts.want_final = True
+            if final == negate:
+                result = False
+            continue
+        if attrib not in MATCH_WITH_ARG:
+            raise SshConfigError(f"{line.where}: `Match {raw}` is not a criterion ssh "
+                                 "knows; see `man ssh_config`")
+        if not args:
+            raise SshConfigError(f"{line.where}: `Match {raw}` needs an argument")
+        arg = args.pop(0)
+        if attrib in ("exec", "localnetwork", "tagged"):
+            raise SshConfigError(f"{line.where}: `Match {attrib}` is not supported by fleet "
+                                 "(it runs no commands and reads no interfaces to pick a "
+                                 "host); give the host its settings in a `Host` block or in "
+                                 "the inventory")
+        if attrib == "host":
+            ok = _pattern_list(resolved_hostname(opts, host, lower=False), arg, lower=True)
+        elif attrib == "originalhost":
+            ok = _pattern_list(original, arg, lower=True)
+        elif attrib == "user":
+            ok = _pattern_list(opts.values.get("user", _local_user()), arg)
+        else:  # localuser
+            ok = _pattern_list(_local_user(), arg)
+        if ok == negate:
+            result = False
+    return result
+
+
+def _include_paths(args: tuple[str, ...], system: bool) -> list[Path]:
+    out: list[Path] = []
+    for arg in args:
+        path = os.path.expanduser(arg)
+        if not os.path.isabs(path):
+            base = os.path.dirname(SYSTEM_PATH) if system else os.path.join(_home(), ".ssh")
+            path = os.path.join(base, path)
+        out += [Path(p) for p in sorted(glob.glob(path)) if os.path.isfile(p)]
+    return out
+
+
+def _apply(line: _Line, opts: Options) -> None:
+    kw, args = line.keyword, line.args
+    if kw in FIRST_WINS:
+        if not args:
+            raise SshConfigError(f"{line.where}: {kw} needs a value")
+        value = " ".join(args) if kw == "userknownhostsfile" else args[0]
+        if kw == "port" and not (value.isdigit() and 0 < int(value) < 65536):
+            raise SshConfigError(f"{line.where}: Port {value!r} is not a TCP port (1-65535)")
+        opts.first(kw, value, line.where)
+    elif kw == "identityfile" and args:
+        if args[0] not in opts.identity_files:
+            opts.identity_files.append(args[0])
+    elif kw in ("proxyjump", "proxycommand") and args and opts.proxy is None:
+        opts.proxy = (kw, " ".join(args))
+        opts.where[kw] = line.where
+
+
+def resolved_hostname(opts: Options, host: str, lower: bool = True) -> str:
+    """HostName with `%h` (and `%%`) expanded, else the name itself; lower case as ssh
+    prints it."""
+    raw = opts.values.get("hostname")
+    name = host if raw is None else re.sub(
+        r"%([h%])", lambda m: host if m.group(1) == "h" else "%", raw)
+    return name.lower() if lower else name
+
+
+def expand_path(raw: str, tokens: dict[str, str]) -> str:
+    """`~`, `${VAR}` and ssh's `%` tokens in a path (IdentityFile, UserKnownHostsFile)."""
+    def token(m: re.Match) -> str:
+        if m.group(1) not in tokens:
+            raise SshConfigError(f"{raw!r}: unknown token %{m.group(1)}")
+        return tokens[m.group(1)]
+
+    path = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                  lambda m: os.environ.get(m.group(1), ""), raw)
+    path = re.sub(r"%(.)", token, path)
+    return os.path.expanduser(path)
+
+
+def _tokens(hostname: str, port: int, user: str, original: str) -> dict[str, str]:
+    local = socket.gethostname()
+    return {"%": "%", "h": hostname, "p": str(port), "r": user, "n": original,
+            "u": _local_user(), "d": _home(), "i": str(os.getuid()), "l": local,
+            "L": local.split(".")[0], "k": hostname,
+            "C": hashlib.sha1(f"{local}{hostname}{port}{user}".encode()).hexdigest()}
+
+
+# -- files --------------------------------------------------------------------------------
 def config_path(env: dict | None = None) -> Path | None:
+    """The user's file: `$FLEET_SSH_CONFIG` if set (empty: none), else `~/.ssh/config`."""
     env = os.environ if env is None else env
     raw = env.get(ENV_VAR, DEFAULT_PATH)
     if not raw:
@@ -60,62 +366,95 @@ def config_path(env: dict | None = None) -> Path | None:
     return path if path.is_file() else None
 
 
-def load(path: Path | None) -> paramiko.SSHConfig:
-    """The parsed file, or an empty config (no file). A bad file names itself."""
-    if path is None:
-        return paramiko.SSHConfig()
-    try:
-        return paramiko.SSHConfig.from_path(str(path))
-    except Exception as exc:  # paramiko raises several kinds for bad lines
-        raise ValueError(f"{path}: cannot read this ssh_config ({exc}); fix it, or set "
-                         f"{ENV_VAR}= to ignore it") from exc
+def load(path: Path | None, system: bool = False) -> SshConfig:
+    """The config of one file (none: an empty config); `system` adds /etc/ssh/ssh_config
+    after it, as ssh does without `-F`."""
+    files: list[tuple[Path, bool]] = [(Path(path), False)] if path is not None else []
+    if system and os.path.isfile(SYSTEM_PATH):
+        files.append((Path(SYSTEM_PATH), True))
+    config = SshConfig(files)
+    for file, _ in files:
+        config._lines(file)  # a file that cannot be read names itself now, not mid-deploy
+    return config
 
 
-def _expand(path: str) -> str:
-    return os.path.expanduser(os.path.expandvars(path))
+def default_config(env: dict | None = None) -> SshConfig:
+    """What `ssh` would read here: `$FLEET_SSH_CONFIG` alone, or the user's and the
+    system's files."""
+    env = os.environ if env is None else env
+    return load(config_path(env), system=ENV_VAR not in env)
 
 
-def resolve(host: Host, config: paramiko.SSHConfig | None = None) -> Target:
+# -- resolving ----------------------------------------------------------------------------
+def resolve(host: Host, config: SshConfig | None = None) -> Target:
     """The Target of an inventory ssh host (inventory keys win over ssh_config)."""
-    config = load(config_path()) if config is None else config
+    config = default_config() if config is None else config
     explicit = frozenset(VAR_KEYS) if host.explicit is None else host.explicit
-    return _resolve(host.host, config, host, explicit)
+    try:
+        return _resolve(host.host, config, host, explicit,
+                        host.user if "user" in explicit else None,
+                        host.port if "port" in explicit else None,
+                        host.jump if "jump" in explicit else None, 0)
+    except SshConfigError as exc:
+        raise SshConfigError(f"host {host.name}: {exc}") from None
 
 
-def _resolve(name: str, config: paramiko.SSHConfig, host: Host, explicit: frozenset,
-             user: str | None = None, port: int | None = None, depth: int = 0) -> Target:
-    found = config.lookup(name)
-    if "port" in explicit:
-        port = host.port
-    elif port is None:
-        port = int(found.get("port", 22))
-    if "user" in explicit:
-        user = host.user
-    elif user is None:
-        user = found.get("user")
+def _resolve(name: str, config: SshConfig, host: Host, explicit: frozenset,
+             user: str | None, port: int | None, jump_spec: str | None, depth: int) -> Target:
+    opts = config.options(name, user, port)
+    hostname = resolved_hostname(opts, name)
+    port = int(opts.values.get("port", 22))
+    login = opts.values.get("user")
+    tokens = _tokens(hostname, port, login or _local_user(), name)
     if "identity_file" in explicit and host.identity_file:
         keys: tuple[str, ...] = (host.identity_file,)
     else:
-        keys = tuple(k for k in (_expand(p) for p in found.get("identityfile", []))
+        keys = tuple(k for k in (expand_path(p, tokens) for p in opts.identity_files)
                      if os.path.isfile(k))
     if "known_hosts" in explicit:
         known = host.known_hosts
     else:
-        files = (found.get("userknownhostsfile") or "").split()
-        known = _expand(files[0]) if files else host.known_hosts
+        files = opts.values.get("userknownhostsfile", "").split()
+        known = expand_path(files[0], tokens) if files else host.known_hosts
     if "host_key_policy" in explicit:
         policy = host.host_key_policy
     else:
-        policy = POLICY.get(str(found.get("stricthostkeychecking", "yes")).lower(), "strict")
+        policy = POLICY.get(opts.values.get("stricthostkeychecking", "yes").lower(), "strict")
+    if jump_spec is None and opts.proxy is not None:
+        kind, value = opts.proxy
+        if kind == "proxycommand" and value.lower() != "none":
+            raise SshConfigError(
+                f"{opts.where[kind]}: ProxyCommand is not supported by fleet (it opens its "
+                "own connections); use ProxyJump, or set jump: in the inventory")
+        jump_spec = value if kind == "proxyjump" else None
     jump = None
-    spec = host.jump if "jump" in explicit else found.get("proxyjump")
-    if spec and spec.lower() != "none" and depth < 8:
-        first = spec.split(",")[0].strip()
-        juser, jhost, jport = parse_jump(first)
-        # the jump host is looked up in ssh_config too; of the inventory's keys only the
-        # key file and the host-key trust apply to it (its address and user are its own)
-        jump = _resolve(jhost, config, host, frozenset(
-            {"identity_file", "known_hosts", "host_key_policy"}) & explicit, juser, jport,
-            depth + 1)
-    return Target(alias=name, hostname=found.get("hostname", name), port=port, user=user,
-                  identity_files=keys, known_hosts=known, policy=policy, jump=jump)
+    if jump_spec and jump_spec.lower() != "none":
+        jump = _chain(jump_spec, config, host, explicit, depth)
+    return Target(alias=name, hostname=hostname, port=port, user=login, identity_files=keys,
+                  known_hosts=known, policy=policy, jump=jump)
+
+
+def _chain(spec: str, config: SshConfig, host: Host, explicit: frozenset,
+           depth: int) -> Target:
+    """`ProxyJump a,b`: a first, b through a, the destination through b. Each hop is looked up
+    in ssh_config; only the first may have a jump of its own (ssh -J gives the others theirs);
+    of the inventory's keys only the key file and the host-key trust apply to hops."""
+    hops = [h.strip() for h in spec.split(",")]
+    if depth + len(hops) > MAX_JUMPS:
+        raise SshConfigError(f"ProxyJump {spec!r}: more than {MAX_JUMPS} jump hosts in a "
+                             "chain (a loop?)")
+    inherited = frozenset({"identity_file", "known_hosts", "host_key_policy"}) & explicit
+    previous: Target | None = None
+    for index, hop in enumerate(hops):
+        try:
+            juser, jhost, jport = parse_jump(hop)
+        except ValueError as exc:
+            raise SshConfigError(f"ProxyJump {spec!r}: {exc}") from None
+        target = _resolve(jhost, config, host, inherited, juser, jport,
+                          None if index == 0 else "none", depth + index + 1)
+        if previous is not None:
+            target = Target(target.alias, target.hostname, target.port, target.user,
+                            target.identity_files, target.known_hosts, target.policy, previous)
+        previous = target
+    assert previous is not None
+    return previous

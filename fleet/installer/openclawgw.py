@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.error
@@ -469,12 +470,21 @@ class OpenclawManager(Manager):
             versions[plugin_id] = str(version)
 
     def load_error(self, plugin_id: str) -> Optional[str]:
-        """Why OpenClaw did not load `plugin_id`, from its CLI's inventory (`plugins list`;
-        a CLI boot, used only where the gateway has no inventory RPC and the plugin is missing)."""
+        """Why OpenClaw did not load `plugin_id`, from its CLI (`plugins list`: a CLI boot, used
+        only where the gateway has no inventory RPC and the plugin is missing). 2026.4.24's
+        listing says "loaded" for an entry that throws; the CLI loads it and logs the error
+        on stderr (`[plugins] <id> failed to load from <entry>: <error>`), read here first."""
         try:
             proc = self.cli("plugins", "list", "--json", timeout=120)
+        except ManagerError:
+            return None
+        logged = re.search(rf"\b{re.escape(plugin_id)} failed to load from .+?: (.+)",
+                           proc.stderr)
+        if logged:
+            return f"plugin {plugin_id} failed to load: {logged.group(1).strip()}"
+        try:
             listing = json.loads(proc.stdout)
-        except (ManagerError, ValueError):
+        except ValueError:
             return None
         for entry in listing.get("plugins") or [] if isinstance(listing, dict) else []:
             if isinstance(entry, dict) and entry.get("id") == plugin_id:

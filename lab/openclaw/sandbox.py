@@ -110,6 +110,9 @@ def base_config(host: Host) -> dict:
         "update": {"checkOnStart": False},
         "discovery": {"mdns": {"mode": "off"}},
         "logging": {"file": str(state / "logs" / "openclaw.log")},
+        # the bundled ACP runtime probes its agent with `npx` at every start (an npm fetch
+        # that cannot succeed here): off, as on a host that does not use it
+        "plugins": {"entries": {"acpx": {"enabled": False}}},
     }
 
 

@@ -75,10 +75,14 @@ def test_a_lock_with_an_expiry_lapses_and_a_lock_needs_a_reason(workdir):
     assert code == 2 and "-m/--message" in doc["error"]
     code, doc = fleet(workdir, "lock.acquire", "-H", "box2", "-m", "x", "--expires", "soon")
     assert code == 2 and "--expires 'soon'" in doc["error"]
+    code, doc = fleet(workdir, "lock.acquire", "-H", "box2", "-m", "long check",
+                      "--expires", "1h")
+    assert code == 0 and results(doc) == {"box2": "locked"}
+    assert "until" in fleet(workdir, "lock.status", "-H", "box2")[1]["hosts"][0]["note"]
+    assert results(fleet(workdir, "lock.release", "-H", "box2")[1]) == {"box2": "unlocked"}
     code, doc = fleet(workdir, "lock.acquire", "-H", "box2", "-m", "quick check",
                       "--expires", "1s")
     assert code == 0 and results(doc) == {"box2": "locked"}
-    assert "until" in fleet(workdir, "lock.status", "-H", "box2")[1]["hosts"][0]["note"]
     deadline = time.monotonic() + 60
     while results(fleet(workdir, "lock.status", "-H", "box2")[1]) != {"box2": "free"}:
         assert time.monotonic() < deadline, "the expired lock was still reported"

@@ -409,3 +409,37 @@ def test_on_a_terminal_first_use_asks_and_takes_the_answer(workdir, artifacts, a
     assert proc.returncode == code, text
     assert (workdir / "state" / "mine" / "fleet" / "current").exists() == (code == 0)
     assert (workdir / ".fleet" / "confirmed-hosts.json").exists() == (code == 0)
+
+
+def test_re_pointing_an_ssh_config_alias_asks_again(workdir):
+    """Consent is for where a host really goes: ssh_config's HostName, port, user and jump
+    hosts, not the alias the inventory names."""
+    ssh_config = workdir / "ssh_config"
+    ssh_config.write_text("Host h-cloud\n  HostName 127.0.0.1\n  Port 1\n  User opc\n")
+    (workdir / "inventory.yaml").write_text(
+        "vars: {timeouts: {connect: 5}}\nhosts:\n  cloud: {host: h-cloud}\n")
+    env = {"FLEET_SSH_CONFIG": str(ssh_config)}
+    code, out, err = fleet(workdir, "restart", "-H", "cloud", "--yes", "--json", env=env)
+    assert "cloud (opc@127.0.0.1:1)" in err  # the resolved destination, shown before
+    assert json.loads(out)["hosts"][0]["result"] == "unreachable"  # nothing listens: confirmed
+    code, out, err = fleet(workdir, "restart", "-H", "cloud", "--json", env=env)
+    assert json.loads(out)["hosts"][0]["result"] == "unreachable"  # no question the 2nd time
+    for moved in ("Host h-cloud\n  HostName 127.0.0.2\n  Port 1\n  User opc\n",
+                  "Host h-cloud\n  HostName 127.0.0.1\n  Port 1\n  User opc\n"
+                  "  ProxyJump admin@127.0.0.1:2\n"):
+        ssh_config.write_text(moved)
+        code, out, err = fleet(workdir, "restart", "-H", "cloud", "--json", env=env)
+        assert code == 2 and json.loads(out)["error"].startswith("error: refusing"), out
+        assert "cloud" in json.loads(out)["error"]
+
+
+def test_an_ssh_config_fleet_cannot_follow_is_refused_before_any_host(workdir):
+    ssh_config = workdir / "ssh_config"
+    ssh_config.write_text("Host h-cloud\n  ProxyCommand ssh -W %h:%p gw\n")
+    (workdir / "inventory.yaml").write_text("hosts:\n  cloud: {host: h-cloud}\n")
+    code, out, err = fleet(workdir, "restart", "-H", "cloud", "--yes", "--json",
+                           env={"FLEET_SSH_CONFIG": str(ssh_config)})
+    error = json.loads(out)["error"]
+    assert code == 2 and f"{ssh_config}:2" in error and "ProxyCommand" in error, error
+    assert "ProxyJump" in error  # what to use instead
+    no_traceback(err)

@@ -6,6 +6,7 @@ changed key is refused under `strict`, and `accept-new` records a first-seen key
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -81,6 +82,13 @@ def _pump(src, dst):
 @pytest.fixture
 def ssh_server():
     """An SSH server on 127.0.0.1 with a fresh host key; yields (port, host_key)."""
+    with serving() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving():
+    """Run an SSH server on 127.0.0.1 with a fresh host key: (port, host_key) while inside."""
     host_key = paramiko.ECDSAKey.generate()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -107,12 +115,14 @@ def ssh_server():
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield listener.getsockname()[1], host_key
-    stop.set()
-    thread.join(timeout=5)
-    for transport in transports:
-        transport.close()
-    listener.close()
+    try:
+        yield listener.getsockname()[1], host_key
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for transport in transports:
+            transport.close()
+        listener.close()
 
 
 @pytest.fixture
@@ -237,3 +247,29 @@ def test_ssh_socket_has_nagle_off_and_a_refused_port_names_the_host(ssh_server, 
     with pytest.raises(ConnectionError_,
                        match=f"box: cannot connect to tester@127.0.0.1:{free_port}"):
         connect(host_for(free_port, known, "strict", client_key))
+
+
+def test_every_hop_of_a_multi_hop_jump_is_used_and_its_key_checked(tmp_path, client_key):
+    """`jump: a,b`: a first, b through a, the host through b; each hop's key is checked."""
+    import dataclasses
+
+    with serving() as (port_a, key_a), serving() as (port_b, key_b):
+        known = tmp_path / "known_hosts"
+        both = known_line(port_a, key_a) + known_line(port_b, key_b)
+        known.write_text(both)
+        host = dataclasses.replace(
+            host_for(port_b, known, "strict", client_key),
+            jump=f"tester@127.0.0.1:{port_a},tester@127.0.0.1:{port_b}")
+        conn = connect(host)
+        try:
+            assert conn.target.describe() == (f"tester@127.0.0.1:{port_b} via tester@127.0.0.1:"
+                                               f"{port_b} via tester@127.0.0.1:{port_a}")
+            assert conn.run("echo two hops", timeout=10).stdout == "ran: echo two hops\n"
+        finally:
+            conn.close()
+        for missing in (port_a, port_b):  # either hop's key unknown: refused
+            known.write_text("".join(line for line in both.splitlines(keepends=True)
+                                     if not line.startswith(f"[127.0.0.1]:{missing} ")))
+            with pytest.raises(ConnectionError_, match="unknown host key") as info:
+                connect(host)
+            assert info.value.kind == "host_key"

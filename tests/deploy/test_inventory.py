@@ -212,7 +212,8 @@ def test_reserved_and_unselectable_names_are_refused(tmp_path, text, what):
 
 @pytest.mark.parametrize("jump, what", [
     ("bastion:notaport", "not a TCP port"), ("bastion:70000", "not a TCP port"),
-    ("user@", "not a jump host"), ("a,b", "not a jump host"), ("bastion:", "not a jump host"),
+    ("user@", "not a jump host"), ("a,,b", "not a jump host"), ("bastion:", "not a jump host"),
+    ("a,b:0", "not a TCP port"),
 ])
 def test_jump_is_validated_at_load(tmp_path, jump, what):
     message = error(f"hosts: {{h: {{jump: '{jump}'}}}}", tmp_path)
@@ -220,8 +221,10 @@ def test_jump_is_validated_at_load(tmp_path, jump, what):
 
 
 def test_valid_jump_forms_load(tmp_path):
-    inventory = inv("hosts:\n  a: {jump: bastion}\n  b: {jump: 'ops@bastion:2222'}\n", tmp_path)
+    inventory = inv("hosts:\n  a: {jump: bastion}\n  b: {jump: 'ops@bastion:2222'}\n"
+                    "  c: {jump: 'outer,ops@inner:2200'}\n  d: {jump: none}\n", tmp_path)
     assert inventory.hosts["b"].jump == "ops@bastion:2222"
+    assert inventory.hosts["c"].jump == "outer,ops@inner:2200"
 
 
 def test_yaml_syntax_error_names_the_file_and_line(tmp_path):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import paramiko
 import pytest
 
 from fleet.deploy.inventory import parse
-from fleet.deploy.sshconfig import load, resolve
+from fleet.deploy.sshconfig import SshConfig, load, resolve
 
 CONFIG = """\
 Host pi
@@ -89,4 +88,110 @@ def test_config_file_comes_from_env_or_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert config_path({}) == tmp_path / ".ssh" / "config"
     assert config_path({"FLEET_SSH_CONFIG": ""}) is None
-    assert isinstance(load(None), paramiko.SSHConfig)
+    assert isinstance(load(None), SshConfig) and load(None).files == []
+
+
+CHAIN = """\
+Host app
+  HostName 10.0.0.5
+  User app
+  ProxyJump ops@edge:2222,inner
+Host edge
+  HostName 192.0.2.1
+  User edgeuser
+  ProxyJump outer
+Host inner
+  HostName 10.0.0.1
+  ProxyJump never-used
+Host outer
+  HostName 198.51.100.1
+"""
+
+
+def chain(target):
+    out = []
+    while target is not None:
+        out.append(target.describe().split(" via ")[0])
+        target = target.jump
+    return out
+
+
+def test_a_multi_hop_proxyjump_goes_through_every_hop_in_order(tmp_path):
+    (tmp_path / "cfg").write_text(CHAIN)
+    target = resolve(host(tmp_path, "hosts: {app: {}}", "app"), load(tmp_path / "cfg"))
+    # app through inner, inner through edge, edge through its own ProxyJump (outer); inner's
+    # own ProxyJump is not used (ssh -J gives every hop after the first its jump)
+    assert chain(target) == ["app@10.0.0.5:22", "10.0.0.1:22", "ops@192.0.2.1:2222",
+                             "198.51.100.1:22"]
+    assert target.hops() == 3
+    assert target.describe() == ("app@10.0.0.5:22 via 10.0.0.1:22 via ops@192.0.2.1:2222 "
+                                 "via 198.51.100.1:22")
+
+
+def test_an_inventory_jump_chain_and_none(tmp_path):
+    (tmp_path / "cfg").write_text(CHAIN)
+    cfg = load(tmp_path / "cfg")
+    text = ("hosts:\n  a: {host: app, jump: 'x@127.0.0.9:2200,inner'}\n"
+            "  b: {host: app, jump: none, state_dir: /b}\n")
+    assert chain(resolve(host(tmp_path, text, "a"), cfg)) == [
+        "app@10.0.0.5:22", "10.0.0.1:22", "x@127.0.0.9:2200"]
+    assert resolve(host(tmp_path, text, "b"), cfg).jump is None
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("Host a\n  ProxyCommand nc %h %p\n", 2, "ProxyCommand is not supported"),
+    ("Match exec \"test -f /x\"\n  Port 2\n", 1, "Match exec` is not supported"),
+    ("Host *\n  Port 22\nMatch localnetwork 10.0.0.0/8\n  Port 2\n", 3,
+     "Match localnetwork` is not supported"),
+    ("Match hostname a\n", 1, "not a criterion"),
+    ("Host a\n  Port 99999\n", 2, "not a TCP port"),
+])
+def test_what_fleet_cannot_follow_is_an_error_naming_file_and_line(tmp_path, text, where, what):
+    (tmp_path / "cfg").write_text(text)
+    with pytest.raises(ValueError) as info:
+        resolve(host(tmp_path, "hosts: {a: {}}", "a"), load(tmp_path / "cfg"))
+    message = str(info.value)
+    assert message.startswith("host a: ") and f"{tmp_path / 'cfg'}:{where}" in message
+    assert what in message
+
+
+def test_a_relative_include_is_under_home_ssh_and_a_loop_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh" / "conf.d").mkdir(parents=True)
+    (tmp_path / ".ssh" / "conf.d" / "pi.conf").write_text("Host pi\n  User administrator\n")
+    (tmp_path / ".ssh" / "config").write_text("Include conf.d/*.conf\n")
+    cfg = load(tmp_path / ".ssh" / "config")
+    assert resolve(host(tmp_path, "hosts: {pi: {}}", "pi"), cfg).user == "administrator"
+    (tmp_path / ".ssh" / "config").write_text("Include ~/.ssh/config\n")
+    with pytest.raises(ValueError, match="Include nested deeper than 16"):
+        resolve(host(tmp_path, "hosts: {pi: {}}", "pi"), load(tmp_path / ".ssh" / "config"))
+
+
+def test_identity_and_known_hosts_paths_expand_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "id_pi_admin").write_text("key")
+    (tmp_path / "cfg").write_text("Host pi\n  HostName Pi.Example\n  User admin\n"
+                                  "  IdentityFile ~/id_%n_%r\n  IdentityFile ~/missing\n"
+                                  "  UserKnownHostsFile ${HOME}/kh_%h_%p\n")
+    target = resolve(host(tmp_path, "hosts: {pi: {}}", "pi"), load(tmp_path / "cfg"))
+    assert target.hostname == "pi.example"
+    assert target.identity_files == (str(tmp_path / "id_pi_admin"),)  # only keys that exist
+    assert target.known_hosts == str(tmp_path / "kh_pi.example_22")
+
+
+def test_without_fleet_ssh_config_the_system_file_is_read_too(tmp_path, monkeypatch):
+    from fleet.deploy import sshconfig
+    monkeypatch.setenv("HOME", str(tmp_path))
+    system = tmp_path / "ssh_config"
+    system.write_text("Host *\n  Port 2222\n")
+    monkeypatch.setattr(sshconfig, "SYSTEM_PATH", str(system))
+    monkeypatch.delenv("FLEET_SSH_CONFIG", raising=False)
+    assert resolve(host(tmp_path, "hosts: {x: {}}", "x")).port == 2222
+    monkeypatch.setenv("FLEET_SSH_CONFIG", "")  # as ssh -F: that file alone (here: none)
+    assert resolve(host(tmp_path, "hosts: {x: {}}", "x")).port == 22
+
+
+def test_a_file_ssh_could_not_read_is_refused_when_loaded(tmp_path):
+    (tmp_path / "cfg").write_text("Host a\n  HostName \"unclosed\n")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'cfg'}:2: a quote is not closed"):
+        load(tmp_path / "cfg")

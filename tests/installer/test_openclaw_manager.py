@@ -134,3 +134,26 @@ def test_an_install_on_an_openclaw_too_old_for_the_release_is_refused_and_change
     assert not releases and not (state / "fleet" / "current").exists()
     assert json.loads(config.read_text()) == {"gateway": {"port": 9, "auth": {"mode": "none"}}}
     assert set(before) <= after
+
+
+FAKE_CLI_2026_4 = """
+import json, sys
+assert sys.argv[1:] == ["plugins", "list", "--json"], sys.argv
+# OpenClaw 2026.4.24: the listing calls the entry "loaded"; the error is only on stderr
+print("[plugins] memory-continuity failed to load from /r/fleet/plugins/memory_continuity/"
+      "index.js: Error: broken release: the entry throws at load", file=sys.stderr)
+print(json.dumps({"plugins": [{"id": "memory-continuity", "status": "loaded"},
+                              {"id": "mc", "status": "loaded"}]}))
+"""
+
+
+def test_a_2026_4_load_error_is_read_from_what_the_cli_logged(tmp_path):
+    script = tmp_path / "fake-openclaw.py"
+    script.write_text(FAKE_CLI_2026_4)
+    (tmp_path / "state").mkdir()
+    manager = make_manager("openclaw", tmp_path / "state",
+                           {"node": sys.executable, "openclaw": str(script), "port": "1"})
+    assert manager.load_error("memory-continuity") == (
+        "plugin memory-continuity failed to load: Error: broken release: the entry throws at "
+        "load")
+    assert manager.load_error("mc") is None
