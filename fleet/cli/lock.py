@@ -38,11 +38,16 @@ def acquire(c, hosts="sandbox", inventory="", message="", expires="", json_=Fals
             raise Exit("error: say why with -m/--message (e.g. -m 'OS upgrade, back at 14:00')",
                        USAGE_ERROR)
         seconds = duration_s(expires) if expires else None
-        _, selected = select_hosts(c, hosts, inventory)
-        with report.LiveReport([h.name for h in selected], "lock.acquire", quiet=True) as live:
-            results = maintenance.acquire(selected, live.update, message.strip(),
-                                          api.default_owner(), seconds)
-        run.finish("lock.acquire", results)
+        _on_hosts(c, run, hosts, inventory, lambda selected, update: maintenance.acquire(
+            selected, update, message.strip(), api.default_owner(), seconds))
+
+
+def _on_hosts(c, run: Run, hosts: str, inventory: str, action) -> None:
+    """Select the hosts, run `action(selected, progress)` with a live table, report."""
+    _, selected = select_hosts(c, hosts, inventory)
+    with report.LiveReport([h.name for h in selected], run.action, quiet=True) as live:
+        results = action(selected, live.update)
+    run.finish(run.action, results)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
@@ -50,10 +55,7 @@ def release(c, hosts="sandbox", inventory="", json_=False):
     """Release the maintenance lock of hosts, whoever took it (a run's own lease stays)."""
     run = Run("lock.release", json_)
     with run.guard():
-        _, selected = select_hosts(c, hosts, inventory)
-        with report.LiveReport([h.name for h in selected], "lock.release", quiet=True) as live:
-            results = maintenance.release(selected, live.update)
-        run.finish("lock.release", results)
+        _on_hosts(c, run, hosts, inventory, maintenance.release)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
@@ -61,10 +63,7 @@ def status(c, hosts="sandbox", inventory="", json_=False):
     """Show, per host, whether it is free, locked for maintenance, or held by a run."""
     run = Run("lock.status", json_)
     with run.guard():
-        _, selected = select_hosts(c, hosts, inventory)
-        with report.LiveReport([h.name for h in selected], "lock.status", quiet=True) as live:
-            results = maintenance.status(selected, live.update)
-        run.finish("lock.status", results)
+        _on_hosts(c, run, hosts, inventory, maintenance.status)
 
 
 ns = Collection("lock")

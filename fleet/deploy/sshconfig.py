@@ -225,31 +225,28 @@ def _pattern(pattern: str) -> re.Pattern:
                               for c in pattern) + r"\Z", re.S)
 
 
-def _host_matches(host: str, patterns: tuple[str, ...]) -> bool:
-    """A `Host` line: any pattern matches (case as written) and no negated one does."""
+def _any_matches(value: str, patterns) -> bool:
+    """A positive pattern matches `value` and no negated (`!`) one does."""
     hit = False
     for pattern in patterns:
-        negated = pattern.startswith("!")
-        if _pattern(pattern[1:] if negated else pattern).match(host):
-            if negated:
-                return False
-            hit = True
-    return hit
-
-
-def _pattern_list(value: str, patterns: str, lower: bool = False) -> bool:
-    """OpenSSH's match_pattern_list: a comma list, `!` negates; True on a positive match
-    with no negated one."""
-    if lower:
-        value, patterns = value.lower(), patterns.lower()
-    hit = False
-    for pattern in patterns.split(","):
         negated = pattern.startswith("!")
         if _pattern(pattern[1:] if negated else pattern).match(value):
             if negated:
                 return False
             hit = True
     return hit
+
+
+def _host_matches(host: str, patterns: tuple[str, ...]) -> bool:
+    """A `Host` line: its words are patterns, matched with case as written."""
+    return _any_matches(host, patterns)
+
+
+def _pattern_list(value: str, patterns: str, lower: bool = False) -> bool:
+    """OpenSSH's match_pattern_list (a `Match` argument): a comma list, `!` negates."""
+    if lower:
+        value, patterns = value.lower(), patterns.lower()
+    return _any_matches(value, patterns.split(","))
 
 
 def _match(line: _Line, host: str, original: str, opts: Options, final: bool) -> bool:
