@@ -93,7 +93,7 @@ def test_config_file_comes_from_env_or_home(tmp_path, monkeypatch):
 
 CHAIN = """\
 Host app
-  HostName 10.0.0.5
+  HostName 203.0.113.5
   User app
   ProxyJump ops@edge:2222,inner
 Host edge
@@ -101,7 +101,7 @@ Host edge
   User edgeuser
   ProxyJump outer
 Host inner
-  HostName 10.0.0.1
+  HostName 203.0.113.1
   ProxyJump never-used
 Host outer
   HostName 198.51.100.1
@@ -121,10 +121,10 @@ def test_a_multi_hop_proxyjump_goes_through_every_hop_in_order(tmp_path):
     target = resolve(host(tmp_path, "hosts: {app: {}}", "app"), load(tmp_path / "cfg"))
     # app through inner, inner through edge, edge through its own ProxyJump (outer); inner's
     # own ProxyJump is not used (ssh -J gives every hop after the first its jump)
-    assert chain(target) == ["app@10.0.0.5:22", "10.0.0.1:22", "ops@192.0.2.1:2222",
+    assert chain(target) == ["app@203.0.113.5:22", "203.0.113.1:22", "ops@192.0.2.1:2222",
                              "198.51.100.1:22"]
     assert target.hops() == 3
-    assert target.describe() == ("app@10.0.0.5:22 via 10.0.0.1:22 via ops@192.0.2.1:2222 "
+    assert target.describe() == ("app@203.0.113.5:22 via 203.0.113.1:22 via ops@192.0.2.1:2222 "
                                  "via 198.51.100.1:22")
 
 
@@ -134,14 +134,14 @@ def test_an_inventory_jump_chain_and_none(tmp_path):
     text = ("hosts:\n  a: {host: app, jump: 'x@127.0.0.9:2200,inner'}\n"
             "  b: {host: app, jump: none, state_dir: /b}\n")
     assert chain(resolve(host(tmp_path, text, "a"), cfg)) == [
-        "app@10.0.0.5:22", "10.0.0.1:22", "x@127.0.0.9:2200"]
+        "app@203.0.113.5:22", "203.0.113.1:22", "x@127.0.0.9:2200"]
     assert resolve(host(tmp_path, text, "b"), cfg).jump is None
 
 
 @pytest.mark.parametrize("text, where, what", [
     ("Host a\n  ProxyCommand nc %h %p\n", 2, "ProxyCommand is not supported"),
     ("Match exec \"test -f /x\"\n  Port 2\n", 1, "Match exec` is not supported"),
-    ("Host *\n  Port 22\nMatch localnetwork 10.0.0.0/8\n  Port 2\n", 3,
+    ("Host *\n  Port 22\nMatch localnetwork 192.0.2.0/24\n  Port 2\n", 3,
      "Match localnetwork` is not supported"),
     ("Match hostname a\n", 1, "not a criterion"),
     ("Host a\n  Port 99999\n", 2, "not a TCP port"),
