@@ -158,9 +158,10 @@ class SshConfig:
                        never=False, depth=0)
 
     def _read(self, path: Path, system: bool, host: str, original: str, opts: Options,
-              final: bool, active: bool, never: bool, depth: int) -> bool:
-        """Apply one file's lines; returns whether the last block was active (the caller
-        restores its own state after an Include, as OpenSSH does)."""
+              final: bool, active: bool, never: bool, depth: int) -> None:
+        """Apply one file's lines from the includer's `active` state; whatever blocks the file
+        opens end with it (the includer's state holds again after an Include, as in OpenSSH).
+        `never`: the Include stood in a block that does not apply, so nothing in it does."""
         for line in self._lines(path):
             kw = line.keyword
             if kw == "host":
@@ -177,7 +178,6 @@ class SshConfig:
                                never or not active, depth + 1)
             elif active:
                 _apply(line, opts)
-        return active
 
 
 def _parse(text: str, source: str) -> Iterator[_Line]:

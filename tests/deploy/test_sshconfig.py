@@ -195,3 +195,9 @@ def test_a_file_ssh_could_not_read_is_refused_when_loaded(tmp_path):
     (tmp_path / "cfg").write_text("Host a\n  HostName \"unclosed\n")
     with pytest.raises(ValueError, match=f"{tmp_path / 'cfg'}:2: a quote is not closed"):
         load(tmp_path / "cfg")
+
+
+def test_a_jump_host_that_jumps_through_itself_is_an_error_not_a_hang(tmp_path):
+    (tmp_path / "cfg").write_text("Host loop\n  ProxyJump loop\n")
+    with pytest.raises(ValueError, match="host loop: .*more than 8 jump hosts"):
+        resolve(host(tmp_path, "hosts: {loop: {}}", "loop"), load(tmp_path / "cfg"))
