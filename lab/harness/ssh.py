@@ -101,14 +101,17 @@ def run_on(client: paramiko.SSHClient, command: str, timeout: float = COMMAND_TI
         raise SshError(f"ssh {label}: cannot start {command!r}: {exc}") from exc
     out, err = bytearray(), bytearray()
     while True:
+        # sshd may send the exit status before the last output (it flushes the child's pipes
+        # after reaping it), so the command is finished only at exit status AND end of data.
+        # Both flags are read BEFORE draining: all data precedes EOF on the channel, so a drain
+        # that follows a seen EOF gets everything, while one that precedes it could miss output
+        # arriving in between.
+        finished = channel.exit_status_ready() and channel.eof_received
         while channel.recv_ready():
             out += channel.recv(65536)
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
-        pending = channel.recv_ready() or channel.recv_stderr_ready()
-        # sshd may send the exit status before the last output (it flushes the child's pipes
-        # after reaping it), so the command is finished only at exit status AND end of data.
-        if channel.exit_status_ready() and channel.eof_received and not pending:
+        if finished:
             break
         if time.monotonic() > deadline:
             channel.close()

@@ -69,13 +69,13 @@ def _pump(src, dst):
     try:
         while data := src.recv(65536):
             dst.sendall(data)
-    except OSError:
+    except (OSError, EOFError):
         pass
     finally:
         for end in (src, dst):
             try:
                 end.close()
-            except OSError:
+            except (OSError, EOFError):  # paramiko raises EOFError closing on a dead transport
                 pass
 
 
