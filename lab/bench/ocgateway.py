@@ -25,7 +25,6 @@ the current ones: old and new side by side under the same load.
 from __future__ import annotations
 
 import json
-import socket
 import statistics
 import threading
 import time
@@ -37,6 +36,7 @@ from fleet.deploy.runner import RunOptions
 from lab.bench.artifacts import variant
 from lab.bench.report import Section
 from lab.bench.stats import alternation, percentile
+from lab.openclaw import sandbox
 
 HOSTS = ("oc-bench-1", "oc-bench-2")
 TIMINGS_ENV = "FLEET_BENCH_HOOK_TIMINGS"
@@ -80,24 +80,11 @@ def timed_bridge(source: bytes) -> bytes:
     return text.replace(_HOOK, _TIMED_HOOK).encode("utf-8")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def inventory_text(timings_dir: Path) -> str:
-    """Two sandbox OpenClaw hosts on free loopback ports (state dirs beside the file)."""
-    lines = ["hosts:"]
-    for name in HOSTS:
-        timings = timings_dir / f"{name}.jsonl"
-        lines += [f"  {name}:", "    connection: local", f"    state_dir: {name}",
-                  "    timeouts: {ready: 600, command: 1800}",
-                  "    gateway: {manager: openclaw, options: {sandbox: 'true', "
-                  f"port: '{_free_port()}', model_port: '{_free_port()}', "
-                  f"env.{TIMINGS_ENV}: '{timings}'}}}}"]
-    lines += ["groups:", f"  bench: {{hosts: [{', '.join(HOSTS)}]}}"]
-    return "\n".join(lines) + "\n"
+    """Two sandbox OpenClaw hosts on free loopback ports (state dirs beside the file), each
+    logging its hook timings to `<timings_dir>/<host>.jsonl`."""
+    return sandbox.inventory_text(HOSTS, "bench", options={
+        name: {f"env.{TIMINGS_ENV}": str(timings_dir / f"{name}.jsonl")} for name in HOSTS})
 
 
 class Gateways:

@@ -21,7 +21,6 @@ and the contender that goes first rotates.
 from __future__ import annotations
 
 import shutil
-import socket
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -59,26 +58,10 @@ def broken_artifact(root: Path, out: Path) -> api.ArtifactRef:
     return api.build_artifact(tree, out / "broken-dist")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def sandbox_hosts(state: Path) -> list[Host]:
     """Two sandbox OpenClaw hosts under `state`, on free loopback ports."""
-    lines = ["hosts:"]
-    for name in ("bench-oc-a", "bench-oc-b"):
-        lines += [
-            f"  {name}:",
-            "    connection: local",
-            f"    state_dir: {state / name}",
-            "    timeouts: {ready: 600, command: 1800}",
-            "    gateway: {manager: openclaw, options: {sandbox: 'true', "
-            f"port: '{_free_port()}', model_port: '{_free_port()}'}}}}",
-        ]
-    inventory = parse("\n".join(lines) + "\n", state / "inventory.yaml")
-    return sandbox.resolve(inventory.select("bench-oc-a,bench-oc-b"))
+    text = sandbox.inventory_text(("bench-oc-a", "bench-oc-b"), "bench")
+    return sandbox.resolve(parse(text, state / "inventory.yaml").select("bench"))
 
 
 def bench(base: api.ArtifactRef, root: Path, workdir: Path, reps: int, log=print) -> Section:

@@ -23,6 +23,9 @@ import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
+from typing import Mapping, Sequence
+
+import yaml
 
 from fleet.continuity import detached
 from fleet.continuity.atomicfile import atomic_write
@@ -180,6 +183,30 @@ def start_model(host: Host) -> int:
                                f"127.0.0.1:{port}{child.log_tail(8)}")
         time.sleep(0.1)
     return child.pid
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def inventory_text(names: Sequence[str], group: str, *, ready_s: int = 600,
+                   command_s: int = 1800,
+                   options: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """An inventory of sandbox OpenClaw hosts `names` in the group `group`: state dirs beside
+    the file, each host's gateway and model on free loopback ports, `options[name]` added to
+    that host's gateway options (e.g. `openclaw_version`, `env.NAME`)."""
+    hosts = {name: {
+        "connection": "local", "state_dir": name,
+        "timeouts": {"ready": ready_s, "command": command_s},
+        "gateway": {"manager": OPENCLAW, "options": {
+            "sandbox": "true", **(options or {}).get(name, {}),
+            "port": str(free_port()), "model_port": str(free_port())}},
+    } for name in names}
+    return yaml.safe_dump({"hosts": hosts, "groups": {group: {"hosts": list(names)}}},
+                          sort_keys=False)
 
 
 def _port_taken(port: int) -> bool:

@@ -8,7 +8,6 @@ what the scripted model received (its request log) and the files the plugins wro
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from pathlib import Path
@@ -23,12 +22,6 @@ from lab.openclaw import sandbox, toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ("oc-a", "oc-b")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def make_tree(dst: Path, bump: str | None = None, throw_at_load: bool = False) -> Path:
@@ -53,15 +46,9 @@ class OpenclawFleet:
     def __init__(self, root: Path, version: str = toolchain.OPENCLAW_VERSION):
         self.root = root
         self.version = version
-        lines = ["hosts:"]
-        for name in HOSTS:
-            lines += [f"  {name}:", "    connection: local", f"    state_dir: {name}",
-                      "    timeouts: {ready: 900, command: 2400}",
-                      "    gateway: {manager: openclaw, options: {sandbox: 'true', "
-                      f"openclaw_version: '{version}', "
-                      f"port: '{free_port()}', model_port: '{free_port()}'}}}}"]
-        lines += ["groups:", f"  both: {{hosts: [{', '.join(HOSTS)}]}}"]
-        (root / "inventory.yaml").write_text("\n".join(lines) + "\n")
+        (root / "inventory.yaml").write_text(sandbox.inventory_text(
+            HOSTS, "both", ready_s=900, command_s=2400,
+            options={name: {"openclaw_version": version} for name in HOSTS}))
         self.inventory = load(root / "inventory.yaml")
         self.hosts = {h.name: h for h in sandbox.resolve(self.inventory.select("both"))}
         sandbox.prepare(list(self.hosts.values()))

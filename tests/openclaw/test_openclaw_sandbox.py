@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -83,12 +82,6 @@ def _sandbox_host(tmp_path, model_port: int, **extra: str):
     return parse(text, tmp_path / "inventory.yaml").select("oc")[0]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class _Impostor(http.server.BaseHTTPRequestHandler):
     """Something else on the model's port that also answers /health with ok."""
 
@@ -119,7 +112,7 @@ def test_a_port_another_process_answers_on_is_not_taken_for_the_model(tmp_path):
 
 
 def test_the_hosts_own_model_is_reused_and_stopped(tmp_path):
-    host = _sandbox_host(tmp_path, _free_port())
+    host = _sandbox_host(tmp_path, sandbox.free_port())
     try:
         sandbox.prepare([host])
         pid = detached.recorded_pid(sandbox.model_files(host)["pid"])
@@ -146,7 +139,7 @@ def test_a_refused_deploy_leaves_no_model_running(tmp_path, artifacts):
     starts no gateway, so the scripted model the task started for it is stopped again."""
     old = tmp_path / "openclaw.py"
     old.write_text(FAKE_OLD_OPENCLAW)
-    port = _free_port()
+    port = sandbox.free_port()
     host = _sandbox_host(tmp_path, port, node=sys.executable, openclaw=str(old))
     (tmp_path / "inventory.yaml").write_text(
         "hosts:\n  oc: {connection: local, state_dir: .fleet/oc, gateway: {manager: openclaw, "
