@@ -10,8 +10,10 @@ The reply to a request is decided from its messages, first match wins:
 1. a heartbeat turn (OpenClaw's heartbeat prompt) -> `NO_REPLY`, OpenClaw's silent token;
 2. a subagent's run (its first user message carries OpenClaw's `[Subagent Task]`): the task's
    `[[reply: TEXT]]` directive, else `CHILD-DONE`;
-3. the last user message holds `[[spawn: TASK | reply: CHILD-TEXT | label: L]]` (options
-   optional) and no tool call answered it yet -> a call of `sessions_spawn` whose task is TASK
+3. the latest user message holding `[[spawn: TASK | reply: CHILD-TEXT | label: L]]` (options
+   optional) has no tool result after it but OpenClaw's steering skip (a message arriving
+   mid-run makes OpenClaw 2026.9.x answer pending calls "Skipped to process an incoming
+   message.", and a model makes the call again) -> a call of `sessions_spawn` whose task is TASK
    followed by `[[reply: CHILD-TEXT]]` (so the child answers CHILD-TEXT, rule 2), label L
    (default `child`), mode `run`; made directly when OpenClaw offers `sessions_spawn`, else
    through the Tool Search bridge (`tool_call` with `{"id": "sessions_spawn", "args": {...}}`),
@@ -44,6 +46,7 @@ MAX_BODY = 32 * 1024 * 1024  # OpenClaw sends whole transcripts; anything larger
 HEARTBEAT_MARKERS = ("heartbeat monitor", "Read HEARTBEAT.md", "HEARTBEAT_OK")
 SUBAGENT_TASK = "[Subagent Task]"
 INTERNAL_CONTEXT = "BEGIN_OPENCLAW_INTERNAL_CONTEXT"
+STEERING_SKIP = "Skipped to process an incoming message."
 _DIRECTIVE = r"\[\[{}:\s*(.*?)\s*\]\]"
 
 Reply = Tuple[str, Any]  # ("text", str) or ("tool", {"name": ..., "arguments": json str})
@@ -106,17 +109,14 @@ class Script:
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"
                  and INTERNAL_CONTEXT not in text_of(m.get("content"))]
-        last = users[-1] if users else -1
-        last_user = text_of(messages[last].get("content")) if users else ""
-        answered = any(m.get("role") == "tool" or m.get("tool_calls")
-                       for m in messages[last + 1:]) if users else False
+        last_user = text_of(messages[users[-1]].get("content")) if users else ""
         if any(marker in last_user for marker in HEARTBEAT_MARKERS):
             return ("text", "NO_REPLY")
         first_user = text_of(messages[users[0]].get("content")) if users else ""
         if SUBAGENT_TASK in first_user:
             return ("text", directive("reply", first_user) or "CHILD-DONE")
-        spawn = directive("spawn", last_user)
-        if spawn is not None and not answered:
+        spawn = self._pending_spawn(messages, users)
+        if spawn is not None:
             return ("tool", self._spawn_call(body, *spawn_options(spawn)))
         reply = directive("reply", last_user)
         if reply is not None:
@@ -125,6 +125,19 @@ class Script:
             if rule["match"] in last_user:
                 return ("text", rule["reply"])
         return ("text", f"OK {index}")
+
+    @staticmethod
+    def _pending_spawn(messages: List[Dict[str, Any]], users: List[int]) -> Optional[str]:
+        """The spawn directive of the latest user message that has one, unless a call made for
+        it ran (a tool result other than the steering skip follows it)."""
+        for i in reversed(users):
+            spawn = directive("spawn", text_of(messages[i].get("content")))
+            if spawn is None:
+                continue
+            ran = any(m.get("role") == "tool" and text_of(m.get("content")) != STEERING_SKIP
+                      for m in messages[i + 1:])
+            return None if ran else spawn
+        return None
 
     @staticmethod
     def _spawn_call(body: Dict[str, Any], task: str, label: str) -> Dict[str, str]:

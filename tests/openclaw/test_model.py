@@ -93,6 +93,21 @@ def test_spawn_goes_through_the_tool_search_bridge(server):
     assert _streamed_reply(server.port, answered, tools=["tool_call"]) == ("on it", [])
 
 
+def test_a_spawn_openclaw_skipped_for_an_incoming_message_is_made_again(server):
+    """OpenClaw 2026.9.x steers a message that arrives mid-run (a child's completion event) into
+    the run and answers the pending call with its skip text: the spawn is asked for again, once."""
+    asked = _user("check [[spawn: Verify partition 1 | reply: P1-OK]] [[reply: Asked.]]")
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}
+    event = _user("[Internal task completion event]\nsource: subagent")
+    skipped = [asked, call, {"role": "tool", "content": model.STEERING_SKIP}, event]
+    _, calls = _streamed_reply(server.port, skipped, tools=["sessions_spawn"])
+    task = json.loads(calls[0]["function"]["arguments"])["task"]
+    assert task == "Verify partition 1 [[reply: P1-OK]]"
+    ran = skipped + [call, {"role": "tool", "content": '{"status": "accepted"}'}]
+    content, calls = _streamed_reply(server.port, ran, tools=["sessions_spawn"])
+    assert calls == [] and content.startswith("OK ")
+
+
 def test_spawn_directly_when_the_tool_is_offered(server):
     _, calls = _streamed_reply(server.port, [_user("[[spawn: T]]")], tools=["sessions_spawn"])
     assert calls[0]["function"]["name"] == "sessions_spawn"
