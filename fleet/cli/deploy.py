@@ -61,19 +61,22 @@ def prepared_hosts(c, hosts: str, inventory: str, prepare: bool = True):
             extension.finish_hosts(c, selected)
 
 
-def _show_targets(action: str, hosts: list[Host]) -> None:
-    """Before anything changes: exactly which hosts, and where each one points."""
+def _show_targets(action: str, hosts: list[Host]) -> dict[str, str]:
+    """Before anything changes: exactly which hosts, and where each one points (returned, for
+    `_confirm` to record what was shown)."""
+    where = consent.destinations(hosts)
     sandbox = sum(1 for h in hosts if h.sandbox)
-    where = f" ({sandbox} in the sandbox)" if sandbox else ""
-    print(f"{action} -> {len(hosts)} host(s){where}:", file=sys.stderr)
+    print(f"{action} -> {len(hosts)} host(s){f' ({sandbox} in the sandbox)' if sandbox else ''}:",
+          file=sys.stderr)
     for host in hosts:
-        print(f"  {consent.destination(host)}{'' if host.sandbox else '  [outside the sandbox]'}",
+        print(f"  {where[host.name]}{'' if host.sandbox else '  [outside the sandbox]'}",
               file=sys.stderr)
+    return where
 
 
-def _confirm(inv, hosts: list[Host], yes: bool, as_json: bool) -> None:
+def _confirm(inv, hosts: list[Host], where: dict[str, str], yes: bool, as_json: bool) -> None:
     """First use of hosts outside the sandbox: `--yes`, or a y on a terminal; else refuse."""
-    new = consent.unconfirmed(inv.path, hosts)
+    new = consent.unconfirmed(inv.path, hosts, where)
     if not new:
         return
     names = ", ".join(h.name for h in new)
@@ -88,7 +91,7 @@ def _confirm(inv, hosts: list[Host], yes: bool, as_json: bool) -> None:
             raise Exit(f"error: refusing: {names} {'is' if len(new) == 1 else 'are'} outside "
                        f"the sandbox and not yet confirmed for {inv.path}; check the host "
                        "list above, then pass --yes (asked once per host)", USAGE_ERROR)
-    consent.confirm(inv.path, new)
+    consent.confirm(inv.path, new, where)
 
 
 def _record(inv, action: str, results, artifact: dict | None = None) -> None:
@@ -172,10 +175,10 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
                 return
         art = _artifact(artifact, stack, dry_run)
         title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
-        _show_targets(title, selected)
+        where = _show_targets(title, selected)
         if not dry_run:
             _check_dirty(art, selected, allow_dirty)
-            _confirm(inv, selected, yes, json_)
+            _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
             results = api.deploy(selected, art, live.update, options, force, dry_run)
         art_doc = {"path": None if dry_run and not art.reused else str(art.path),
@@ -216,8 +219,8 @@ def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, 
     run = Run("rollback", json_)
     with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel)
-        _show_targets("rollback", selected)
-        _confirm(inv, selected, yes, json_)
+        where = _show_targets("rollback", selected)
+        _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], "rollback") as live:
             results = api.rollback(selected, live.update, options, to or None)
         _record(inv, "rollback", results)
@@ -233,8 +236,8 @@ def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail=
     run = Run("restart", json_)
     with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel, batch, max_fail)
-        _show_targets("restart", selected)
-        _confirm(inv, selected, yes, json_)
+        where = _show_targets("restart", selected)
+        _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], "restart") as live:
             results = api.restart(selected, live.update, options)
         _record(inv, "restart", results)

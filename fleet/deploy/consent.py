@@ -32,24 +32,26 @@ def _load(inventory_path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def destination(host: Host) -> str:
-    """Where `host` really goes: `name (user@address:port via hops)`, ssh_config applied;
-    SshConfigError (naming the file and line) when ssh_config cannot be followed."""
-    if host.is_local:
-        return host.describe()
-    return f"{host.name} ({sshconfig.resolve(host).describe()})"
+def destinations(hosts: list[Host]) -> dict[str, str]:
+    """Where each host really goes, by name: `name (user@address:port via hops)`, ssh_config
+    applied (read once for all of them); SshConfigError (naming the file and line) when
+    ssh_config cannot be followed. What the operator is shown is what gets confirmed."""
+    config = None if all(h.is_local for h in hosts) else sshconfig.default_config()
+    return {h.name: h.describe() if h.is_local
+            else f"{h.name} ({sshconfig.resolve(h, config).describe()})" for h in hosts}
 
 
-def unconfirmed(inventory_path: Path, hosts: list[Host]) -> list[Host]:
-    """Hosts outside the sandbox whose destination the operator has not confirmed before."""
+def unconfirmed(inventory_path: Path, hosts: list[Host], where: dict[str, str]) -> list[Host]:
+    """Hosts outside the sandbox whose destination (`where`, from `destinations`) the operator
+    has not confirmed before."""
     known = _load(inventory_path)
-    return [h for h in hosts if not h.sandbox and known.get(h.name) != destination(h)]
+    return [h for h in hosts if not h.sandbox and known.get(h.name) != where[h.name]]
 
 
-def confirm(inventory_path: Path, hosts: list[Host]) -> None:
+def confirm(inventory_path: Path, hosts: list[Host], where: dict[str, str]) -> None:
     """Remember these destinations as confirmed (temp file + rename: never a torn record)."""
     known = _load(inventory_path)
-    known.update({h.name: destination(h) for h in hosts})
+    known.update({h.name: where[h.name] for h in hosts})
     path = record_path(inventory_path)
     os.makedirs(path.parent, exist_ok=True)
     atomic_write(path, json.dumps(known, indent=2, sort_keys=True) + "\n")
