@@ -197,9 +197,9 @@ class Lease:
         if isinstance(answer, Unreached):
             self.unreached[host.name] = answer
             return
-        reply = _answer(answer)
+        reply = answer_of(answer)
         if reply is None:
-            self.unanswered[host.name] = _no_verdict(answer)
+            self.unanswered[host.name] = no_verdict(answer)
             return
         if reply.get("ok") is True:
             self.held.append(host)
@@ -275,7 +275,7 @@ def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
                 for h in hosts}
 
 
-def _run_on(host: Host, command: str, timeout: float, conns: Connections | None = None):
+def run_on(host: Host, command: str, timeout: float, conns: Connections | None = None):
     """Run `command` on `host`: over the run's shared connection when given (kept open for the
     deploy that follows), else over a connection of its own."""
     if conns is not None:
@@ -315,7 +315,7 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
                        take_timeout(h))
         # A holder that ran on this machine and is gone (its release never reached a host that
         # was down or killed) is taken over at once, as a dead installer's lock is.
-        holder = (_answer(res) or {}).get("holder")
+        holder = (answer_of(res) or {}).get("holder")
         if isinstance(holder, dict) and _dead_here(holder):
             res = conn.run(lease_command(h, "take", run_id, dict(
                 record, deadline=time.time() + take_timeout(h),
@@ -402,7 +402,8 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     return lease
 
 
-def _answer(res: object) -> dict | None:
+def answer_of(res: object) -> dict | None:
+    """The JSON verdict a lease command printed last (None: an exception or no verdict)."""
     if isinstance(res, Exception):
         return None
     try:
@@ -412,7 +413,7 @@ def _answer(res: object) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def _no_verdict(res: object) -> str:
+def no_verdict(res: object) -> str:
     """What a take that gave no JSON verdict said instead, for the host's report."""
     if isinstance(res, Exception):
         return str(res) or type(res).__name__
@@ -434,5 +435,5 @@ def release(lease: Lease, conns: Connections | None = None) -> None:
     hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
-        _each(hosts, lambda h: _run_on(h, lease_command(h, "release", lease.run_id),
+        _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id),
                                        take_timeout(h), conns), longest + 5)

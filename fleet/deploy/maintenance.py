@@ -10,14 +10,13 @@ while a run holds a host (wait for it) or another maintenance lock is there (say
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 import uuid
 from typing import Callable, Optional
 
 from fleet.deploy import lease
-from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.connection import ConnectionError_
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, RunOptions, run
 
@@ -29,25 +28,16 @@ def _on_host(host: Host, progress, action: str, record: Optional[dict],
     t0 = time.monotonic()
     progress(action, "")
     try:
-        conn = connect(host)
-        try:
-            res = conn.run(lease.lease_command(host, action, uuid.uuid4().hex, record),
+        res = lease.run_on(host, lease.lease_command(host, action, uuid.uuid4().hex, record),
                            lease.take_timeout(host))
-        finally:
-            conn.close()
     except Exception as exc:
         kind = exc.kind if isinstance(exc, ConnectionError_) else "failed"
         return HostResult(host.name, kind, False, note=str(exc),
                           duration_s=time.monotonic() - t0)
-    try:
-        answer = json.loads((res.stdout or "").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        answer = None
-    if not isinstance(answer, dict):
-        out = ((res.stderr or "") + (res.stdout or "")).strip()
+    answer = lease.answer_of(res)
+    if answer is None:
         return HostResult(host.name, "failed", False, duration_s=time.monotonic() - t0,
-                          note=f"no answer from the lock command (exit {res.exit_code}): "
-                               f"{out.splitlines()[-1][:200] if out else 'no output'}")
+                          note=f"no answer from the lock command ({lease.no_verdict(res)})")
     result = judge(answer)
     result.duration_s = time.monotonic() - t0
     return result

@@ -19,6 +19,7 @@ vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, comma
 hosts:
   box1: {state_dir: .fleet/sandbox/box1}
   box2: {state_dir: .fleet/sandbox/box2}
+  nopython: {state_dir: .fleet/sandbox/nopython, python: /nonexistent/python3}
 groups:
   sandbox: {hosts: [box1, box2]}
 """
@@ -87,3 +88,10 @@ def test_a_lock_with_an_expiry_lapses_and_a_lock_needs_a_reason(workdir):
     while results(fleet(workdir, "lock.status", "-H", "box2")[1]) != {"box2": "free"}:
         assert time.monotonic() < deadline, "the expired lock was still reported"
         time.sleep(0.2)
+
+
+def test_a_host_where_the_lock_command_cannot_run_fails_saying_what_it_printed(workdir):
+    code, doc = fleet(workdir, "lock.status", "-H", "nopython,box2")
+    assert code == 1 and results(doc) == {"nopython": "failed", "box2": "free"}
+    note = doc["hosts"][0]["note"]
+    assert note.startswith("no answer from the lock command (exit ") and "python3" in note
