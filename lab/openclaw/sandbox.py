@@ -74,13 +74,10 @@ def resolve(hosts: list[Host]) -> list[Host]:
             out.append(host)
             continue
         version = host.manager_options.get("openclaw_version") or toolchain.OPENCLAW_VERSION
-        if version not in toolchain.OPENCLAW_VERSIONS:
-            raise SandboxError(f"sandbox host {host.name}: gateway option openclaw_version "
-                               f"{version!r}; use one of {', '.join(toolchain.OPENCLAW_VERSIONS)}")
         tool = toolchain.find(version=version)
         if tool is None or not toolchain.staged(tool):
             raise SandboxError(f"sandbox host {host.name} needs the pinned OpenClaw {version}: "
-                               "run `invoke openclaw.install` first")
+                               f"run `invoke openclaw.install --version {version}` first")
         opts = dict(host.manager_options)
         opts.setdefault("mode", "supervised")
         opts.setdefault("node", str(tool.node))

@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +32,7 @@ OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24")
 OPENCLAW_VERSION = OPENCLAW_VERSIONS[0]
 MIN_NODE = (24, 16)
 HOME_ENV = "FLEET_OPENCLAW_HOME"
+_RELEASE = re.compile(r"^\d{4}\.\d{1,2}\.\d{1,2}(?:-[0-9A-Za-z.]+)?$")
 INSTALL_TIMEOUT_S = 900.0
 LOCK_TIMEOUT_S = 1200.0
 
@@ -158,9 +160,9 @@ def install(home: Path | None = None, *, version: str = OPENCLAW_VERSION, npm: s
     `log(str)` gets progress lines (default: silent).
     """
     say = log or (lambda _line: None)
-    if version not in OPENCLAW_VERSIONS:
-        raise ToolchainError(f"OpenClaw {version} is not one fleet is tested on; use one of "
-                             + ", ".join(OPENCLAW_VERSIONS))
+    if not _RELEASE.match(version):
+        raise ToolchainError(f"OpenClaw {version!r} is not a release version like "
+                             f"{OPENCLAW_VERSION}")
     home = home or cache_home()
     found = find(home, version)
     if found is not None:
