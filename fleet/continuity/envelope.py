@@ -14,7 +14,18 @@ a session's topic, a tag must carry the user's words, not these. The forms, as O
 - a workspace whose BOOTSTRAP.md is pending: a first paragraph `[Bootstrap pending]` plus its
   instructions;
 - a timestamp envelope first on the message: `[Fri 2026-12-04 01:15 UTC] ` (what OpenClaw's
-  `agent` and `chat.send` add), or a channel's own `[... 2026-12-04 01:15 ...] `.
+  `agent` and `chat.send` add), or a channel's own `[... 2026-12-04 01:15 ...] `;
+- the inter-session header of a message routed from another session or tool, a line of its own
+  (first, or last from 2026.7.x): `[Inter-session message] sourceSession=<key> sourceChannel=<c>
+  sourceTool=<t> isUser=false`, followed by OpenClaw's line "This content was routed by
+  OpenClaw from another session or internal tool. ...";
+- a task completion event in plain text (from 2026.7.x): `A background task completed. ...`, its
+  `source:` / `session_key:` / ... lines, the child's result (`Child result ...:` then a
+  `<prompt-data>` block, or `<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>` ... on older releases), stats,
+  and a closing `Instruction:` (or `Action:`) paragraph; several are separated by `---`.
+
+Which of these make a whole turn OpenClaw's rather than the user's is fleet/continuity/origin.py's
+question; this module only takes them off.
 
 A subagent's `[Subagent Context]` envelope around its task is fleet/continuity/subagenttask.py's.
 Standard library only.
@@ -32,6 +43,16 @@ LEGACY_EVENT = "[Internal task completion event]"
 LEGACY_RESULT_END = "<<<END_UNTRUSTED_CHILD_RESULT>>>"
 LEGACY_SEPARATOR = "\n\n---\n\n"
 BOOTSTRAP = "[Bootstrap pending]"
+INTER_SESSION = "[Inter-session message]"
+INTER_SESSION_NOTE = "This content was routed by OpenClaw from another session or internal tool."
+PLAIN_EVENT = "A background task completed."
+_EVENT_CLOSERS = ("Instruction:", "Action:")
+_RESULT_BLOCKS = (("<prompt-data>", "</prompt-data>"),
+                  ("<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>", LEGACY_RESULT_END))
+_HEADER_LINE = re.compile(r"^[ \t]*" + re.escape(INTER_SESSION)
+                          + r"((?:[ \t]+[A-Za-z]+=[^ \t\n]*)*)[ \t]*$", re.M)
+_STAMP_PREFIX = r"(?:\[[^\]\n]*\d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]\n]*\][ \t]*)?"
+_PLAIN_EVENT_LINE = re.compile(r"^" + _STAMP_PREFIX + re.escape(PLAIN_EVENT) + r"[^\n]*$", re.M)
 
 _META_LABELS = (r"Conversation info \(untrusted metadata\):", r"Sender \(untrusted metadata\):")
 _FENCED_META = [re.compile("^" + label + r"[ \t]*\n```[^\n]*\n[\s\S]*?^```[ \t]*(?:\n|$)\n?",
@@ -52,15 +73,29 @@ def user_words(text: str) -> str:
         text = _strip_bootstrap(text)
         text = _TIMESTAMP.sub("", text, count=1).strip()
         text = _strip_metadata(strip_internal_context(text))
+        text = _strip_plain_events(_strip_inter_session(text))
         if text == before:
             return text
 
 
-def is_completion_report(text: str) -> bool:
-    """True for a message that only reports finished background tasks: it holds an
-    `[Internal task completion event]` and no words of the user's. (OpenClaw 2026.4.x delivers a
-    child's announce so, without telling plugins the run's provenance.)"""
-    return isinstance(text, str) and LEGACY_EVENT in text and not user_words(text)
+def inter_session_header(text: str):
+    """The fields of a message's inter-session header line (`{"sourceSession": ...,
+    "sourceTool": ..., "isUser": "false"}`), None when it has none."""
+    found = _HEADER_LINE.search(text or "")
+    if found is None:
+        return None
+    fields = {}
+    for pair in found.group(1).split():
+        key, _, value = pair.partition("=")
+        fields.setdefault(key, value)
+    return fields
+
+
+def has_completion_event(text: str) -> bool:
+    """Whether `text` holds a task completion event in either form (the runtime-context
+    `[Internal task completion event]`, or a plain `A background task completed.` line)."""
+    return isinstance(text, str) and (LEGACY_EVENT in text
+                                      or _PLAIN_EVENT_LINE.search(text) is not None)
 
 
 def _strip_metadata(text: str) -> str:
@@ -141,3 +176,60 @@ def _strip_bootstrap(text: str) -> str:
         return text
     cut = text.find("\n\n")
     return "" if cut == -1 else text[cut + 2:]
+
+
+def _join(before: str, after: str) -> str:
+    before, after = before.rstrip(), after.lstrip()
+    return f"{before}\n\n{after}" if before and after else before + after
+
+
+def _strip_inter_session(text: str) -> str:
+    """Without the inter-session header lines (and OpenClaw's explanation after each)."""
+    while True:
+        found = _HEADER_LINE.search(text)
+        if found is None:
+            return text
+        end = found.end()
+        rest = text[end:].lstrip("\n")
+        if rest.startswith(INTER_SESSION_NOTE):
+            cut = rest.find("\n")
+            rest = "" if cut == -1 else rest[cut + 1:]
+        text = _join(text[:found.start()], rest)
+
+
+def _strip_plain_events(text: str) -> str:
+    """Without plain task completion events (`A background task completed.` ... its closing
+    `Instruction:` paragraph), and the `---` lines between several."""
+    while True:
+        found = _PLAIN_EVENT_LINE.search(text)
+        if found is None:
+            return text
+        end = _plain_event_end(text, found.end())
+        rest = text[end:].lstrip()
+        while rest.startswith("---\n") or rest == "---":
+            rest = rest[3:].lstrip()
+        text = _join(text[:found.start()], rest)
+
+
+def _plain_event_end(text: str, start: int) -> int:
+    """Where the event that starts before `start` ends: after the paragraph that follows its
+    `Instruction:` / `Action:` line, past its result block (the child's text is data and may
+    hold anything); the end of the text when it has no such line."""
+    cursor = start
+    for opener, closer in _RESULT_BLOCKS:
+        head = text.find(opener, start)
+        if head != -1:
+            tail = text.find(closer, head + len(opener))
+            cursor = max(cursor, len(text) if tail == -1 else tail + len(closer))
+    closer_at = -1
+    for word in _EVENT_CLOSERS:
+        found = re.compile(r"^" + re.escape(word) + r"[ \t]*$", re.M).search(text, cursor)
+        if found is not None and (closer_at == -1 or found.start() < closer_at):
+            closer_at = found.start()
+    if closer_at == -1:
+        return len(text)
+    body = text.find("\n", closer_at)
+    if body == -1:
+        return len(text)
+    cut = text.find("\n\n", body + 1)
+    return len(text) if cut == -1 else cut

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from fleet.continuity import archive, envelope, paths, sessionlog, summary, tagindex
+from fleet.continuity import archive, origin, paths, sessionlog, summary, tagindex
+from fleet.continuity.origin import message_text
 from fleet.continuity.tokens import estimate_tokens
 
 DEFAULT_DECAY_DAYS = 30
@@ -35,38 +36,13 @@ class RunRecord:
     decayed: List[Path] = field(default_factory=list)
 
 
-def message_text(msg: Any) -> str:
-    """Text of a message: string content, or its `text` blocks joined by newlines."""
-    if not isinstance(msg, Mapping):
-        return ""
-    content = msg.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            block.get("text") for block in content
-            if isinstance(block, Mapping) and block.get("type") == "text"
-            and isinstance(block.get("text"), str)
-        ]
-        return "\n".join(parts)
-    return ""
-
-
 def user_texts(messages: Iterable[Any]) -> List[str]:
-    """The user's own words of each user message (OpenClaw's envelopes, metadata and injected
-    context taken off: fleet.continuity.envelope), non-empty, in order."""
-    out = []
-    for msg in messages or []:
-        if isinstance(msg, Mapping) and msg.get("role") == "user":
-            cleaned = envelope.user_words(message_text(msg))
-            if cleaned:
-                out.append(cleaned)
-    return out
-
-
-def real_user_texts(messages: Iterable[Any]) -> List[str]:
-    """User texts of substance: longer than 10 characters once the envelopes are off."""
-    return [text for text in user_texts(messages) if len(text) > 10]
+    """What was asked in each user message, non-empty, in order: the user's own words or a
+    child's task, OpenClaw's envelopes and metadata taken off. Turns OpenClaw made on its own
+    (a child's announce, a message routed from another session) are not the user's and are left
+    out (fleet.continuity.origin)."""
+    return [found.words for found in origin.user_origins(list(messages or []))
+            if found.kind in (origin.USER, origin.SUBAGENT_TASK) and found.words]
 
 
 def run_tokens(messages: Iterable[Any]) -> int:

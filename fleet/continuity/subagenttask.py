@@ -42,17 +42,24 @@ def wrap(task: str, depth: int = 1, max_depth: int = MAX_DEPTH, persistent: bool
     return "\n\n".join(parts)
 
 
-def unwrap(text: str) -> str:
-    """The task inside an envelope; `text` unchanged when it is not one (or holds no task).
+def task_of(text: str) -> str:
+    """The task inside an envelope; "" when `text` is not one or the envelope holds no task
+    (OpenClaw 2026.5.x keeps the task in the child's system prompt and says so: "Your assigned
+    task is in the system prompt under **Your Role**"; fleet.continuity.origin.role_task reads
+    it there).
 
     Only a message that starts with `[Subagent Context]` counts, and the task is what follows
     the first `[Subagent Task]` line (or `[Subagent Task]:` on it), without the closing "Begin."
     paragraph; the task's own text may contain anything, even those markers.
     """
     if not isinstance(text, str) or not text.lstrip().startswith(CONTEXT):
-        return text
+        return ""
     found = _TASK_LINE_RE.search(text)
     if found is None:
-        return text
-    task = _BEGIN_TAIL_RE.sub("", text[found.end():]).strip()
-    return task or text
+        return ""
+    return _BEGIN_TAIL_RE.sub("", text[found.end():]).strip()
+
+
+def unwrap(text: str) -> str:
+    """The task inside an envelope (`task_of`); `text` unchanged when there is none."""
+    return task_of(text) or text

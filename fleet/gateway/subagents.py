@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import private, provenance, subagenttask
+from fleet.continuity import origin, private, subagenttask
 from fleet.continuity.paths import check_session_key, validate_agent_id
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
@@ -258,12 +258,12 @@ class Subagents:
         `inputProvenance` in `before_prompt_build`'s ctx only). A closed requester cannot run:
         the event is only appended to its transcript."""
         parent = self.store.get(rec["requesterSessionKey"])
-        origin = provenance.announce(rec["sessionKey"])
+        stated = origin.announce_provenance(rec["sessionKey"])
         msg = {
             "role": "user",
             "content": [{"type": "text", "text": text}],
             "timestamp": now_ms(),
-            "provenance": origin,
+            "provenance": stated,
             "__openclaw": {"kind": "subagent_announce", "childSessionKey": rec["sessionKey"],
                            "runId": rec.get("runId")},
         }
@@ -271,4 +271,4 @@ class Subagents:
             self.store.transcript(parent).append([msg])
             return
         run_id = f"announce:v1:{rec['sessionKey']}:{rec.get('runId')}"
-        self.agents.run(parent, "", None, [], inputs=[msg], provenance=origin, run_id=run_id)
+        self.agents.run(parent, "", None, [], inputs=[msg], provenance=stated, run_id=run_id)

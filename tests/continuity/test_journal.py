@@ -200,7 +200,7 @@ def test_message_helpers():
     assert journal.message_text({"content": None}) == ""
     assert journal.message_text("not a dict") == ""
     assert envelope.user_words(METADATA + "  hello  ") == "hello"
-    assert journal.real_user_texts(original_run()) == [
+    assert [t for t in journal.user_texts(original_run()) if len(t) > 10] == [
         "Please build the #deploy-pipeline for #Infra team", "and also fix the tests please"]
 
 

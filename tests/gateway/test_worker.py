@@ -49,8 +49,8 @@ def test_ready_line_names_the_plugin_and_its_openclaw_hooks(tmp_path):
     assert ready["version"] == json.loads(
         (PLUGINS / "memory_continuity" / "openclaw.plugin.json").read_text())["version"]
     assert sorted(ready["hooks"]) == ["agent_end", "before_compaction", "before_prompt_build",
-                                      "before_reset", "session_end", "subagent_ended",
-                                      "subagent_spawned"]
+                                      "before_reset", "llm_input", "session_end",
+                                      "subagent_ended", "subagent_spawned"]
     assert {"log": "info", "msg": "Plugin registered successfully"} in msgs
 
 

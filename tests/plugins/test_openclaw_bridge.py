@@ -91,8 +91,8 @@ def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
     assert reg["id"] == "memory-continuity" and reg["workers"] == [] and out["workers"] == []
     assert reg["methods"] == {"memory-continuity.ready": "operator.read"}
     assert reg["hooks"] == {"before_prompt_build": 10, "before_compaction": 10,
-                            "before_reset": 10, "subagent_spawned": 50, "subagent_ended": 50,
-                            "agent_end": 90, "session_end": 90}
+                            "before_reset": 10, "subagent_spawned": 50, "llm_input": 50,
+                            "subagent_ended": 50, "agent_end": 90, "session_end": 90}
     assert out["logs"] == []
     cmd = run(node, state, CMD_ENTRY, [])["registered"]
     assert (cmd["id"], cmd["commands"], cmd["hooks"], cmd["workers"]) == ("mc", ["mc"], {}, [])

@@ -12,20 +12,28 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Tuple
 
-from fleet.continuity import paths, store
+from fleet.continuity import origin, paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import announceturn, clock, extraction, handoff, notes, settings
+from . import clock, extraction, handoff, lineage, notes, runorigin, settings
 from .locate import Locator
 
 
-def _is_subagent(locator: Locator, ctx: Mapping[str, Any]) -> bool:
+def _subagent_key(locator: Locator, ctx: Mapping[str, Any]) -> Optional[str]:
+    """The session's normalised key when it is a subagent's, else None."""
     try:
         _ws, key = locator.session(ctx)
     except ValueError:
-        return False
-    return key is not None and key.is_subagent
+        return None
+    return key.normalized if key is not None and key.is_subagent else None
+
+
+def _checkpoints(run: origin.Origin, subagent: bool) -> bool:
+    """Whether a run with this origin may become its session's checkpoint: the user's run, a
+    child's run on its task, and in a child a message its requester routed to it."""
+    return run.kind in (origin.USER, origin.SUBAGENT_TASK) or (
+        subagent and run.kind == origin.INTER_SESSION)
 
 
 def _own(
@@ -62,13 +70,13 @@ def _archive(journal_ws: Path, text: str, max_count: Any, moment: Any) -> Path:
 
 
 def _record_handoff(
-    locator: Locator, ctx: Mapping[str, Any], messages: List[Any], log: Any
+    locator: Locator, ctx: Mapping[str, Any], messages: List[Any], log: Any, role_task: str
 ) -> None:
     """A subagent's run ended: record what its announce will carry (handoff.py)."""
     own, child_dir = _own(locator, ctx, "agent_end", log)
     if own is None or child_dir is None:
         return
-    tasks = extraction.task_texts(messages, subagent=True)
+    tasks = extraction.task_texts(messages, subagent=True, role_task=role_task)
     record = handoff.build(messages, tasks[0] if tasks else "", to_iso(clock.now()))
     path = handoff.write(child_dir, record)
     log.info(f"agent_end: child result recorded in {path} (ok: {record['ok']['state']})")
@@ -80,14 +88,18 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
     messages = event.get("messages")
     if not isinstance(messages, list) or not messages:
         return
-    announce = announceturn.is_announce_run(ctx, messages)
-    if config["subagentRecovery"] and _is_subagent(locator, ctx):
+    run = runorigin.at_end(ctx, messages)
+    child = _subagent_key(locator, ctx)
+    role_task = lineage.task_of(locator.state_dir, child) if child else ""
+    if config["subagentRecovery"] and child:
         # A child's announce turn (its own child ended) may be where it answers: recorded too.
-        _record_handoff(locator, ctx, messages, log)
-    if announce:
-        # Delivering a child's result is not the user's work: Objective, Unsurfaced Results
-        # (where that child's note lands next) and the journal stay as they are.
-        log.info(f"agent_end: announce turn of {ctx.get('sessionKey')}; checkpoint kept")
+        _record_handoff(locator, ctx, messages, log, role_task)
+    if not _checkpoints(run, child is not None):
+        # A turn OpenClaw made on its own (delivering a child's result, a routed message) is
+        # not the user's work: Objective, Unsurfaced Results (where that child's note lands
+        # next) and the journal stay as they are.
+        log.info(f"agent_end: {run.kind} turn of {ctx.get('sessionKey')} ({run.evidence}); "
+                 "checkpoint kept")
         return
     if not config["autoExtract"]:
         return
@@ -96,8 +108,8 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         return
     from fleet.continuity import journal  # noqa: PLC0415
 
-    subagent = _is_subagent(locator, ctx)
-    real = extraction.task_texts(messages, subagent)
+    subagent = child is not None
+    real = extraction.task_texts(messages, subagent, role_task)
     patterns = extraction.compile_ignore_patterns(config["ignorePatterns"], log.warn)
     if real and any(p.search(real[0]) for p in patterns):
         log.info("agent_end: first user message matches ignorePatterns; run not recorded")
@@ -107,7 +119,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         journal.record_run(journal_ws, messages, config, moment)
     except (OSError, ValueError) as exc:
         log.warn(f"agent_end: journal step failed (non-fatal): {exc}")
-    new_text = extraction.extract_state(messages, to_iso(moment), subagent)
+    new_text = extraction.extract_state(messages, to_iso(moment), subagent, role_task)
     if new_text is None:
         log.info("agent_end: no real user message or a poisoned exchange; checkpoint kept")
         return

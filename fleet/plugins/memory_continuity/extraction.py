@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, List, Mapping, Optional
 
-from fleet.continuity import subagenttask
+from fleet.continuity import origin
 from fleet.continuity.document import StateDocument
 from fleet.continuity.pattern import PatternError, SafePattern, compile_pattern
 from fleet.continuity.tokens import truncate_tokens
@@ -35,17 +35,6 @@ POISON_PATTERNS = tuple(
         r"error.*timeout",
     )
 )
-
-
-def _journal():
-    # The journal helpers (metadata stripping, message text) live with the journal side.
-    from fleet.continuity import journal  # noqa: PLC0415
-
-    return journal
-
-
-def message_text(msg: Any) -> str:
-    return _journal().message_text(msg)
 
 
 def is_poisoned(text: str) -> bool:
@@ -74,34 +63,38 @@ def assistant_texts(messages: Iterable[Any]) -> List[str]:
     out = []
     for msg in messages or []:
         if isinstance(msg, Mapping) and msg.get("role") == "assistant":
-            text = message_text(msg).strip()
+            text = origin.message_text(msg).strip()
             if text:
                 out.append(text)
     return out
 
 
-def task_texts(messages: Iterable[Any], subagent: bool = False) -> List[str]:
-    """The user messages a checkpoint may take its objective from: those of substance, or for a
-    subagent session every non-empty one (its task, whatever its length; the task itself, not
-    the `[Subagent Context]` envelope OpenClaw puts around it)."""
-    journal = _journal()
-    if subagent:
-        return [subagenttask.unwrap(text) for text in journal.user_texts(messages)]
-    return journal.real_user_texts(messages)
+def task_texts(messages: Iterable[Any], subagent: bool = False, role_task: str = "") -> List[str]:
+    """The user messages a checkpoint may take its objective from (fleet.continuity.origin says
+    whose each is): the user's words of substance; for a subagent session every non-empty task
+    it was given, whatever its length (the task itself, not the `[Subagent Context]` envelope
+    OpenClaw puts around it; `role_task` where the envelope holds none), and messages routed to
+    it from another session (its requester's follow-ups). OpenClaw's own turns never count."""
+    found = origin.user_origins(list(messages or []))
+    if not subagent:
+        return [o.words for o in found if o.kind == origin.USER and len(o.words) > 10]
+    texts = [o.words or role_task if o.kind == origin.SUBAGENT_TASK else o.words
+             for o in found if o.kind in (origin.USER, origin.SUBAGENT_TASK, origin.INTER_SESSION)]
+    return [text for text in texts if text]
 
 
-def extract_state(messages: List[Any], now_iso: str, subagent: bool = False) -> Optional[str]:
+def extract_state(messages: List[Any], now_iso: str, subagent: bool = False,
+                  role_task: str = "") -> Optional[str]:
     """The new CURRENT_STATE.md text for a finished run, or None when the run must not checkpoint.
 
     Objective = last real user message (<= 300 tokens; for a subagent its last user message of
     any length), Current Step = message count, Unsurfaced Results = last assistant text (<= 500
     tokens), as the original plugin extracts them.
     """
-    journal = _journal()
-    real = task_texts(messages, subagent)
+    real = task_texts(messages, subagent, role_task)
     if not real:
         return None
-    users = journal.user_texts(messages)
+    users = [o.words for o in origin.user_origins(messages) if o.words]
     assistants = assistant_texts(messages)
     last_assistant = assistants[-1] if assistants else ""
     if last_assistant and is_poisoned(last_assistant):
@@ -131,7 +124,7 @@ def protected_tail(messages: List[Any], count: int) -> Optional[str]:
         if not (isinstance(msg, Mapping) and msg.get("role") == "assistant"):
             i -= 1
             continue
-        assistant = message_text(msg)
+        assistant = origin.message_text(msg)
         j = i - 1
         while j >= 0 and not (
             isinstance(messages[j], Mapping) and messages[j].get("role") == "user"
@@ -139,7 +132,7 @@ def protected_tail(messages: List[Any], count: int) -> Optional[str]:
             j -= 1
         if j < 0:
             break
-        user = message_text(messages[j])
+        user = origin.message_text(messages[j])
         if not (len(user) < 10 and len(assistant) < 20):
             pairs.append(
                 (truncate_tokens(user, TAIL_BUDGET), truncate_tokens(assistant, TAIL_BUDGET))

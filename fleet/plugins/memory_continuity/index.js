@@ -14,6 +14,7 @@ export default definePlugin({
     ["before_compaction", 10],
     ["before_reset", 10],
     ["subagent_spawned", 50],
+    ["llm_input", 50, ["historyMessages"]],
     ["subagent_ended", 50],
     ["agent_end", 90],
     ["session_end", 90],

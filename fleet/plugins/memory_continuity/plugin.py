@@ -21,6 +21,7 @@ HOOKS = (
     ("before_compaction", 10, checkpoint.before_compaction),
     ("before_reset", 10, checkpoint.before_reset),
     ("subagent_spawned", 50, lineage.remember),
+    ("llm_input", 50, lineage.learn_task),
     ("subagent_ended", 50, recovery.recover),
     ("agent_end", 90, checkpoint.agent_end),
     ("session_end", 90, checkpoint.session_end),
@@ -29,7 +30,7 @@ HOOKS = (
 # Event fields a hook body never reads. The OpenClaw entry (index.js) leaves them out of the
 # bridge's JSON line: OpenClaw hands `before_prompt_build` the session's whole transcript, which
 # would be serialised, piped and parsed on every prompt for nothing. A test keeps this true.
-UNREAD_EVENT_FIELDS = {"before_prompt_build": ("messages",)}
+UNREAD_EVENT_FIELDS = {"before_prompt_build": ("messages",), "llm_input": ("historyMessages",)}
 
 
 def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:

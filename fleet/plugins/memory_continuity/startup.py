@@ -17,7 +17,7 @@ from fleet.continuity.document import StateDocument
 from fleet.continuity.history import related_history
 from fleet.continuity.snapshot import build_snapshot
 
-from . import announceturn, lineage, settings
+from . import lineage, runorigin, settings
 from .locate import Locator
 
 IMPORTANT_LINE = (
@@ -71,7 +71,7 @@ def inject(
     """The hook body: `{"prependSystemContext": ...}` or None when there is nothing to recover."""
     log = api.logger
     config = settings.plugin_config(api)
-    announceturn.note_run(ctx)  # its agent_end must not checkpoint (announceturn.py)
+    runorigin.note(ctx, event.get("prompt"))  # what its agent_end may checkpoint (runorigin.py)
     try:
         workspace, key = locator.session(ctx)
     except ValueError as exc:
