@@ -8,8 +8,10 @@ tests read what really reached the model (the injected recovery context, a child
 
 The reply to a request is decided from its messages, first match wins:
 1. a heartbeat turn (OpenClaw's heartbeat prompt) -> `NO_REPLY`, OpenClaw's silent token;
-2. a subagent's run (its first user message carries OpenClaw's `[Subagent Task]`): the task's
-   `[[reply: TEXT]]` directive, else `CHILD-DONE`;
+2. a subagent's run (its first user message carries OpenClaw's `[Subagent Task]`, or only its
+   `[Subagent Context]` where the release keeps the task in the system prompt, as 2026.5.x
+   does): the task's `[[reply: TEXT]]` directive (from that message, else from the system
+   prompt), else `CHILD-DONE`;
 3. the latest user message holding `[[spawn: TASK | reply: CHILD-TEXT | label: L]]` (options
    optional) has no tool result after it but OpenClaw's steering skip (a message arriving
    mid-run makes OpenClaw 2026.9.x answer pending calls "Skipped to process an incoming
@@ -45,6 +47,7 @@ SERVICE = "fleet scripted model"  # what its /health names, so a starter knows i
 MAX_BODY = 32 * 1024 * 1024  # OpenClaw sends whole transcripts; anything larger is refused
 HEARTBEAT_MARKERS = ("heartbeat monitor", "Read HEARTBEAT.md", "HEARTBEAT_OK")
 SUBAGENT_TASK = "[Subagent Task]"
+SUBAGENT_CONTEXT = "[Subagent Context]"
 INTERNAL_CONTEXT = "BEGIN_OPENCLAW_INTERNAL_CONTEXT"
 STEERING_SKIP = "Skipped to process an incoming message."
 _DIRECTIVE = r"\[\[{}:\s*(.*?)\s*\]\]"
@@ -113,8 +116,11 @@ class Script:
         if any(marker in last_user for marker in HEARTBEAT_MARKERS):
             return ("text", "NO_REPLY")
         first_user = text_of(messages[users[0]].get("content")) if users else ""
-        if SUBAGENT_TASK in first_user:
-            return ("text", directive("reply", first_user) or "CHILD-DONE")
+        if SUBAGENT_TASK in first_user or SUBAGENT_CONTEXT in first_user:
+            system = "\n".join(text_of(m.get("content")) for m in messages
+                               if m.get("role") in ("system", "developer"))
+            return ("text", directive("reply", first_user) or directive("reply", system)
+                    or "CHILD-DONE")
         spawn = self._pending_spawn(messages, users)
         if spawn is not None:
             return ("tool", self._spawn_call(body, *spawn_options(spawn)))

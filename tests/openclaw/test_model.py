@@ -124,6 +124,15 @@ def test_child_run_answers_its_task_reply(server):
     assert _streamed_reply(server.port, plain_child)[0] == "CHILD-DONE"
 
 
+def test_a_child_whose_task_is_in_its_system_prompt_answers_that_tasks_reply(server):
+    """OpenClaw 2026.5.x: the task only under `## Your Role` of the child's system prompt."""
+    child = [{"role": "system", "content": "## Your Role\n- You were created to handle: Check "
+                                           "db-2 [[reply: LAG-3S]]\n\n## Rules\n"},
+             _user("[Subagent Context] You are running as a subagent (depth 1/1).\n\nBegin. "
+                   "Your assigned task is in the system prompt under **Your Role**.")]
+    assert _streamed_reply(server.port, child) == ("LAG-3S", [])
+
+
 def test_heartbeat_stays_silent(server):
     beat = [_user("Follow the heartbeat monitor scratch context when provided.")]
     assert _streamed_reply(server.port, beat)[0] == "NO_REPLY"
