@@ -78,11 +78,6 @@ class Origin:
     def is_user(self) -> bool:
         return self.kind == USER
 
-    @property
-    def is_openclaws(self) -> bool:
-        """A turn OpenClaw made on its own: it must not change what the session is about."""
-        return self.kind in (COMPLETION, INTER_SESSION, INTERNAL)
-
 
 def _clean(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""

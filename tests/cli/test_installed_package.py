@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import tomllib
 from deploy_helpers import stop_gateways
-from source_tree import REPO, snapshot
 
 from fleet.release.artifact import DATA_SUFFIXES, build_artifact
+from lab.sourcetree import REPO, snapshot
 
 pytestmark = pytest.mark.slow
 

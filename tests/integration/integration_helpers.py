@@ -9,10 +9,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from source_tree import PROJECT_FILES, break_python_entry, snapshot
-
 from lab.harness import hosts
 from lab.harness.remote import RemoteGateway
+from lab.sourcetree import PROJECT_FILES, break_python_entry, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 

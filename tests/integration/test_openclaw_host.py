@@ -15,7 +15,6 @@ import atexit
 import json
 import shlex
 import threading
-import time
 import uuid
 
 import pytest
@@ -25,6 +24,7 @@ from fleet.installer.openclawgw import health_from_listing
 from lab.harness import cleanup, hosts, openclawlayer
 from lab.harness.keys import generate_key
 from lab.harness.run import Harness
+from lab.openclaw.drive import is_child_request, is_completion_turn, texts, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.openclaw, pytest.mark.timeout(1800)]
 
@@ -45,16 +45,6 @@ def claw(docker_engine, tmp_path_factory, openclaw_toolchain):
         yield run
     finally:
         run.close()
-
-
-def wait_for(what: str, check, timeout: float = 300, every: float = 2.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(every)
 
 
 def plugin_versions(run) -> dict[str, str]:
@@ -79,17 +69,6 @@ def requests(run) -> list[dict]:
     return [json.loads(line) for line in complete if line.strip()]
 
 
-def texts(request: dict) -> str:
-    parts = []
-    for message in request["body"].get("messages") or []:
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
-    return "\n".join(parts)
-
-
 def parent_state(run) -> str:
     return run.ssh("claw", f"cat {STATE_MD} 2>/dev/null || true", timeout=60).stdout
 
@@ -101,8 +80,7 @@ def unsurfaced(run) -> str:
 
 def completion_turns(run, since: int) -> int:
     """How many of the parent's turns on a child's completion event the model has seen."""
-    return sum(1 for r in requests(run)[since:]
-               if "A background task completed" in texts(r) and "[Subagent Task]" not in texts(r))
+    return sum(1 for r in requests(run)[since:] if is_completion_turn(r))
 
 
 def test_openclaw_runs_as_the_login_user_and_gateway_restart_replaces_it(claw):
@@ -139,7 +117,7 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(cl
 
     def child_request():
         return [r for r in requests(claw)[before:]
-                if "[Subagent Task]" in texts(r) and r.get("reply") == result]
+                if is_child_request(r) and r.get("reply") == result]
 
     child = texts(wait_for("the child's model request", child_request)[0])
     assert "=== PARENT AGENT CONTEXT ===" in child, child[-2000:]

@@ -11,13 +11,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from source_tree import break_python_entry, snapshot
-
 from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
 from fleet.release.artifact import build_artifact
+from lab.sourcetree import break_python_entry, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 

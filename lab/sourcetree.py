@@ -1,9 +1,9 @@
-"""Snapshots of the repo's sources for tests that build releases from them.
+"""Snapshots of the repo's sources, to build releases from them.
 
-A snapshot keeps artifacts stable while others edit the working tree, and is where a test makes
-one release differ from another (memory-continuity's version, a plugin that fails to load).
-Shared by the deploy, integration and OpenClaw tests (tests/support is on `sys.path` through
-pyproject's pytest `pythonpath`).
+A snapshot keeps artifacts stable while others edit the working tree, and is where a test or
+the OpenClaw compat matrix makes one release differ from another (memory-continuity's version, a
+plugin entry that throws at load, a Python core that raises at import). Shared by the deploy,
+integration and OpenClaw tests and by `lab.openclaw.compat`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parent.parent
 PROJECT_FILES = ("pyproject.toml", "README.md")
 
 
@@ -33,6 +33,12 @@ def snapshot(dst: Path, files: Iterable[str] = PROJECT_FILES, version: str | Non
             data["version"] = version
             (plugin / name).write_text(json.dumps(data, indent=2) + "\n")
     return plugin
+
+
+def break_js_entry(plugin: Path, message: str) -> None:
+    """Make the plugin's OpenClaw entry (`index.js`) throw `message` when OpenClaw loads it."""
+    entry = plugin / "index.js"
+    entry.write_text(f"throw new Error({json.dumps(message)});\n" + entry.read_text())
 
 
 def break_python_entry(plugin: Path, message: str) -> None:

@@ -1,0 +1,126 @@
+"""Driving one sandbox OpenClaw host as its user would: agent turns, chat commands, and what the
+gateway and the scripted model saw. Shared by the real-OpenClaw tests and the compat matrix.
+
+Turns go through the gateway's own `agent` and `agent.wait` RPCs (what `openclaw agent` sends),
+not the CLI: two `openclaw agent` processes at once on 2026.4.24 race on its bundled plugins'
+runtime root (one fails with ENOTEMPTY). `/mc` goes through `chat.send`, as a chat app sends it
+(`openclaw agent --message "/mc"` would hand it to the model instead).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from fleet.deploy.inventory import Host
+from fleet.installer.openclawgw import OpenclawManager, RpcError
+from lab.openclaw import sandbox
+
+MAIN_SESSION = "agent:main:main"
+PLUGIN_IDS = ("memory-continuity", "mc")
+
+
+class TurnFailed(AssertionError):
+    """An agent turn did not end `ok` (its `agent.wait` answer says how)."""
+
+
+class Driver:
+    """One sandbox OpenClaw host (already resolved by `sandbox.resolve`)."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    @property
+    def state(self) -> Path:
+        return Path(self.host.state_dir)
+
+    @property
+    def memory(self) -> Path:
+        return self.state / "workspace" / "memory"
+
+    def manager(self) -> OpenclawManager:
+        return OpenclawManager(self.state, dict(self.host.manager_options))
+
+    def loaded(self) -> dict:
+        """{plugin id: version} of the fleet plugins whose worker answers in the running gateway
+        (each plugin's own `<id>.ready`: every OpenClaw release has it)."""
+        out = {}
+        for plugin_id in PLUGIN_IDS:
+            try:
+                out[plugin_id] = self.manager().call(f"{plugin_id}.ready", timeout=120)["version"]
+            except RpcError:
+                pass
+        return out
+
+    def agent(self, message: str, timeout: float = 600) -> str:
+        """One turn of agent `main` in its main session, to its end; its run id."""
+        manager = self.manager()
+        run = manager.call("agent", {"message": message, "agentId": "main",
+                                     "sessionKey": MAIN_SESSION,
+                                     "idempotencyKey": uuid.uuid4().hex}, timeout=120)
+        end = manager.call("agent.wait", {"runId": run["runId"], "timeoutMs": int(timeout * 1000)},
+                           timeout=timeout + 30)
+        if end.get("status") != "ok":
+            raise TurnFailed(f"agent turn {message[:60]!r} ended {end}")
+        return str(run["runId"])
+
+    def chat(self, message: str) -> None:
+        """`message` sent to the main session as a chat app sends it (plugin commands run)."""
+        self.manager().call("chat.send", {"sessionKey": MAIN_SESSION, "message": message,
+                                          "idempotencyKey": uuid.uuid4().hex}, timeout=300)
+
+    def history_text(self, limit: int = 10) -> str:
+        answer = self.manager().call("chat.history", {"sessionKey": MAIN_SESSION,
+                                                      "limit": limit}, timeout=120)
+        return json.dumps(answer, ensure_ascii=False)
+
+    def requests(self) -> list[dict]:
+        """Every request the host's scripted model received, in order."""
+        path = sandbox.model_files(self.host)["log"]
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def texts(request: dict) -> str:
+    """Every message text of one logged model request."""
+    out = []
+    for message in request["body"].get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+    return "\n".join(out)
+
+
+def is_child_request(request: dict) -> bool:
+    """A subagent's model request: its first user message carries OpenClaw's subagent
+    envelope (`[Subagent Task]`, or only `[Subagent Context]` on releases that keep the task in
+    the system prompt)."""
+    users = [m for m in request["body"].get("messages") or [] if m.get("role") == "user"]
+    first = texts({"body": {"messages": users[:1]}})
+    return "[Subagent Task]" in first or "[Subagent Context]" in first
+
+
+def is_completion_turn(request: dict) -> bool:
+    """A parent's model request on a child's completion event (both forms OpenClaw writes)."""
+    text = texts(request)
+    return not is_child_request(request) and (
+        "A background task completed" in text or "[Internal task completion event]" in text)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
+             every: float = 2.0) -> Any:
+    """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
