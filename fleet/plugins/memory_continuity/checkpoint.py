@@ -89,6 +89,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
     if not isinstance(messages, list) or not messages:
         return
     run = runorigin.at_end(ctx, messages)
+    who = ctx.get("sessionKey")  # outcome lines name the session (the compat matrix counts them)
     child = _subagent_key(locator, ctx)
     role_task = lineage.task_of(locator.state_dir, child) if child else ""
     if config["subagentRecovery"] and child:
@@ -98,8 +99,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         # A turn OpenClaw made on its own (delivering a child's result, a routed message) is
         # not the user's work: Objective, Unsurfaced Results (where that child's note lands
         # next) and the journal stay as they are.
-        log.info(f"agent_end: {run.kind} turn of {ctx.get('sessionKey')} ({run.evidence}); "
-                 "checkpoint kept")
+        log.info(f"agent_end: {who}: {run.kind} turn ({run.evidence}); checkpoint kept")
         return
     if not config["autoExtract"]:
         return
@@ -112,7 +112,8 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
     real = extraction.task_texts(messages, subagent, role_task)
     patterns = extraction.compile_ignore_patterns(config["ignorePatterns"], log.warn)
     if real and any(p.search(real[0]) for p in patterns):
-        log.info("agent_end: first user message matches ignorePatterns; run not recorded")
+        log.info(f"agent_end: {who}: first user message matches ignorePatterns; run not "
+                 "recorded")
         return
     moment = clock.now()
     try:
@@ -121,7 +122,8 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         log.warn(f"agent_end: journal step failed (non-fatal): {exc}")
     new_text = extraction.extract_state(messages, to_iso(moment), subagent, role_task)
     if new_text is None:
-        log.info("agent_end: no real user message or a poisoned exchange; checkpoint kept")
+        log.info(f"agent_end: {who}: no real user message or a poisoned exchange; checkpoint "
+                 "kept")
         return
     with store.locked(own):
         old = store.read_text(own)
@@ -130,7 +132,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         if old is not None:
             new_text = _carry_pending_notes(own, old, new_text, event.get("durationMs"), moment)
         store.atomic_write(own, new_text)
-    log.info(f"agent_end: checkpoint written to {own}")
+    log.info(f"agent_end: {who}: checkpoint written to {own}")
 
 
 def _carry_pending_notes(

@@ -1,0 +1,366 @@
+"""The OpenClaw compatibility matrix: every stable release of the declared range, proven for real.
+
+The plugins declare the OpenClaw releases they support (`openclaw.compat` in their
+package.json: from `minGatewayVersion` up to `openclaw.build.openclawVersion`), and each release
+changes what it hands plugins. So for each stable release of that range (the npm registry's
+list) the matrix installs that OpenClaw (lab.openclaw.toolchain), runs the continuity scenario
+on a real gateway of it (lab.openclaw.scenario) and keeps:
+
+- a row per release, `docs/compat/<release>.json`: each check's verdict, the deploy timings, the
+  date, the commit and the fingerprint of the plugin sources it ran (`sources`). A row whose
+  fingerprint is the checkout's is current and is not run again (`force` re-runs it), so an
+  interrupted matrix resumes where it stopped;
+- the corpus of turns that release produced (lab.openclaw.corpus);
+- `docs/compat.md`, the table release x check, rendered from every row;
+- the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`, the
+  releases whose latest row is all green (what hosts and `invoke status` compare a host's
+  OpenClaw with); `excluded`, releases taken out of the range by name with the reason (kept as
+  written there, by hand); and, once every stable release of the range has a current row that
+  is green or excluded, `sources`, `commit` and `date` (what `invoke release` checks).
+
+An install is ~570 MB: one of a release outside the CI set (toolchain.OPENCLAW_VERSIONS) is
+removed after its row unless `keep` says otherwise. Two jobs at most (a gateway holds ~900 MB).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from fleet.continuity.atomicfile import atomic_write
+from fleet.deploy.inventory import load
+from fleet.installer import openclawcompat
+from fleet.release import compatproof
+from fleet.release.git import Git, GitError
+from lab.openclaw import corpus, sandbox, scenario, toolchain
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS = REPO / "docs" / "compat"
+PAGE = REPO / "docs" / "compat.md"
+PROOF = REPO / "fleet" / "plugins" / "openclaw-proven.json"
+PROVEN_PATHS = ("fleet/continuity", "fleet/plugins")  # what the fingerprint covers
+MAX_JOBS = 2
+NPM_TIMEOUT_S = 120.0
+
+
+class CompatError(RuntimeError):
+    """The matrix cannot run as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The OpenClaw releases the checkout's plugins declare: `floor` up to `top`."""
+
+    floor: str
+    top: str
+
+    def holds(self, version: str) -> bool:
+        key = openclawcompat.version_key(version)
+        return (openclawcompat.version_key(self.floor) <= key
+                <= openclawcompat.version_key(self.top))
+
+
+def declared(root: Path = REPO) -> Declared:
+    """The range the checkout's plugins declare (their package.json files)."""
+    packages = {str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8"))
+                for p in sorted((root / "fleet" / "plugins").glob("*/package.json"))}
+    found = openclawcompat.release_range(packages)
+    if found is None or not found.verified:
+        raise CompatError("the plugins declare no OpenClaw range (openclaw.compat.pluginApi and "
+                          "openclaw.build.openclawVersion in fleet/plugins/*/package.json)")
+    return Declared(found.floor, found.verified)
+
+
+def is_stable(version: str) -> bool:
+    """A release, not a pre-release or a numbered correction (`2026.5.3-1`)."""
+    return re.fullmatch(r"\d+\.\d+\.\d+", version) is not None
+
+
+def stable_releases(declared_range: Declared, npm: str = "npm") -> list[str]:
+    """Every stable OpenClaw release of the range on the npm registry, oldest first."""
+    try:
+        proc = subprocess.run([npm, "view", "openclaw", "versions", "--json"],
+                              capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompatError(f"cannot ask the npm registry for OpenClaw's releases: {exc}") from exc
+    try:
+        versions = json.loads(proc.stdout)
+    except ValueError:
+        versions = None
+    if proc.returncode != 0 or not isinstance(versions, list):
+        tail = (proc.stderr or proc.stdout).strip()[-300:]
+        raise CompatError(f"`npm view openclaw versions` failed (exit {proc.returncode}): {tail}")
+    found = [v for v in versions if isinstance(v, str) and is_stable(v)
+             and declared_range.holds(v)]
+    return sorted(found, key=openclawcompat.version_key)
+
+
+def select(spec: str, declared_range: Declared, npm: str = "npm") -> list[str]:
+    """The releases `spec` names: `all` (every stable release of the range), `ci` (the CI set),
+    or a comma-separated list."""
+    spec = spec.strip()
+    if spec == "all":
+        return stable_releases(declared_range, npm)
+    if spec == "ci":
+        return sorted(toolchain.OPENCLAW_VERSIONS, key=openclawcompat.version_key)
+    wanted = [v.strip() for v in spec.split(",") if v.strip()]
+    for version in wanted:
+        if not is_stable(version) or not declared_range.holds(version):
+            raise CompatError(f"--versions: {version!r} is not a stable OpenClaw release of the "
+                              f"declared range {declared_range.floor} .. {declared_range.top}")
+    return sorted(dict.fromkeys(wanted), key=openclawcompat.version_key)
+
+
+# -- rows ----------------------------------------------------------------------------------
+def row_path(release: str, rows: Path = ROWS) -> Path:
+    return rows / f"{release}.json"
+
+
+def read_row(release: str, rows: Path = ROWS) -> dict | None:
+    try:
+        row = json.loads(row_path(release, rows).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) and row.get("release") == release else None
+
+
+def is_current(row: dict | None, sources: str) -> bool:
+    """A row made from these plugin sources, with every check the scenario has today."""
+    return bool(row) and row.get("sources") == sources and \
+        set(row.get("checks") or {}) == set(scenario.CHECKS)
+
+
+def row_ok(row: dict | None) -> bool:
+    checks = (row or {}).get("checks") or {}
+    return bool(row) and all((checks.get(name) or {}).get("ok") for name in scenario.CHECKS)
+
+
+def commit(root: Path = REPO) -> str:
+    """The short commit the matrix runs on, `+dirty` when the proven sources differ from it."""
+    git = Git(root)
+    try:
+        head = git.run("rev-parse", "--short=10", "HEAD")
+        dirty = git.run("status", "--porcelain", "--", *PROVEN_PATHS)
+    except GitError:
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+# -- one release ---------------------------------------------------------------------------
+def run_release(release: str, releases: scenario.Releases, work: Path, sources: str,
+                say: Callable[[str], None], keep: bool = False) -> dict:
+    """Install `release`, run the scenario on a gateway of it, write its corpus; its row."""
+    started = datetime.datetime.now(datetime.timezone.utc)
+    say(f"{release}: installing")
+    tool = toolchain.install(version=release, log=lambda line: say(f"{release}: {line}"))
+    toolchain.stage_runtime_deps(tool, log=lambda line: say(f"{release}: {line}"))
+    install_s = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
+    folder = work / release
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "inventory.yaml").write_text(sandbox.inventory_text(
+        ["oc"], "compat", ready_s=600, command_s=1800,
+        options={"oc": {"openclaw_version": release}}))
+    hosts = sandbox.resolve(load(folder / "inventory.yaml").select("compat"))
+    sandbox.prepare(hosts)
+    probe_log = folder / "probe.jsonl"
+    scenario.install_probe(hosts[0], probe_log)
+    say(f"{release}: running the scenario")
+    try:
+        outcome = scenario.Scenario(hosts[0], releases, probe_log).run()
+    finally:
+        sandbox.down(hosts)
+    corpus.write(release, corpus.collect(scenario.probe_records(probe_log), outcome.turns,
+                                         scenario.CHILD_TASK))
+    if not keep and release not in toolchain.OPENCLAW_VERSIONS:
+        toolchain.remove(tool)
+    row = {"release": release, "date": started.date().isoformat(), "commit": commit(),
+           "sources": sources, "ok": outcome.ok, "checks": outcome.checks,
+           "seconds": {"install": round(install_s, 1), **outcome.seconds}}
+    ROWS.mkdir(parents=True, exist_ok=True)
+    atomic_write(row_path(release), json.dumps(row, indent=1) + "\n")
+    failed = [name for name in scenario.CHECKS if not outcome.checks[name]["ok"]]
+    say(f"{release}: " + ("all green" if not failed else "FAILED " + ", ".join(failed)))
+    return row
+
+
+def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = False,
+        say: Callable[[str], None] = print) -> dict:
+    """The matrix for the releases `spec` names (see `select`), then the page and the proof.
+    Returns {"ran": [...], "current": [...], "failed": [...], "proven": [...], "complete": bool}."""
+    declared_range = declared()
+    wanted = select(spec, declared_range)
+    sources = compatproof.sources_digest(REPO)
+    todo = [r for r in wanted if force or not is_current(read_row(r), sources)]
+    skipped = [r for r in wanted if r not in todo]
+    if skipped:
+        say(f"current for these sources, not run again: {', '.join(skipped)}")
+    jobs = max(1, min(jobs, MAX_JOBS))
+    lock = threading.Lock()
+
+    def report(line: str) -> None:
+        with lock:
+            say(line)
+
+    with tempfile.TemporaryDirectory(prefix="fleet-compat-") as tmp:
+        work = Path(tmp)
+        releases = scenario.build_releases(work / "releases") if todo else None
+        def one(release: str) -> dict | None:
+            try:
+                return run_release(release, releases, work, sources, report, keep)
+            except (toolchain.ToolchainError, sandbox.SandboxError) as exc:
+                report(f"{release}: not run: {exc}")
+                return None
+
+        with ThreadPoolExecutor(jobs) as pool:
+            rows = dict(zip(todo, pool.map(one, todo)))
+    everything = _all_releases(declared_range)
+    proof = write_proof(everything, sources)
+    PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")
+    return {"ran": todo, "current": skipped,
+            "failed": [r for r, row in rows.items() if row is None or not row["ok"]],
+            "proven": proof["proven"], "complete": proof["sources"] == sources}
+
+
+def _all_releases(declared_range: Declared) -> list[str]:
+    """The stable releases of the range (the registry's list, else those with a row)."""
+    try:
+        return stable_releases(declared_range)
+    except CompatError:
+        return sorted((p.stem for p in ROWS.glob("*.json") if is_stable(p.stem)
+                       and declared_range.holds(p.stem)), key=openclawcompat.version_key)
+
+
+# -- the proof and the page ----------------------------------------------------------------
+def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> dict:
+    """Rewrite the proof from the rows (see the module doc); what was written."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = {}
+    excluded = old.get("excluded") if isinstance(old.get("excluded"), dict) else {}
+    everything = list(everything)
+    rows = {r: read_row(r) for r in everything}
+    proven = [r for r in everything if r not in excluded and row_ok(rows[r])]
+    complete = bool(everything) and all(
+        r in excluded or (is_current(rows[r], sources) and row_ok(rows[r])) for r in everything)
+    proof = {"proven": proven, "excluded": excluded,
+             "sources": sources if complete else old.get("sources", ""),
+             "commit": commit() if complete else old.get("commit", ""),
+             "date": (max(rows[r]["date"] for r in proven) if complete and proven
+                      else old.get("date", ""))}
+    atomic_write(path, json.dumps(proof, indent=2) + "\n")
+    return proof
+
+
+_MARK = {True: "✓", False: "✗"}
+
+
+def _short(name: str) -> str:
+    return {"child state": "child", "recovered once": "once", "/mc subagents": "mc sub",
+            "/mc doctor": "mc doc", "/mc settings": "mc set", "clean state": "clean",
+            "rollback: python": "rb py", "rollback: entry": "rb js"}.get(name, name)
+
+
+def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> str:
+    """docs/compat.md from the rows and the proof."""
+    everything = list(everything)
+    excluded = proof.get("excluded") or {}
+    proven = proof.get("proven") or []
+    lines = [
+        "# OpenClaw compatibility",
+        "",
+        "<!-- Written by `invoke openclaw.compat`; do not edit by hand. -->",
+        "",
+        f"fleet's plugins declare OpenClaw **{declared_range.floor} to {declared_range.top}** "
+        "(`openclaw.compat` in each plugin's package.json). Every stable release of that range "
+        "on the npm registry is installed and runs the continuity scenario on a real gateway "
+        "(`lab/openclaw/scenario.py`): deploy, a user turn, a child spawned and ended, the seed "
+        "in the child, the child's answer recovered once, the next turn's recovery, `/mc "
+        "subagents`, `/mc doctor`, `/mc settings`, every section of the parent's and the "
+        "child's state free of OpenClaw's own text, an upgrade, and a rollback each when the "
+        "Python core raises at import and when the entry throws at load, with the error named.",
+        "",
+        f"**Proven: {len(proven)} of {len(everything)} stable releases** "
+        f"({', '.join(_ranges(proven, everything)) or 'none'}). "
+        + (f"Excluded: {'; '.join(f'{r} ({why})' for r, why in sorted(excluded.items()))}. "
+           if excluded else "Excluded: none. ")
+        + (f"Proven for the plugin sources `{proof['sources'][:19]}…` at commit "
+           f"`{proof['commit']}` on {proof['date']}."
+           if proof.get("sources") else "The proof is not complete for any sources yet."),
+        "",
+        "The list of proven releases ships with the plugins (`fleet/plugins/"
+        "openclaw-proven.json`): `invoke status` and `invoke doctor` compare each host's "
+        "OpenClaw with it, and `invoke release` refuses plugins whose sources changed since "
+        "the matrix ran (see docs/openclaw.md).",
+        "",
+        "Seconds are the wall time of one deploy to one gateway as the control side sees it; "
+        "`rb/up` is the slower rollback against the upgrade (a good deploy of a new release to "
+        "the same running gateway; goal: at most 2).",
+        "",
+    ]
+    header = ["release", *(_short(c) for c in scenario.CHECKS), "deploy s", "upgrade s",
+              "rb py s", "rb js s", "rb/up", "date", "commit"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    failures = []
+    for release in everything:
+        row = read_row(release)
+        if row is None:
+            marks = ["–"] * len(scenario.CHECKS)
+            cells = [release, *marks, "", "", "", "", "", "not run", ""]
+        else:
+            checks = row.get("checks") or {}
+            marks = [_MARK[bool((checks.get(c) or {}).get("ok"))] if c in checks else "–"
+                     for c in scenario.CHECKS]
+            secs = row.get("seconds") or {}
+            upgrade = secs.get("upgrade")
+            slowest = max([secs.get("rollback_python") or 0, secs.get("rollback_entry") or 0])
+            ratio = f"{slowest / upgrade:.1f}" if upgrade and slowest else ""
+            cells = [release, *marks, _num(secs.get("deploy")), _num(upgrade),
+                     _num(secs.get("rollback_python")), _num(secs.get("rollback_entry")),
+                     ratio, row.get("date", ""), f"`{row.get('commit', '')}`"]
+            failures += [f"- {release}, {name}: {(checks.get(name) or {}).get('detail', '')}"
+                         for name in scenario.CHECKS
+                         if name in checks and not checks[name].get("ok")]
+        if release in excluded:
+            cells[0] = f"{release} (excluded)"
+        lines.append("| " + " | ".join(cells) + " |")
+    if failures:
+        lines += ["", "## What failed", "", *failures]
+    lines += ["", "## Running it", "",
+              "```bash",
+              "invoke openclaw.compat --versions all      # every stable release of the range",
+              "invoke openclaw.compat --versions ci       # the releases CI tests",
+              "invoke openclaw.compat --versions 2026.6.6,2026.7.35 --force",
+              "```",
+              "",
+              "A release whose row is current for the plugin sources is not run again. Each "
+              "run also rewrites that release's corpus of turns (`tests/corpus/openclaw/`), "
+              "which the unit tests run the turn recogniser over.", ""]
+    return "\n".join(lines)
+
+
+def _num(value) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def _ranges(proven: list[str], everything: list[str]) -> list[str]:
+    """`proven` as runs of consecutive releases of `everything`: ["2026.4.24 – 2026.9.6"]."""
+    runs, current = [], []
+    for release in everything:
+        if release in proven:
+            current.append(release)
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    return [r[0] if len(r) == 1 else f"{r[0]} – {r[-1]}" for r in runs]
