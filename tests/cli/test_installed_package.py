@@ -21,7 +21,8 @@ import tomllib
 from deploy_helpers import stop_gateways
 from source_tree import REPO, snapshot
 
-from fleet.release.artifact import DATA_SUFFIXES, build_artifact
+from fleet.release.artifact import build_artifact
+from fleet.release.hostside import DATA_SUFFIXES
 
 pytestmark = pytest.mark.slow
 
