@@ -25,7 +25,8 @@ def verify(c, json=False):
 
     Every version-bearing file of every component must agree and be valid where it is written,
     the plugins must declare the same OpenClaw versions, and each plugin's OpenClaw entry must
-    import under Node >= 24 when one is available. Exit 1 naming each problem.
+    import under Node >= 24 when one is available. Exit 1 naming each problem. A note says
+    whether the OpenClaw matrix proved the plugin sources (current, stale or never proven).
     """
     from rich.console import Console  # noqa: PLC0415
 
@@ -37,7 +38,7 @@ def verify(c, json=False):
     with run.guard():
         try:
             report = run_verify(load_project(_root()), js=True,
-                                pinned_node=extension.pinned_node(c))
+                                pinned_node=extension.pinned_node(c), proof=True)
         except ReleaseError as exc:
             raise Exit(f"verify: {exc}", code=1) from exc
     if json:
