@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from imports import imports, module_name
 
-from fleet.release.artifact import HOST_FILES
-from fleet.release.artifact import HOST_PACKAGES as HOST_DIRS
+from fleet.release.hostside import HOST_FILES
+from fleet.release.hostside import HOST_PACKAGES as HOST_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 

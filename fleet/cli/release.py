@@ -25,7 +25,8 @@ def verify(c, json=False):
 
     Every version-bearing file of every component must agree and be valid where it is written,
     the plugins must declare the same OpenClaw versions, and each plugin's OpenClaw entry must
-    import under Node >= 24 when one is available. Exit 1 naming each problem.
+    import under Node >= 24 when one is available. Exit 1 naming each problem. A note says
+    whether the OpenClaw matrix proved the plugin sources (current, stale or never proven).
     """
     from rich.console import Console  # noqa: PLC0415
 
@@ -37,7 +38,7 @@ def verify(c, json=False):
     with run.guard():
         try:
             report = run_verify(load_project(_root()), js=True,
-                                pinned_node=extension.pinned_node(c))
+                                pinned_node=extension.pinned_node(c), proof=True)
         except ReleaseError as exc:
             raise Exit(f"verify: {exc}", code=1) from exc
     if json:
@@ -67,16 +68,18 @@ def verify(c, json=False):
         "dry_run": "print every change (diffs, commit, tag, push) and change nothing",
         "no_push": "commit and tag locally only",
         "resume": "finish a release that stopped midway (no second commit or tag)",
+        "allow_unproven": "release plugin sources the OpenClaw matrix has not proven (`invoke "
+                          "openclaw.compat --versions all`); the changelog says so",
     }
 )
 def release(c, component=None, part=None, version=None, dry_run=False, no_push=False,
-            resume=False):
+            resume=False, allow_unproven=False):
     """Bump components' versions in every file, changelog, one commit, annotated tag, push."""
     from fleet.release.cut import run_release  # noqa: PLC0415
 
     try:
         run_release(_root(), component=component, part=part, version=version, dry_run=dry_run,
-                    push=not no_push, resume=resume, echo=print)
+                    push=not no_push, resume=resume, echo=print, allow_unproven=allow_unproven)
     except ReleaseError as exc:
         raise Exit(f"release: {exc}", code=1) from exc
 

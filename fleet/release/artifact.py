@@ -37,12 +37,9 @@ from fleet.continuity.statelayout import StateLayout
 from fleet.release.component import find_root, has_config, installed_project, load_project
 from fleet.release.error import ReleaseError
 from fleet.release.git import Git, GitError
+from fleet.release.hostside import HOST_FILES, HOST_PACKAGES, host_files
 from fleet.release.verify import verify
 
-HOST_FILES = ("fleet/__init__.py",)
-HOST_PACKAGES = ("fleet/continuity", "fleet/plugins", "fleet/gateway", "fleet/installer")
-DATA_SUFFIXES = (".py", ".json", ".md", ".conf", ".sh", ".service", ".plist", ".txt", ".js", ".mjs")
-SKIP_DIRS = ("__pycache__", "tests", "test")
 MANIFEST_NAME = StateLayout.MANIFEST
 SHEBANG = b"#!/usr/bin/env python3\n"
 MAIN_PY = ('"""fleet artifact entry point: the host installer (stdlib only)."""\n'
@@ -73,34 +70,6 @@ class Artifact:
 
 def artifact_name(version: str) -> str:
     return f"fleet-{version}.pyz"
-
-
-def host_files(root: Path) -> list:
-    """Relative POSIX paths of the host-side files that go into the artifact, sorted."""
-    root = Path(root)
-    found = []
-    for rel in HOST_FILES:
-        if not (root / rel).is_file():
-            raise ReleaseError(f"{rel}: missing; the artifact needs it")
-        found.append(rel)
-    for pkg in HOST_PACKAGES:
-        base = root / pkg
-        if not base.is_dir():
-            raise ReleaseError(f"{pkg}/: missing; the artifact ships the host packages "
-                               f"{', '.join(HOST_PACKAGES)}")
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames
-                                 if d not in SKIP_DIRS and not d.startswith("."))
-            for name in filenames:
-                if _wanted(name):
-                    found.append((Path(dirpath) / name).relative_to(root).as_posix())
-    return sorted(found)
-
-
-def _wanted(name: str) -> bool:
-    if name.startswith(".") or not name.endswith(DATA_SUFFIXES):
-        return False
-    return not (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
 
 
 def _contents(root: Path, bytecode: bool = True) -> tuple:

@@ -63,8 +63,10 @@ def heading(component: str, version: str) -> str:
 
 
 def section(component: str, version: str, commits: list, date: str,
-            previous_tag: Optional[str] = None) -> str:
-    """The markdown section for one release; `commits` are (short sha, subject), oldest first."""
+            previous_tag: Optional[str] = None, note: Optional[str] = None) -> str:
+    """The markdown section for one release; `commits` are (short sha, subject), oldest first;
+    `note`, a line said about the whole release (such as an unproven OpenClaw compatibility),
+    goes above the commits."""
     grouped: dict[str, list[str]] = {key: [] for key, _ in GROUPS}
     for sha, subject in commits:
         group, text = classify(subject)
@@ -72,6 +74,8 @@ def section(component: str, version: str, commits: list, date: str,
             grouped[group].append(f"- {text} ({sha})")
     since = f"Changes since {previous_tag}." if previous_tag else "First release."
     out = [f"{heading(component, version)} ({date})", "", since, ""]
+    if note:
+        out += [note, ""]
     if not any(grouped.values()):
         out += ["No commits since the previous release.", ""]
     for key, title in GROUPS:

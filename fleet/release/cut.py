@@ -4,10 +4,11 @@ Steps: files, commit, tag, push. One release may hold several components (`-c a 
 commit and one tag for all of them (the tag of the main component when it is among them, else of
 the first in declared order), a changelog section per component.
 
-Every refusal happens before the first change. Once changes start, each step is recorded in the
-progress record (`.git/fleet-release.json`); a failure says where it stopped and prints
-the one command that finishes the job (`invoke release --resume`), which never makes a second
-commit or tag.
+Every refusal happens before the first change, among them plugin sources the OpenClaw matrix
+has not proven (`compatproof.py`), unless `allow_unproven` (then the changelog says so). Once
+changes start, each step is recorded in the progress record (`.git/fleet-release.json`); a
+failure says where it stopped and prints the one command that finishes the job
+(`invoke release --resume`), which never makes a second commit or tag.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from packaging.version import Version
 
-from fleet.release import changelog
+from fleet.release import changelog, compatproof
 from fleet.release.bump import next_version
 from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
@@ -100,9 +101,11 @@ def requested_versions(project: Project, components: Names, versions: Names) -> 
 def run_release(root: Path, component: Names = None, part: Optional[str] = None,
                 version: Names = None, dry_run: bool = False, push: bool = True,
                 resume: bool = False, echo: Echo = print,
-                today: Optional[str] = None) -> ReleaseResult:
+                today: Optional[str] = None, allow_unproven: bool = False) -> ReleaseResult:
     """Release one or more components (default: the main one) in one commit with one tag;
-    raises ReleaseError with reason and fix."""
+    raises ReleaseError with reason and fix. `allow_unproven` lets plugin sources the OpenClaw
+    matrix has not proven go out (the changelog says so); `--resume` keeps the decision made
+    when the release started."""
     root = Path(root)
     project = load_project(root)
     git = Git(root)
@@ -130,7 +133,7 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
                            f"recorded in {progress_path} ({where}); fix: finish it with "
                            f"`{RESUME_COMMAND}` before starting another")
     requested = requested_versions(project, component, version)
-    plan = preflight(git, project, requested, part, push, echo, today)
+    plan = preflight(git, project, requested, part, push, echo, today, allow_unproven)
     if dry_run:
         echo("DRY RUN: nothing is changed")
         echo(plan.describe())
@@ -139,8 +142,9 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
                         previous={r.id: r.previous for r in plan.releases}, tag=plan.tag,
                         branch=plan.branch, base=plan.base, files=plan.paths,
                         changelog_section=plan.changelog_section, push=plan.push,
-                        remote=plan.remote, path=progress_path)
+                        remote=plan.remote, proof=plan.proof, path=progress_path)
     progress.claim()
+    echo(plan.proof)
     return _execute(git, project, progress, echo, plan)
 
 
@@ -178,7 +182,7 @@ def tag_owner(project: Project, ids: list) -> Component:
 
 def preflight(git: Git, project: Project, requested: Union[dict, str, None],
               part: Optional[str] = None, push: bool = True, echo: Echo = print,
-              today: Optional[str] = None) -> Plan:
+              today: Optional[str] = None, allow_unproven: bool = False) -> Plan:
     """Every refusal (with reason and fix), then the plan; changes nothing. `requested` is
     {component: explicit version or None} (see `requested_versions`)."""
     if not isinstance(requested, dict):
@@ -220,6 +224,7 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
             raise ReleaseError(f"refusing to release: tag {name} already exists locally (on "
                                f"{local[:12]}); fix: pick a higher version, or delete a stale "
                                f"tag with `git tag -d {name}`")
+    proof, unproven, concerned = _proof(project, new, allow_unproven)
     remote = pick_remote(git, branch)
     if remote:
         _check_remote(git, remote, branch, checked, push, echo)
@@ -230,12 +235,37 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
         comp = project.component(cid)
         prev_tag = previous_tag(git, comp, tags)
         commits = git.log_subjects(prev_tag, comp.changelog_paths())
-        sections.append(changelog.section(cid, ver, commits, date, prev_tag))
+        note = unproven if cid in concerned else None
+        sections.append(changelog.section(cid, ver, commits, date, prev_tag, note))
         releases.append(ComponentRelease(cid, report.versions[cid], ver, prev_tag))
     section = "\n".join(sections)
     changes = file_changes(project, new, section)
     return Plan(releases=releases, tag=tag, branch=branch, base=git.head(), remote=remote,
-                push=push, changelog_section=section, changes=changes)
+                push=push, changelog_section=section, changes=changes, proof=proof)
+
+
+def _proof(project: Project, new: dict, allow_unproven: bool) -> tuple:
+    """(what the release says about its OpenClaw proof, the changelog line when it goes out
+    unproven or None, the components that ship plugin or continuity code); refuses plugin
+    sources the OpenClaw matrix has not proven, unless `allow_unproven`."""
+    concerned = compatproof.concerned(project, list(new))
+    if not concerned:
+        return (f"OpenClaw proof: does not apply ({', '.join(new)} ship no plugin or continuity "
+                "code)", None, concerned)
+    found = compatproof.verdict(project.root)
+    if found.current:
+        return f"OpenClaw proof: {found.describe()}", None, concerned
+    if not allow_unproven:
+        what = ", ".join(f"{cid} {ver}" for cid, ver in new.items())
+        changes = ""
+        if found.proof is not None and found.state == compatproof.STALE:
+            changes = (f" (`git diff --stat {found.proof.commit[:12]} -- "
+                       f"{' '.join(compatproof.PROVEN_PACKAGES)}` lists the changes)")
+        raise ReleaseError(f"refusing to release {what}: its OpenClaw compatibility is not "
+                           f"proven: {found.describe()}{changes}; fix: "
+                           f"{compatproof.renew_hint()}")
+    return (f"OpenClaw proof: {found.describe()}; going ahead with --allow-unproven, the "
+            f"changelog of {', '.join(concerned)} says so", found.changelog_line(), concerned)
 
 
 def _check_remote(git: Git, remote: str, branch: str, tags: list, push: bool,
@@ -277,12 +307,17 @@ def _resume(git: Git, project: Project, progress: Progress, dry_run: bool,
     if stray:
         raise ReleaseError(f"cannot resume: uncommitted changes outside the release files: "
                            f"{', '.join(stray)}; fix: commit or stash them first")
+    decided = f"{progress.proof} (decided when the release started)" if progress.proof else None
     if dry_run:
         echo(f"DRY RUN: resume the release of {progress.label}; "
              f"steps left: {', '.join(progress.pending()) or 'none'}")
+        if decided:
+            echo(decided)
         return _result(project, progress.versions, progress.tag, progress.commit, False, True, None)
     echo(f"resuming the release of {progress.label} "
          f"(done: {', '.join(progress.done) or 'nothing'})")
+    if decided:
+        echo(decided)
     return _execute(git, project, progress, echo, None)
 
 

@@ -59,6 +59,7 @@ class Plan:
     push: bool
     changelog_section: str
     changes: list = field(default_factory=list)
+    proof: str = ""  # what the release says about its OpenClaw proof (cut._proof)
 
     @property
     def versions(self) -> dict:
@@ -81,6 +82,8 @@ class Plan:
     def describe(self) -> str:
         out = [f"release {r.id}: {r.previous} -> {r.version} (branch {self.branch}, since "
                f"{r.previous_tag or 'the first commit'})" for r in self.releases]
+        if self.proof:
+            out.append(self.proof)
         out.append("")
         out += [c.diff() for c in self.changes]
         out.append(f"commit: {self.commit_message!r} on {self.branch} "

@@ -34,6 +34,7 @@ class Progress:
     changelog_section: str
     push: bool
     remote: Optional[str] = None
+    proof: Optional[str] = None  # the OpenClaw proof decision made at the start, kept on resume
     commit: Optional[str] = None
     done: list = field(default_factory=list)
     failed_step: Optional[str] = None

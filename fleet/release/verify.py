@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from fleet.installer import openclawcompat
-from fleet.release import ecosystem, entries
+from fleet.release import compatproof, ecosystem, entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
 
@@ -72,12 +72,14 @@ def valid_version(value: str) -> Optional[Version]:
 
 
 def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
-           pinned_node: Optional[str] = None) -> Report:
+           pinned_node: Optional[str] = None, proof: bool = False) -> Report:
     """Read every component's files; `overrides` ({id: version}) checks a planned bump's rules.
 
     `js`: also import each plugin's OpenClaw entry under Node >= 24 (`pinned_node`, else `node`
     on PATH: `fleet.release.entries`); without such a Node the import is skipped and a note
-    says so.
+    says so. `proof`: also say, as a note, whether the OpenClaw matrix proved these plugin
+    sources (`compatproof`): current, stale or never proven is not a problem here (the release
+    refuses it), a malformed proof file is.
     """
     report = Report()
     for comp in project.components.values():
@@ -126,6 +128,16 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
             report.notes.append(f"OpenClaw entries imported with {node.note}: "
                                 + ", ".join(str(p.relative_to(Path(project.root).resolve()))
                                             for _, p in found))
+    if proof:
+        try:
+            found_proof = compatproof.verdict(project.root)
+        except ReleaseError as exc:
+            report.problems.append(f"OpenClaw proof: {exc}")
+        else:
+            report.notes.append(f"OpenClaw proof: {found_proof.describe()}"
+                                + ("" if found_proof.current
+                                   else f"; `invoke release` refuses these sources until "
+                                        f"`{compatproof.RENEW_COMMAND}` proves them"))
     return report
 
 

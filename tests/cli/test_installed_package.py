@@ -20,7 +20,8 @@ import pytest
 import tomllib
 from deploy_helpers import stop_gateways
 
-from fleet.release.artifact import DATA_SUFFIXES, build_artifact
+from fleet.release.artifact import build_artifact
+from fleet.release.hostside import DATA_SUFFIXES
 from lab.sourcetree import REPO, snapshot
 
 pytestmark = pytest.mark.slow

@@ -4,10 +4,13 @@ with a bare remote, plus helpers to snapshot everything a dry run must leave unt
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from fleet.release.compatproof import PROOF_FILE, sources_digest
 
 MAIN = Path(__file__).resolve().parents[2]
 RELEASE_FILES = (
@@ -94,7 +97,26 @@ class Repo:
         (self.path / rel).write_bytes(text.encode("utf-8"))
 
 
-def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=()) -> Repo:
+def proof_text(root: Path, **fields: object) -> str:
+    """A proof record that the OpenClaw matrix proved the sources under `root` as they are
+    now; `fields` override its keys (`sources=""`: never proven)."""
+    record = {"proven": ["2026.4.24", "2026.9.6"], "excluded": {},
+              "sources": sources_digest(root), "commit": "0123456789abcdef0123",
+              "date": "2026-01-01"}
+    record.update(fields)
+    return json.dumps(record, indent=2) + "\n"
+
+
+def prove(repo: Repo) -> None:
+    """What renewing the proof does: the matrix stamps the current sources, and that is
+    committed (and pushed), so the next release of them may go ahead."""
+    commit_file(repo.path, PROOF_FILE, proof_text(repo.path), "chore: OpenClaw proof")
+    repo.git("push", "-q")
+
+
+def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=(), proven=True) -> Repo:
+    """A temp checkout of `files` (and `extra_trees`) with a bare `origin`; `proven`: its
+    plugin sources carry a current OpenClaw proof."""
     repo = tmp_path / "work"
     remote = tmp_path / "remote.git"
     repo.mkdir()
@@ -109,6 +131,8 @@ def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=()) -> Repo:
     for rel in extra_trees:
         shutil.copytree(MAIN / rel, repo / rel, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if proven:
+        (repo / PROOF_FILE).write_text(proof_text(repo), encoding="utf-8")
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "Release Tester")

@@ -7,8 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from release_fixtures import MAIN, Repo, commit_file, task_env
+from release_fixtures import MAIN, Repo, commit_file, proof_text, prove, task_env
 
+from fleet.release import compatproof
+from fleet.release.compatproof import PROOF_FILE
 from fleet.release.component import load_project
 from fleet.release.cut import run_release
 from fleet.release.error import ReleaseError
@@ -184,10 +186,12 @@ def test_other_components_tag_with_their_name(repo):
 
 def test_changelog_holds_commits_since_the_previous_tag_only(repo):
     commit_file(repo.path, f"{MC_DIR}/a.txt", "a", "feat: before the first release")
+    prove(repo)
     first, _ = release(repo, component="mc")
     commit_file(repo.path, f"{MC_DIR}/b.txt", "b", "feat(mc): new command")
     commit_file(repo.path, f"{MC_DIR}/c.txt", "c", "fix: a bug")
     commit_file(repo.path, f"{MC_DIR}/d.txt", "d", "docs: words")
+    prove(repo)
     second, _ = release(repo, component="mc")
     log = repo.read("CHANGELOG.md")
     top = log[log.index(f"## mc {second.version}"):log.index(f"## mc {first.version}")]
@@ -214,7 +218,7 @@ def test_each_component_lists_only_the_commits_touching_what_it_ships(repo):
     (repo.path / MC_DIR / "cmd.py").write_text("x2")
     (repo.path / MCONT_DIR / "hook.py").write_text("y2")
     repo.git("commit", "-qam", "feat: touches both plugins")
-    repo.git("push", "-q")
+    prove(repo)
     mc, _ = release(repo, component="mc")
     log = repo.read("CHANGELOG.md")
     mc_section = section_of(log, f"## mc {mc.version}")
@@ -232,6 +236,7 @@ def test_components_released_together_get_one_commit_and_one_tag(repo):
     before = versions(repo)
     commit_file(repo.path, f"{MC_DIR}/cmd.py", "x", "feat(mc): /mc doctor")
     commit_file(repo.path, f"{MCONT_DIR}/hook.py", "y", "fix: recovery")
+    prove(repo)
     result, out = release(repo, component=["mc", "memory-continuity"], part="minor")
     after = versions(repo)
     assert result.versions == {"memory-continuity": after["memory-continuity"],
@@ -240,7 +245,8 @@ def test_components_released_together_get_one_commit_and_one_tag(repo):
     assert after["mc"] != before["mc"] and after["memory-continuity"] != before["memory-continuity"]
     subject = f"release: memory-continuity v{after['memory-continuity']}, mc v{after['mc']}"
     assert repo.git("log", "-1", "--format=%s") == subject
-    assert repo.git("rev-list", "--count", f"{base}..HEAD") == "3"  # two work commits + release
+    # two work commits, the proof, the release
+    assert repo.git("rev-list", "--count", f"{base}..HEAD") == "4"
     assert result.tag == f"v{after['memory-continuity']}"  # the main component's tag
     assert repo.git("tag", "--list") == result.tag
     assert repo.remote_git("tag", "--list") == result.tag
@@ -256,7 +262,7 @@ def test_components_released_together_get_one_commit_and_one_tag(repo):
     assert log.index("## memory-continuity") < log.index("## mc ")
     # the next mc release finds the joint tag as its previous release
     commit_file(repo.path, f"{MC_DIR}/later.py", "z", "fix(mc): later")
-    repo.git("push", "-q")
+    prove(repo)
     nxt, _ = release(repo, component="mc")
     top = section_of(repo.read("CHANGELOG.md"), f"## mc {nxt.version}")
     assert f"Changes since {result.tag}." in top
@@ -460,3 +466,121 @@ def test_a_concurrent_release_cannot_start(repo, monkeypatch):
         release(repo, component="mc")
     assert repo.git("log", "-1", "--format=%s") == "chore: initial import"
     assert repo.git("status", "--porcelain") == ""
+
+
+# --- the OpenClaw proof --------------------------------------------------------------------------
+STALE_LINE = ("OpenClaw compatibility: not proven for these sources (last proven on 0123456789ab, "
+              "2026-01-01); released with --allow-unproven")
+
+
+def change_plugin_code(repo: Repo) -> None:
+    """A commit (pushed) that changes plugin code after the OpenClaw matrix proved it."""
+    commit_file(repo.path, f"{MC_DIR}/commands_new.py", "X = 1\n", "feat(mc): a new command")
+    repo.git("push", "-q")
+
+
+@pytest.mark.parametrize("component", ["mc", "memory-continuity", "fleet"])
+def test_refuses_plugin_sources_changed_since_the_proof(repo, component):
+    change_plugin_code(repo)
+    message = refuse(repo, "its OpenClaw compatibility is not proven: stale since "
+                     r"0123456789ab \(2026-01-01\)", component=component)
+    assert "the plugins or the continuity core changed" in message
+    assert "`git diff --stat 0123456789ab -- fleet/continuity fleet/plugins`" in message
+    assert "fix: `invoke openclaw.compat --versions all` (it writes docs/compat.md and " \
+           "fleet/plugins/openclaw-proven.json), commit both, release again; or release with " \
+           "--allow-unproven" in message
+
+
+def test_refuses_sources_never_proven(repo):
+    commit_file(repo.path, PROOF_FILE, proof_text(repo.path, sources="", commit="", date=""),
+                "chore: no proof yet")
+    refuse(repo, r"not proven: never proven \(fleet/plugins/openclaw-proven.json has no "
+           "`sources`\\)", component=["memory-continuity", "mc"])
+    repo.git("rm", "-q", PROOF_FILE)
+    repo.git("commit", "-qm", "chore: the proof is gone")
+    refuse(repo, r"never proven \(no fleet/plugins/openclaw-proven.json\)")
+
+
+def test_refuses_a_malformed_proof_naming_the_key(repo):
+    commit_file(repo.path, PROOF_FILE, proof_text(repo.path, date="yesterday"), "chore: bad")
+    refuse(repo, f"{PROOF_FILE}: `date` 'yesterday' is not a day", component="mc")
+
+
+def test_a_proven_release_goes_ahead_and_stays_proven(repo):
+    result, out = release(repo, component=["memory-continuity", "mc"], part="minor")
+    assert "OpenClaw proof: current: proven on OpenClaw 2026.4.24, 2026.9.6 at 0123456789ab " \
+           "(2026-01-01)" in out
+    assert result.commit == repo.git("rev-parse", "HEAD")
+    assert "OpenClaw compatibility" not in repo.read("CHANGELOG.md")
+    # the release bumped every plugin version: the same sources are still the proven ones
+    assert compatproof.verdict(repo.path).current
+
+
+def test_allow_unproven_releases_and_says_so_in_the_changelog(repo):
+    change_plugin_code(repo)
+    result, out = release(repo, component=["memory-continuity", "mc"], allow_unproven=True)
+    assert result.pushed and repo.remote_git("tag", "--list") == result.tag
+    assert "going ahead with --allow-unproven, the changelog of memory-continuity, mc says so" \
+        in out
+    log = repo.git("show", "HEAD:CHANGELOG.md")
+    for cid, ver in result.versions.items():
+        section = section_of(log, f"## {cid} {ver}")
+        assert section.count(STALE_LINE) == 1, section
+    # with a current proof the flag changes nothing
+    prove(repo)
+    again, _ = release(repo, component="mc", allow_unproven=True)
+    assert "OpenClaw compatibility" not in section_of(repo.read("CHANGELOG.md"),
+                                                      f"## mc {again.version}")
+
+
+def test_dry_run_reports_the_proof(repo):
+    before = repo.snapshot()
+    _, out = release(repo, component="mc", dry_run=True)
+    assert repo.snapshot() == before
+    assert "OpenClaw proof: current: proven on OpenClaw 2026.4.24, 2026.9.6" in out
+    change_plugin_code(repo)
+    before = repo.snapshot()
+    _, out = release(repo, component="mc", dry_run=True, allow_unproven=True)
+    assert repo.snapshot() == before
+    assert "OpenClaw proof: stale since 0123456789ab (2026-01-01)" in out
+    assert "going ahead with --allow-unproven" in out
+    assert f"+{STALE_LINE}" in out  # in the changelog diff
+    refuse(repo, "not proven: stale since", component="mc", dry_run=True)
+
+
+def test_resume_keeps_the_decision_made_at_the_start(repo):
+    change_plugin_code(repo)
+    reject_pushes(repo)
+    with pytest.raises(ReleaseError, match="stopped at step 'push'"):
+        release(repo, component="mc", allow_unproven=True)
+    (repo.remote / "hooks" / "pre-receive").unlink()
+    _, out = release(repo, resume=True, dry_run=True)
+    assert "going ahead with --allow-unproven" in out and "decided when the release started" \
+        in out
+    result, out = release(repo, resume=True)  # no --allow-unproven: the start decided
+    assert result.pushed and "decided when the release started" in out
+    assert STALE_LINE in repo.remote_git("show", "main:CHANGELOG.md")
+    assert len(release_commits_on_remote(repo)) == 1
+
+
+def test_the_proof_does_not_concern_a_component_without_plugin_code(repo):
+    text = repo.read("pyproject.toml") + (
+        '\n[tool.fleet.components.docs]\nfiles = ["docs/version.json:version"]\n'
+        'ships = ["docs"]\n')
+    commit_file(repo.path, "docs/version.json", '{"version": "1.0.0"}\n', "docs: versioned")
+    commit_file(repo.path, "pyproject.toml", text, "chore: a docs component")
+    change_plugin_code(repo)
+    result, out = release(repo, component="docs")
+    assert result.tag == "docs-v1.0.1"
+    assert "OpenClaw proof: does not apply (docs ship no plugin or continuity code)" in out
+    refuse(repo, "not proven", component=["docs", "mc"])
+
+
+def test_task_refuses_unproven_sources_unless_allowed(repo):
+    change_plugin_code(repo)
+    proc = run_task(repo, "-c", "mc", "--no-push")
+    assert proc.returncode == 1
+    assert "not proven: stale since" in proc.stderr and "--allow-unproven" in proc.stderr
+    proc = run_task(repo, "-c", "mc", "--no-push", "--allow-unproven")
+    assert proc.returncode == 0, proc.stderr
+    assert STALE_LINE in repo.read("CHANGELOG.md")

@@ -184,8 +184,8 @@ def test_a_build_from_uncommitted_sources_says_so_in_its_version(project, tmp_pa
 
 def test_installed_package_builds_the_same_artifact_as_its_checkout(tmp_path):
     """`pip install .` ships no pyproject.toml: components come from the plugin manifests."""
-    from fleet.release.artifact import HOST_FILES, HOST_PACKAGES
     from fleet.release.component import INSTALLED_MAIN, installed_project
+    from fleet.release.hostside import HOST_FILES, HOST_PACKAGES
 
     site = tmp_path / "site-packages"
     for rel in (*HOST_FILES, *HOST_PACKAGES, "fleet/plugins"):

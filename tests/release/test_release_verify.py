@@ -174,8 +174,9 @@ def test_verify_without_node_24_skips_the_import_with_a_note(repo, tmp_path):
     proc = run_verify(repo, "--json", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     notes = json.loads(proc.stdout)["notes"]
-    assert notes == [f"OpenClaw entries not imported: {fake} is Node 20.11.1, older than 24 "
-                     "(in the checkout: `invoke openclaw.install`)"]
+    assert notes[0] == (f"OpenClaw entries not imported: {fake} is Node 20.11.1, older than 24 "
+                        "(in the checkout: `invoke openclaw.install`)")
+    assert notes[1].startswith("OpenClaw proof: stale since")  # the entry changed since
 
 
 def test_a_missing_entry_is_a_problem_with_or_without_node(repo, tmp_path):
