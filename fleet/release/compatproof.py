@@ -6,8 +6,9 @@ is part of releasing, not of CI: the matrix records what it proved in `PROOF_FIL
 in the artifact, and `invoke release` refuses plugin sources the record does not match.
 
 The record names its sources by `sources_digest`: a SHA-256 over the path and content of every
-file of `fleet/continuity` and `fleet/plugins` that the artifact ships, working-tree content,
-except the record itself and the top-level `version` of each plugin's `package.json` and
+file of `fleet/continuity` and `fleet/plugins` that the artifact ships, and of the part of
+`fleet/gateway` that runs the plugins under OpenClaw (the worker behind each JS entry and what it
+loads them with, `WORKER_FILES`), working-tree content, except the record itself and the top-level `version` of each plugin's `package.json` and
 `openclaw.plugin.json`. A release's version bump therefore keeps a proof current; any change of
 code, of a shipped data file or of a manifest's other fields makes it stale. No git needed: the
 matrix calls `sources_digest` to stamp its rows.
@@ -30,6 +31,10 @@ from fleet.release.hostside import package_files
 
 PROOF_FILE = "fleet/plugins/openclaw-proven.json"
 PROVEN_PACKAGES = ("fleet/continuity", "fleet/plugins")
+# fleet/gateway/worker.py and the modules it imports: the plugins' runtime under OpenClaw
+WORKER_FILES = tuple(f"fleet/gateway/{name}.py" for name in (
+    "worker", "api", "commands", "hooks", "loader", "layout", "manifest"))
+PROVEN_PATHS = PROVEN_PACKAGES + WORKER_FILES
 MANIFESTS = ("package.json", "openclaw.plugin.json")  # their `version` is left out
 MAX_PROOF_BYTES = 64 * 1024
 RENEW_COMMAND = "invoke openclaw.compat --versions all"
@@ -43,7 +48,8 @@ def sources_digest(root: Path) -> str:
     """`sha256:<hex>` of the plugin and continuity sources under `root` (see the module doc)."""
     root = Path(root)
     total = hashlib.sha256()
-    for rel in package_files(root, PROVEN_PACKAGES):
+    worker = [rel for rel in WORKER_FILES if (root / rel).is_file()]
+    for rel in sorted(package_files(root, PROVEN_PACKAGES) + worker):
         if rel == PROOF_FILE:
             continue
         data = (root / rel).read_bytes()
@@ -216,11 +222,11 @@ def renew_hint() -> str:
 
 def ships_proven_code(comp: Component) -> bool:
     """Whether a component can ship plugin or continuity code: one of its `ships` paths holds
-    or lies inside `fleet/continuity` or `fleet/plugins`, or it declares none (then what it
-    ships is not narrowed)."""
+    or lies inside a proven path (`PROVEN_PATHS`), or it declares none (then what it ships is
+    not narrowed)."""
     if not comp.ships:
         return True
-    return any(_overlap(path, pkg) for path in comp.ships for pkg in PROVEN_PACKAGES)
+    return any(_overlap(path, pkg) for path in comp.ships for pkg in PROVEN_PATHS)
 
 
 def _overlap(a: str, b: str) -> bool:

@@ -260,7 +260,7 @@ def _proof(project: Project, new: dict, allow_unproven: bool) -> tuple:
         changes = ""
         if found.proof is not None and found.state == compatproof.STALE:
             changes = (f" (`git diff --stat {found.proof.commit[:12]} -- "
-                       f"{' '.join(compatproof.PROVEN_PACKAGES)}` lists the changes)")
+                       f"{' '.join(compatproof.PROVEN_PATHS)}` lists the changes)")
         raise ReleaseError(f"refusing to release {what}: its OpenClaw compatibility is not "
                            f"proven: {found.describe()}{changes}; fix: "
                            f"{compatproof.renew_hint()}")

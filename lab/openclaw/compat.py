@@ -45,8 +45,7 @@ from lab.openclaw import corpus, sandbox, scenario, toolchain
 REPO = Path(__file__).resolve().parents[2]
 ROWS = REPO / "docs" / "compat"
 PAGE = REPO / "docs" / "compat.md"
-PROOF = REPO / "fleet" / "plugins" / "openclaw-proven.json"
-PROVEN_PATHS = ("fleet/continuity", "fleet/plugins")  # what the fingerprint covers
+PROOF = REPO / compatproof.PROOF_FILE
 MAX_JOBS = 2
 NPM_TIMEOUT_S = 120.0
 
@@ -149,7 +148,7 @@ def commit(root: Path = REPO) -> str:
     git = Git(root)
     try:
         head = git.run("rev-parse", "--short=10", "HEAD")
-        dirty = git.run("status", "--porcelain", "--", *PROVEN_PATHS)
+        dirty = git.run("status", "--porcelain", "--", *compatproof.PROVEN_PATHS)
     except GitError:
         return "unknown"
     return head + ("+dirty" if dirty else "")

@@ -15,6 +15,7 @@ from fleet.release.compatproof import (
     NEVER,
     PROOF_FILE,
     STALE,
+    WORKER_FILES,
     concerned,
     read_proof,
     sources_digest,
@@ -30,11 +31,15 @@ MANIFESTS = [f"{p}/{name}" for p in PLUGINS for name in ("package.json", "opencl
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of the checkout's continuity core and plugins, as the artifact would take them."""
+    """A copy of the checkout's continuity core, plugins and the gateway modules that run them
+    under OpenClaw, as the artifact would take them."""
     root = tmp_path / "src"
     for pkg in ("fleet/continuity", "fleet/plugins"):
         shutil.copytree(MAIN / pkg, root / pkg, symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "fleet" / "gateway").mkdir()
+    for rel in WORKER_FILES:
+        shutil.copy(MAIN / rel, root / rel)
     return root
 
 
@@ -66,6 +71,8 @@ def test_digest_ignores_version_bumps_and_the_proof_file(tree):
     "fleet/plugins/memory_continuity/plugin.py",
     "fleet/plugins/memory_continuity/index.js",
     "fleet/plugins/bridge.mjs",  # each plugin's bridge.mjs is a link to this one
+    "fleet/gateway/worker.py",  # the plugins' Python side under OpenClaw
+    "fleet/gateway/hooks.py",
 ])
 def test_digest_changes_for_a_code_change_in_each_package(tree, rel):
     before = sources_digest(tree)
