@@ -45,6 +45,10 @@ from lab.openclaw import corpus, sandbox, scenario, toolchain
 REPO = Path(__file__).resolve().parents[2]
 ROWS = REPO / "docs" / "compat"
 PAGE = REPO / "docs" / "compat.md"
+# Pages that state the supported and proven range, between STATEMENT_MARKS, written from the
+# proof by `sync_statement` (a unit test keeps them in step with the proof).
+STATING = (REPO / "README.md", REPO / "docs" / "openclaw.md")
+STATEMENT_MARKS = ("<!-- openclaw-range -->", "<!-- /openclaw-range -->")
 PROOF = REPO / compatproof.PROOF_FILE
 MAX_JOBS = 2
 NPM_TIMEOUT_S = 120.0
@@ -120,13 +124,13 @@ def select(spec: str, declared_range: Declared, npm: str = "npm") -> list[str]:
 
 
 # -- rows ----------------------------------------------------------------------------------
-def row_path(release: str, rows: Path = ROWS) -> Path:
-    return rows / f"{release}.json"
+def row_path(release: str) -> Path:
+    return ROWS / f"{release}.json"
 
 
-def read_row(release: str, rows: Path = ROWS) -> dict | None:
+def read_row(release: str) -> dict | None:
     try:
-        row = json.loads(row_path(release, rows).read_text(encoding="utf-8"))
+        row = json.loads(row_path(release).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return row if isinstance(row, dict) and row.get("release") == release else None
@@ -224,6 +228,7 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
     everything = _all_releases(declared_range)
     proof = write_proof(everything, sources)
     PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")
+    sync_statement(statement(declared_range, proof))
     return {"ran": todo, "current": skipped,
             "failed": [r for r, row in rows.items() if row is None or not row["ok"]],
             "proven": proof["proven"], "complete": proof["sources"] == sources}
@@ -258,6 +263,32 @@ def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> 
                       else old.get("date", ""))}
     atomic_write(path, json.dumps(proof, indent=2) + "\n")
     return proof
+
+
+def statement(declared_range: Declared, proof: dict) -> str:
+    """The one sentence README.md and docs/openclaw.md say about the OpenClaw range."""
+    proven = sorted(proof.get("proven") or [], key=openclawcompat.version_key)
+    excluded = sorted(proof.get("excluded") or {}, key=openclawcompat.version_key)
+    said = (f"Supported: OpenClaw **{declared_range.floor} to {declared_range.top}**; proven "
+            f"release by release on {len(proven)} stable releases of that range"
+            + (f" (the oldest {proven[0]}, the newest {proven[-1]})" if proven else "")
+            + (f", {len(excluded)} excluded ({', '.join(excluded)})" if excluded else "")
+            + ": every check of every release is in [docs/compat.md]")
+    return said
+
+
+def sync_statement(text: str, pages: Iterable[Path] = STATING) -> None:
+    """Write `text` between the marks of each page (a page without them is left alone)."""
+    begin, end = STATEMENT_MARKS
+    for page in pages:
+        body = page.read_text(encoding="utf-8")
+        if begin not in body or end not in body:
+            continue
+        head, rest = body.split(begin, 1)
+        link = "(compat.md)" if page.parent.name == "docs" else "(docs/compat.md)"
+        new = f"{head}{begin}{text}{link}.{end}{rest.split(end, 1)[1]}"
+        if new != body:
+            page.write_text(new, encoding="utf-8")
 
 
 _MARK = {True: "✓", False: "✗"}
