@@ -8,10 +8,11 @@ in the artifact, and `invoke release` refuses plugin sources the record does not
 The record names its sources by `sources_digest`: a SHA-256 over the path and content of every
 file of `fleet/continuity` and `fleet/plugins` that the artifact ships, and of the part of
 `fleet/gateway` that runs the plugins under OpenClaw (the worker behind each JS entry and what it
-loads them with, `WORKER_FILES`), working-tree content, except the record itself and the top-level `version` of each plugin's `package.json` and
-`openclaw.plugin.json`. A release's version bump therefore keeps a proof current; any change of
-code, of a shipped data file or of a manifest's other fields makes it stale. No git needed: the
-matrix calls `sources_digest` to stamp its rows.
+loads them with, `WORKER_FILES`), working-tree content, except the record itself and the
+top-level `version` of each plugin's `package.json` and `openclaw.plugin.json`. A release's
+version bump therefore keeps a proof current; any change of code, of a shipped data file or of
+a manifest's other fields makes it stale. No git needed: the matrix calls `sources_digest` to
+stamp its rows.
 """
 
 from __future__ import annotations

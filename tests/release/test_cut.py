@@ -485,7 +485,8 @@ def test_refuses_plugin_sources_changed_since_the_proof(repo, component):
     message = refuse(repo, "its OpenClaw compatibility is not proven: stale since "
                      r"0123456789ab \(2026-01-01\)", component=component)
     assert "the plugins or the continuity core changed" in message
-    assert "`git diff --stat 0123456789ab -- fleet/continuity fleet/plugins fleet/gateway/worker.py" in message
+    assert ("`git diff --stat 0123456789ab -- fleet/continuity fleet/plugins "
+            "fleet/gateway/worker.py") in message
     assert "fix: `invoke openclaw.compat --versions all` (it writes docs/compat.md and " \
            "fleet/plugins/openclaw-proven.json), commit both, release again; or release with " \
            "--allow-unproven" in message
