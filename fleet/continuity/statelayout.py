@@ -59,6 +59,8 @@ class StateLayout:
     MANIFEST = "fleet_manifest.json"  # an artifact's root, so a release dir's: what it ships
     RELEASE_INSTALLER = "fleet/installer/cli.py"  # inside a release dir: its installer
     RELEASE_PLUGINS = "fleet/plugins"  # inside a release dir: <pkg>/ of each plugin
+    # inside a release dir: the OpenClaw releases it was proven on (fleet.continuity.openclawrange)
+    RELEASE_PROOF = RELEASE_PLUGINS + "/openclaw-proven.json"
 
     def __init__(self, state_dir: Union[str, Path]) -> None:
         self.state_dir = Path(os.path.abspath(str(state_dir)))

@@ -8,7 +8,8 @@ host. Bad arguments exit 2 with a message naming the flag and the fix.
 The answer's fields are documented in fleet/installer/protocol.py (the control side reads them
 with its `InstallerResult`); `doctor` exits with its `exit`: 0 healthy, 1 warnings, 2 critical.
 Extra flags beyond docs/architecture.md: --owner (audit/lock), --timeout (restart and readiness
-deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact.
+deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact,
+--allow-unproven-openclaw (protocol.ALLOW_UNPROVEN_OPENCLAW).
 The fault seam for tests is described in fleet/installer/faults.py.
 """
 
@@ -28,7 +29,13 @@ from fleet.installer import transaction
 from fleet.installer.lock import DEFAULT_LEASE_S
 from fleet.installer.manager import ManagerError
 from fleet.installer.managers import make_manager
-from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, worst_case_s
+from fleet.installer.protocol import (
+    ALLOW_UNPROVEN_OPENCLAW,
+    FLEET_MANAGER,
+    MANAGERS,
+    READY_TIMEOUT_S,
+    worst_case_s,
+)
 
 
 def read_manifest() -> dict:
@@ -77,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     inst.add_argument("--expect", action="append", default=[], metavar="ID=VERSION")
     inst.add_argument("--force", action="store_true", help="restart even if already active")
     inst.add_argument("--keep", type=int, default=5, help="releases to keep")
+    inst.add_argument(ALLOW_UNPROVEN_OPENCLAW, dest="allow_unproven_openclaw",
+                      action="store_true", help="go ahead on an OpenClaw this release was not "
+                      "proven on (never on one older than it supports)")
     sub.add_parser("status", parents=[common])
     rb = sub.add_parser("rollback", parents=[common])
     rb.add_argument("--to", default=None, help="version, release dir name or SHA-256 prefix (4+ "
@@ -141,7 +151,8 @@ def run(args: argparse.Namespace) -> dict:
         return transaction.install(state_dir, artifact, args.sha256, manager, owner,
                                    _pairs(args.expect, "--expect"), force=args.force,
                                    timeout=args.timeout, keep=args.keep, lease_s=args.lease,
-                                   lock_wait=args.lock_wait)
+                                   lock_wait=args.lock_wait,
+                                   allow_unproven=args.allow_unproven_openclaw)
     if args.command == "rollback":
         return transaction.rollback(state_dir, manager, owner, to=args.to,
                                     timeout=args.timeout, lease_s=args.lease,

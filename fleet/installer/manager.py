@@ -114,10 +114,18 @@ class Manager:
         """Why a gateway this manager started can never become ready (it exited), or None."""
         return None
 
-    def preflight(self, artifact: Path) -> Tuple[Optional[str], List[str]]:
+    def preflight(self, artifact: Path,
+                  allow_unproven: bool = False) -> Tuple[Optional[str], List[str]]:
         """(why this host cannot take `artifact`, notes) before anything changes; (None, [])
-        where the gateway takes any release (ours does)."""
+        where the gateway takes any release (ours does). `allow_unproven`: the deploy accepts a
+        gateway the release was not proven on (--allow-unproven-openclaw)."""
         return None, []
+
+    def support(self, release: Optional[Path], health: Optional[dict]) -> Optional[dict]:
+        """Whether the gateway here is one `release` was proven on (`{state, version,
+        message}`, fleet.continuity.openclawrange), for status and doctor; None where any
+        gateway version runs any release (ours)."""
+        return None
 
     def log_tail(self) -> str:
         """The started gateway's recent log lines, for error messages ("" if unknown)."""

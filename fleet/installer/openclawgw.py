@@ -39,9 +39,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from fleet.continuity import detached, paths, store
+from fleet.continuity.openclawrange import OUTSIDE, PROVEN, CompatError, Support
 from fleet.continuity.statelayout import StateLayout
-from fleet.installer import openclawcompat, openclawconfig, openclawrpc, releasedirs
+from fleet.installer import openclawcli, openclawconfig, openclawrpc, releasedirs
 from fleet.installer.manager import Manager, ManagerError
+from fleet.installer.protocol import openclaw_note, openclaw_refusal
 
 DEFAULT_PORT = 18789
 ACTIVE = "active"
@@ -84,23 +86,13 @@ class OpenclawManager(Manager):
 
     # -- the OpenClaw CLI --------------------------------------------------------------
     def argv(self, *args: str) -> List[str]:
-        cli = os.path.expanduser(self.opts.get("openclaw", "openclaw"))
-        node = self.opts.get("node")
-        return ([os.path.expanduser(node), cli] if node else [cli]) + list(args)
+        return openclawcli.cli_argv(self.opts, *args)
 
     def oc_env(self) -> Dict[str, str]:
         env = {"OPENCLAW_STATE_DIR": str(self.state_dir),
                "OPENCLAW_CONFIG_PATH": str(self.config_path),
                "OPENCLAW_GATEWAY_PORT": str(self.port()), "NO_COLOR": "1"}
-        if self.opts.get("home"):
-            env["HOME"] = os.path.expanduser(self.opts["home"])
-        node = self.opts.get("node")
-        if node:  # OpenClaw starts helpers with `node`: the same one
-            env["PATH"] = os.path.dirname(os.path.expanduser(node)) + os.pathsep + \
-                os.environ.get("PATH", "")
-        for key, value in self.opts.items():
-            if key.startswith("env.") and len(key) > 4:
-                env[key[4:]] = value
+        env.update(openclawcli.cli_env(self.opts))
         return env
 
     def full_env(self, env: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -186,58 +178,71 @@ class OpenclawManager(Manager):
         """OpenClaw's version: the running gateway's when fleet has talked to it, else the CLI's."""
         return self._gateway_version or self.cli_version()
 
-    def running_version(self) -> Optional[str]:
+    def running_version(self, timeout: float = 60.0, direct_only: bool = False) -> Optional[str]:
         """The running gateway's own version (`status`: `runtimeVersion`, in 2026.4.24 and
-        2026.9.6), None when no gateway answers."""
-        if not self.http_ready():
+        2026.9.6), None when no gateway answers. `direct_only`: never through the CLI (a boot,
+        seconds), None where the direct RPC cannot be used."""
+        if not self.http_ready(min(2.0, timeout)):
             return None
         try:
-            status = self.call("status", timeout=60)
-        except (RpcError, ManagerError):
+            status = (self.call_direct("status", None, timeout) if direct_only
+                      else self.call("status", timeout=timeout))
+        except (RpcError, ManagerError, openclawrpc.Unsupported):
             return self._gateway_version
         found = status.get("runtimeVersion")
         if isinstance(found, str) and found:
             self._gateway_version = found
         return self._gateway_version
 
-    def preflight(self, artifact: Path) -> Tuple[Optional[str], List[str]]:
-        """The release's OpenClaw range (its plugins' package.json) against this host's OpenClaw
-        (the running gateway's version, else the CLI's), before anything on the host changes:
-        (refusal, notes)."""
+    def found_version(self) -> Tuple[Optional[str], str]:
+        """(this host's OpenClaw version, whose it is): the running gateway's (as it said when
+        fleet last talked to it in this run, e.g. a readiness probe just before), else the
+        CLI's."""
+        running = self._gateway_version or self.running_version()
+        if running:
+            return running, "the running gateway"
+        return self.cli_version(), "the OpenClaw CLI (no gateway answers)"
+
+    def preflight(self, artifact: Path,
+                  allow_unproven: bool = False) -> Tuple[Optional[str], List[str]]:
+        """The release's OpenClaw support (its plugins' package.json and its proof, read from
+        the artifact) against this host's OpenClaw, before anything on the host changes:
+        (refusal, notes). Proven goes ahead; too old is refused; anything else is refused unless
+        `allow_unproven`, and then noted."""
         try:
-            supported = openclawcompat.release_range(openclawcompat.artifact_packages(artifact))
-        except (openclawcompat.CompatError, OSError, ValueError) as exc:
+            support = Support.of_artifact(artifact)
+        except CompatError as exc:
             return f"cannot read the OpenClaw versions this release supports: {exc}", []
-        if supported is None:
-            return None, ["this release declares no OpenClaw versions it supports"]
-        running = self.running_version()
-        found = running or self.cli_version()
+        found, whose = self.found_version()
         if found is None:
-            return None, [f"cannot tell which OpenClaw runs here; the release supports "
-                          f"OpenClaw {supported.describe()}"]
-        refusal = supported.refusal(found)
-        if refusal:
-            what = "the running gateway" if running else "the OpenClaw CLI (no gateway answers)"
-            return f"{what} here is OpenClaw {found}: {refusal}; nothing was changed", []
-        note = supported.note(found)
-        return None, [note] if note else []
+            return None, [f"cannot tell which OpenClaw runs here; the release: "
+                          f"{support.describe()}"]
+        verdict = support.classify(found)
+        where = f"{whose} here is OpenClaw {found}"
+        if not verdict.accepted(allow_unproven):
+            return openclaw_refusal(where, verdict.message, not verdict.too_old), []
+        return None, [] if verdict.state == PROVEN else [openclaw_note(where, verdict.message)]
+
+    def support(self, release: Optional[Path], health: Optional[dict]) -> Optional[dict]:
+        """This host's OpenClaw against the proof of `release` (the active one), for status and
+        doctor: `{state, version, message}`; None without a release or a version to compare."""
+        if release is None:
+            return None
+        version = (health or {}).get("openclaw") or self.cli_version()
+        if not version:
+            return None
+        try:
+            return Support.of_release(release).classify(str(version)).as_dict()
+        except CompatError as exc:
+            return {"state": OUTSIDE, "version": str(version),
+                    "message": f"cannot read the OpenClaw versions {release.name} supports: "
+                               f"{exc}"}
 
     def cli_version(self) -> Optional[str]:
-        """The CLI's version: its package.json beside an `openclaw.mjs` entry, else --version."""
-        cli = Path(os.path.expanduser(self.opts.get("openclaw", "openclaw")))
-        if self._version is None and cli.suffix == ".mjs":
-            try:
-                self._version = str(json.loads((cli.parent / "package.json").read_text(
-                    encoding="utf-8"))["version"])
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
+        """The CLI's version (fleet/installer/openclawcli.py), asked once."""
         if self._version is None:
-            try:
-                proc = self.cli("--version", timeout=60)
-            except ManagerError:
-                return None
-            words = proc.stdout.split()
-            self._version = words[1] if len(words) > 1 and proc.returncode == 0 else None
+            self._version = openclawcli.cli_version(self.opts, self.oc_env(),
+                                                    str(self.state_dir), 60.0)
         return self._version
 
     # -- where the gateway listens -------------------------------------------------------
@@ -493,6 +498,23 @@ class OpenclawManager(Manager):
                 if error or status not in (None, "loaded", ACTIVE):
                     return f"plugin {plugin_id} failed to load: {error or status}"
         return None
+
+
+def installed_openclaw(state_dir: str, opts: Dict[str, str],
+                       budget: float) -> Optional[Dict[str, str]]:
+    """`{version, source}` of the OpenClaw this host runs, within `budget` seconds: the running
+    gateway's own (its `hello-ok` over the gateway's socket; never `openclaw gateway call`, a CLI
+    boot), else the CLI's; None when neither can tell. The fleet lease's take of a deploy asks
+    the active release's installer this (fleet/deploy/lease.py), so the control side can refuse
+    a host before it sends the artifact."""
+    manager = OpenclawManager(Path(state_dir), dict(opts))
+    deadline = time.monotonic() + budget
+    running = manager.running_version(budget / 2, direct_only=True)
+    if running:
+        return {"version": running, "source": "gateway"}
+    found = openclawcli.cli_version(opts, manager.oc_env(), str(manager.state_dir),
+                                    max(deadline - time.monotonic(), 0.5))
+    return {"version": found, "source": "cli"} if found else None
 
 
 def unknown_method(exc: RpcError) -> bool:

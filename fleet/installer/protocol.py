@@ -12,11 +12,14 @@ state_dir, owner, from, to, reason, notes, restarted, steps: {step: seconds}, du
 gateway: <health>, lock_takeover?, lock_holder?, pruned?}` where `result` is installed |
 unchanged | rolled_back | restarted | refused | failed and `from`/`to` are `release_summary()`s
 `{release, version, sha256, components}`. `status` (`HostStatus`) gives `{result: "status",
-current, previous, releases, gateway, ready, problem, lock, last_audit, disk_free_bytes}`, `lock`
-the holder `{owner, pid, host, time, lease, stale}` (`LockHolder`). `doctor` (`DoctorAnswer`)
-gives `{result: "doctor", checks: [{check, severity, message}], continuity: {severity, targets},
-time, severity, exit, ...}` (fleet/installer/doctor.py). Bad arguments give `{ok: false, result:
-"error", reason}`.
+current, previous, releases, gateway, ready, problem, lock, last_audit, disk_free_bytes,
+openclaw_support?}`, `lock` the holder `{owner, pid, host, time, lease, stale}` (`LockHolder`),
+`openclaw_support` (OpenClaw hosts) `{state: proven|unproven|outside, version, message}`: the
+host's OpenClaw against the active release's proof. `install` takes ALLOW_UNPROVEN_OPENCLAW to
+go ahead on an OpenClaw the release was not proven on (the answer's `notes` then say so).
+`doctor` (`DoctorAnswer`) gives `{result: "doctor", checks: [{check, severity, message}],
+continuity: {severity, targets}, time, severity, exit, openclaw_support?, ...}`
+(fleet/installer/doctor.py). Bad arguments give `{ok: false, result: "error", reason}`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
 FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
 READY_TIMEOUT_S = 60.0  # default `--timeout` (one restart's readiness wait) = timeouts.ready
 STEP_SLACK_S = 5.0  # beyond --timeout, for one restart or one readiness wait
+# `install` (and `invoke deploy`): go ahead on an OpenClaw the release was not proven on
+ALLOW_UNPROVEN_OPENCLAW = "--allow-unproven-openclaw"
 
 
 def worst_case_s(timeout: float) -> float:
@@ -47,6 +52,21 @@ def sha_mismatch(path: object, actual: str, expected: str, note: str) -> str:
 
 def is_sha_mismatch(reason: str) -> bool:
     return " has SHA-256 " in reason and ", expected " in reason
+
+
+def openclaw_refusal(where: str, verdict: str, overridable: bool) -> str:
+    """Why an install is refused on this host's OpenClaw, in the same words whether the
+    installer refuses it or the control side does before its upload: `where` names whose
+    version it is, `verdict` is fleet.continuity.openclawrange's message, `overridable` whether
+    ALLOW_UNPROVEN_OPENCLAW would let it through (not for an OpenClaw older than the floor)."""
+    fix = (f"; pass {ALLOW_UNPROVEN_OPENCLAW} to deploy it anyway, or deploy a fleet release "
+           "proven on it" if overridable else "")
+    return f"{where}: {verdict}{fix}; nothing was changed"
+
+
+def openclaw_note(where: str, verdict: str) -> str:
+    """The note of an install that went ahead on an unproven OpenClaw."""
+    return f"{where}: {verdict}; deployed anyway ({ALLOW_UNPROVEN_OPENCLAW})"
 
 
 class InstallerAnswerError(ValueError):
@@ -173,12 +193,18 @@ class HostStatus(_Answer):
     gateway: Dict[str, Any] = field(default_factory=dict)  # its health answer
     last_audit: Dict[str, Any] = field(default_factory=dict)  # the newest audit entry
     disk_free_bytes: Optional[int] = None
+    # an OpenClaw host: its OpenClaw against the active release's proof {state, version, message}
+    openclaw_support: Optional[Dict[str, Any]] = None
     data: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Any, host: str = "") -> HostStatus:
         data = _object(data, host)
         lock = _optional(data, "lock", dict, "an object", host)
+        support = _optional(data, "openclaw_support", dict, "an object", host)
+        if support is not None and not isinstance(support.get("state"), str):
+            raise _bad(host, f"'openclaw_support.state' must be a string, got "
+                             f"{support.get('state')!r:.80}")
         return cls(current=_optional(data, "current", dict, "an object", host),
                    ready=bool(_optional(data, "ready", bool, "true or false", host)),
                    problem=_optional(data, "problem", str, "a string", host),
@@ -186,7 +212,7 @@ class HostStatus(_Answer):
                    gateway=_optional(data, "gateway", dict, "an object", host) or {},
                    last_audit=_optional(data, "last_audit", dict, "an object", host) or {},
                    disk_free_bytes=_optional(data, "disk_free_bytes", int, "an integer", host),
-                   data=data)
+                   openclaw_support=support, data=data)
 
 
 @dataclass(frozen=True)

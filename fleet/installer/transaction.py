@@ -183,14 +183,16 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
             expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
-            keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
-    """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune."""
+            keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0,
+            allow_unproven: bool = False) -> dict:
+    """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune.
+    `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight)."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        return _install_locked(tx, artifact, sha256, expect, force, keep)
+        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven)
     except Exception as exc:  # always answer with JSON; the lock is released below
         res["reason"] = res["reason"] or describe(exc)
         return tx.finish()
@@ -199,7 +201,7 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
 
 
 def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[str, str],
-                    force: bool, keep: int) -> dict:
+                    force: bool, keep: int, allow_unproven: bool) -> dict:
     state_dir, res = tx.state_dir, tx.result
     with tx.step("verify"):
         releasedirs.verify_artifact(artifact, sha256)
@@ -212,11 +214,20 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         want = expected_versions(releasedirs.read_meta(current) or {}, expect)
         health = tx.manager.probe(current)
         if process.judge(health, want, release=current.name).state == process.READY:
-            res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
+            # Nothing to change, but the gateway may have been updated since (`openclaw
+            # update`): a deploy still says whether the release was proven on it.
+            with tx.step("compat"):
+                refusal, notes = tx.manager.preflight(artifact, allow_unproven)
+            tx.notes.extend(notes)
+            if refusal:
+                res.update(result="refused", gateway=health,
+                           reason=f"{current.name} is active and ready here, but {refusal}")
+            else:
+                res.update(ok=True, result="unchanged", to=res["from"], gateway=health)
             tx.record()
             return tx.finish()
     with tx.step("compat"):  # whether this host's gateway can take it, before any change
-        refusal, notes = tx.manager.preflight(artifact)
+        refusal, notes = tx.manager.preflight(artifact, allow_unproven)
     tx.notes.extend(notes)
     if refusal:
         res.update(result="refused", reason=refusal)
@@ -352,14 +363,18 @@ def status(state_dir: Path, manager: Manager) -> dict:
         holder.pop("token", None)
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
-    return {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
-            "state_dir": str(state_dir), "current": release_summary(meta),
-            "previous": release_summary(releasedirs.read_meta(
-                releasedirs.previous_release(state_dir))),
-            "releases": [r.name for r in releasedirs.list_releases(state_dir)],
-            "gateway": health, "ready": problem is None, "problem": problem,
-            "lock": holder, "last_audit": audit.last_entry(state_dir),
-            "disk_free_bytes": _disk_free(state_dir)}
+    answer = {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
+              "state_dir": str(state_dir), "current": release_summary(meta),
+              "previous": release_summary(releasedirs.read_meta(
+                  releasedirs.previous_release(state_dir))),
+              "releases": [r.name for r in releasedirs.list_releases(state_dir)],
+              "gateway": health, "ready": problem is None, "problem": problem,
+              "lock": holder, "last_audit": audit.last_entry(state_dir),
+              "disk_free_bytes": _disk_free(state_dir)}
+    support = manager.support(current, health)
+    if support is not None:
+        answer["openclaw_support"] = support
+    return answer
 
 
 def _disk_free(state_dir: Path) -> Optional[int]:

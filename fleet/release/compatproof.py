@@ -25,7 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fleet.installer.openclawcompat import version_key
+from fleet.continuity.openclawrange import version_key
 from fleet.release.component import Component, Project
 from fleet.release.error import ReleaseError
 from fleet.release.hostside import package_files

@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from fleet.installer import openclawcompat
+from fleet.continuity import openclawrange
 from fleet.release import compatproof, ecosystem, entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
@@ -145,8 +145,8 @@ def compat_problems(project: Project) -> list:
     """The OpenClaw versions the plugins support: declared by every plugin, in every field, the
     same way. Fields: package.json `openclaw.compat.pluginApi` (">=floor") and
     `openclaw.compat.minGatewayVersion`, the manifest's `minOpenClawVersion` (the floor), and
-    `openclaw.build.openclawVersion` (the newest verified). The installer refuses a gateway below
-    the floor (fleet/installer/openclawcompat.py): a plugin that declared another floor, or none,
+    `openclaw.build.openclawVersion` (the top of the range). The installer refuses a gateway below
+    the floor (fleet/continuity/openclawrange.py): a plugin that declared another floor, or none,
     would make that refusal say something the release does not mean."""
     root = Path(project.root)
     problems: list = []
@@ -178,8 +178,8 @@ def compat_problems(project: Project) -> list:
                             '"build": {"openclawVersion": "2026.9.6"}} and "minOpenClawVersion"')
             continue
         try:
-            openclawcompat.declared(package, pkg)
-        except openclawcompat.CompatError as exc:
+            openclawrange.declared(package, pkg)
+        except openclawrange.CompatError as exc:
             problems.append(f"{comp.id}: {exc}")
             continue
         floors.update(mine)

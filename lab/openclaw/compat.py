@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from fleet.continuity import openclawrange
 from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy.inventory import load
-from fleet.installer import openclawcompat
 from fleet.release import compatproof
 from fleet.release.git import Git, GitError
 from lab.openclaw import corpus, sandbox, scenario, toolchain
@@ -66,20 +66,20 @@ class Declared:
     top: str
 
     def holds(self, version: str) -> bool:
-        key = openclawcompat.version_key(version)
-        return (openclawcompat.version_key(self.floor) <= key
-                <= openclawcompat.version_key(self.top))
+        key = openclawrange.version_key(version)
+        return (openclawrange.version_key(self.floor) <= key
+                <= openclawrange.version_key(self.top))
 
 
 def declared(root: Path = REPO) -> Declared:
     """The range the checkout's plugins declare (their package.json files)."""
     packages = {str(p.relative_to(root)): json.loads(p.read_text(encoding="utf-8"))
                 for p in sorted((root / "fleet" / "plugins").glob("*/package.json"))}
-    found = openclawcompat.release_range(packages)
-    if found is None or not found.verified:
+    found = openclawrange.release_range(packages)
+    if found is None or not found.top:
         raise CompatError("the plugins declare no OpenClaw range (openclaw.compat.pluginApi and "
                           "openclaw.build.openclawVersion in fleet/plugins/*/package.json)")
-    return Declared(found.floor, found.verified)
+    return Declared(found.floor, found.top)
 
 
 def is_stable(version: str) -> bool:
@@ -104,7 +104,7 @@ def stable_releases(declared_range: Declared, npm: str = "npm") -> list[str]:
         raise CompatError(f"`npm view openclaw versions` failed (exit {proc.returncode}): {tail}")
     found = [v for v in versions if isinstance(v, str) and is_stable(v)
              and declared_range.holds(v)]
-    return sorted(found, key=openclawcompat.version_key)
+    return sorted(found, key=openclawrange.version_key)
 
 
 def select(spec: str, declared_range: Declared, npm: str = "npm") -> list[str]:
@@ -114,13 +114,13 @@ def select(spec: str, declared_range: Declared, npm: str = "npm") -> list[str]:
     if spec == "all":
         return stable_releases(declared_range, npm)
     if spec == "ci":
-        return sorted(toolchain.OPENCLAW_VERSIONS, key=openclawcompat.version_key)
+        return sorted(toolchain.OPENCLAW_VERSIONS, key=openclawrange.version_key)
     wanted = [v.strip() for v in spec.split(",") if v.strip()]
     for version in wanted:
         if not is_stable(version) or not declared_range.holds(version):
             raise CompatError(f"--versions: {version!r} is not a stable OpenClaw release of the "
                               f"declared range {declared_range.floor} .. {declared_range.top}")
-    return sorted(dict.fromkeys(wanted), key=openclawcompat.version_key)
+    return sorted(dict.fromkeys(wanted), key=openclawrange.version_key)
 
 
 # -- rows ----------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _all_releases(declared_range: Declared) -> list[str]:
         return stable_releases(declared_range)
     except CompatError:
         return sorted((p.stem for p in ROWS.glob("*.json") if is_stable(p.stem)
-                       and declared_range.holds(p.stem)), key=openclawcompat.version_key)
+                       and declared_range.holds(p.stem)), key=openclawrange.version_key)
 
 
 # -- the proof and the page ----------------------------------------------------------------
@@ -267,8 +267,8 @@ def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> 
 
 def statement(declared_range: Declared, proof: dict) -> str:
     """The one sentence README.md and docs/openclaw.md say about the OpenClaw range."""
-    proven = sorted(proof.get("proven") or [], key=openclawcompat.version_key)
-    excluded = sorted(proof.get("excluded") or {}, key=openclawcompat.version_key)
+    proven = sorted(proof.get("proven") or [], key=openclawrange.version_key)
+    excluded = sorted(proof.get("excluded") or {}, key=openclawrange.version_key)
     said = (f"Supported: OpenClaw **{declared_range.floor} to {declared_range.top}**; proven "
             f"release by release on {len(proven)} stable releases of that range"
             + (f" (the oldest {proven[0]}, the newest {proven[-1]})" if proven else "")

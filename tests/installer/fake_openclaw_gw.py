@@ -30,6 +30,7 @@ class FakeGateway(socketserver.ThreadingTCPServer):
         self.chatty = False  # an event and a ping before each answer
         self.fragment = False  # answers split into continuation frames
         self.plain_http = False  # no WebSocket on this port (another service)
+        self.version = "2026.9.6"  # the OpenClaw it says it is (hello-ok's server.version)
         self.answers: Dict[str, List[Any]] = {}  # method -> answers, the last one repeats
         self.calls: List[Tuple[str, Dict[str, Any]]] = []
         self.connects: List[Dict[str, Any]] = []
@@ -143,7 +144,7 @@ class _Handler(socketserver.StreamRequestHandler):
             {
                 "type": "hello-ok",
                 "protocol": 4,
-                "server": {"version": "2026.9.6", "connId": "c1"},
+                "server": {"version": self.server.version, "connId": "c1"},
                 "auth": {"role": "operator", "scopes": connect["params"]["scopes"]},
             },
         )

@@ -102,12 +102,19 @@ def test_a_status_answer_is_typed_down_to_the_lock_holder():
                                                                      "lease expired")
     assert status.gateway == {} and status.last_audit == {"action": "install"}
     assert HostStatus.from_dict({}).current is None and not HostStatus.from_dict({}).ready
+    assert status.openclaw_support is None  # not an OpenClaw host
+    support = {"state": "unproven", "version": "2026.6.6", "message": "..."}
+    assert HostStatus.from_dict({**STATUS, "openclaw_support": support}).openclaw_support == \
+        support
 
 
 @pytest.mark.parametrize("change, named", [
     ({"disk_free_bytes": "4 KiB"}, "host edge-1: 'disk_free_bytes' must be an integer"),
     ({"lock": {"owner": "ops", "stale": True}}, "host edge-1: 'lock.stale' must be a string"),
     ({"current": "1.2.0"}, "host edge-1: 'current' must be an object"),
+    ({"openclaw_support": "proven"}, "host edge-1: 'openclaw_support' must be an object"),
+    ({"openclaw_support": {"version": "2026.9.6"}},
+     "host edge-1: 'openclaw_support.state' must be a string"),
 ])
 def test_a_bad_status_names_the_host_and_the_field(change, named):
     with pytest.raises(InstallerAnswerError, match=named):

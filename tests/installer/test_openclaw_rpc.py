@@ -370,7 +370,8 @@ def test_without_an_inventory_rpc_the_plugins_answers_decide(gw, tmp_path):
 
 
 # -- which OpenClaw a release supports ------------------------------------------------------------
-def _artifact(path: Path, floor: str = "2026.4.24", verified: str = "2026.9.6") -> Path:
+def _artifact(path: Path, floor: str = "2026.4.24", top: str = "2026.9.6",
+              proven: tuple = ("2026.4.24", "2026.9.6")) -> Path:
     import zipfile
 
     with zipfile.ZipFile(path, "w") as zf:
@@ -378,32 +379,57 @@ def _artifact(path: Path, floor: str = "2026.4.24", verified: str = "2026.9.6") 
             zf.writestr(f"fleet/plugins/{pkg}/package.json", json.dumps(
                 {"name": pkg, "openclaw": {"compat": {"pluginApi": f">={floor}",
                                                       "minGatewayVersion": floor},
-                                           "build": {"openclawVersion": verified}}}))
+                                           "build": {"openclawVersion": top}}}))
+        zf.writestr("fleet/plugins/openclaw-proven.json", json.dumps(
+            {"proven": list(proven), "excluded": {}, "sources": "", "commit": "", "date": ""}))
     return path
 
 
-@pytest.mark.parametrize("running, refused, note", [
-    ("2026.3.28", True, None),
-    ("2026.4.24-beta.1", True, None),
-    ("2026.4.24", False, None),
-    ("2026.9.6", False, None),
-    ("2026.10.1", False, "OpenClaw 2026.10.1 is newer than the newest version this release "
-                         "was verified with (2026.9.6)"),
+TOO_OLD = ("is older than this release supports (>=2026.4.24 up to 2026.9.6, declared in "
+           "fleet/plugins/mc/package.json); upgrade OpenClaw (npm install -g openclaw@latest), "
+           "or deploy a release built for it; nothing was changed")
+FLAG = ("; pass --allow-unproven-openclaw to deploy it anyway, or deploy a fleet release proven "
+        "on it; nothing was changed")
+
+
+@pytest.mark.parametrize("running, refusal_end", [
+    ("2026.3.28", TOO_OLD),
+    ("2026.4.24-beta.1", TOO_OLD),  # a pre-release orders below its release: below the floor
+    ("2026.4.24", None),
+    ("2026.9.6", None),
+    ("2026.6.6", "(proven on 2026.4.24, 2026.9.6): a pre-release, or a release the compat "
+                 "matrix has not run" + FLAG),
+    ("2026.9.6-beta.1", "a pre-release, or a release the compat matrix has not run" + FLAG),
+    ("2026.10.1", "is newer than every release this one was proven on (proven on 2026.4.24, "
+                  "2026.9.6; declared >=2026.4.24 up to 2026.9.6)" + FLAG),
 ])
-def test_a_gateway_outside_the_releases_range_is_refused_before_anything_changes(
-        gw, tmp_path, running, refused, note):
+def test_a_gateway_the_release_was_not_proven_on_is_refused_before_anything_changes(
+        gw, tmp_path, running, refusal_end):
     manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
     gw.answer("status", {"runtimeVersion": running})
     refusal, notes = manager.preflight(_artifact(tmp_path / "a.pyz"))
-    if refused:
-        assert refusal == (
-            f"the running gateway here is OpenClaw {running}: OpenClaw {running} is older than "
-            "this release supports (>=2026.4.24, verified up to 2026.9.6, declared in "
-            "fleet/plugins/mc/package.json); upgrade OpenClaw (npm install -g "
-            "openclaw@latest), or deploy a release built for it; nothing was changed")
+    if refusal_end is None:
+        assert (refusal, notes) == (None, [])
     else:
-        assert refusal is None
-    assert notes == ([note] if note else [])
+        assert refusal.startswith(f"the running gateway here is OpenClaw {running}: OpenClaw "
+                                  f"{running} "), refusal
+        assert refusal.endswith(refusal_end), refusal
+        assert notes == []
+
+
+@pytest.mark.parametrize("running, goes_ahead", [
+    ("2026.3.28", False), ("2026.6.6", True), ("2026.10.1", True)])
+def test_allowing_unproven_goes_ahead_with_a_note_but_never_below_the_floor(
+        gw, tmp_path, running, goes_ahead):
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    gw.answer("status", {"runtimeVersion": running})
+    refusal, notes = manager.preflight(_artifact(tmp_path / "a.pyz"), allow_unproven=True)
+    if goes_ahead:
+        assert refusal is None and len(notes) == 1
+        assert notes[0].startswith(f"the running gateway here is OpenClaw {running}: ")
+        assert notes[0].endswith("; deployed anyway (--allow-unproven-openclaw)")
+    else:
+        assert refusal.endswith(TOO_OLD) and "--allow-unproven-openclaw" not in refusal
 
 
 def test_with_no_gateway_running_the_cli_version_is_checked(tmp_path):
@@ -414,6 +440,32 @@ def test_with_no_gateway_running_the_cli_version_is_checked(tmp_path):
     cli.write_text(cli.read_text().replace("OpenClaw 2026.9.6 (test)", "OpenClaw 2026.2.1 (x)"))
     refusal, _ = manager.preflight(_artifact(tmp_path / "a.pyz"))
     assert refusal.startswith("the OpenClaw CLI (no gateway answers) here is OpenClaw 2026.2.1")
+
+
+def test_an_artifact_with_a_malformed_proof_is_refused_naming_the_file_and_key(gw, tmp_path):
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    gw.answer("status", {"runtimeVersion": "2026.9.6"})
+    art = _artifact(tmp_path / "a.pyz", proven=("2026.9.6", "soon"))
+    refusal, _ = manager.preflight(art)
+    assert refusal.startswith("cannot read the OpenClaw versions this release supports: ")
+    assert "fleet/plugins/openclaw-proven.json: key 'proven': 'soon' is not a version" in refusal
+
+
+def test_the_lease_asks_the_active_installer_for_the_running_gateways_version(gw, tmp_path):
+    """What a deploy's lease take runs on a host with a release (fleet/deploy/lease.py): the
+    running gateway's own version, not the CLI's (the fake CLI says 2026.2.1)."""
+    from fleet.installer.openclawgw import installed_openclaw
+
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    cli.write_text(cli.read_text().replace("OpenClaw 2026.9.6 (test)", "OpenClaw 2026.2.1 (x)"))
+    gw.answer("status", {"runtimeVersion": "2026.9.6"})
+    opts = {"openclaw": str(cli)}
+    assert installed_openclaw(str(manager.state_dir), opts, 5.0) == {
+        "version": "2026.9.6", "source": "gateway"}
+    gw.shutdown()  # no gateway: the CLI answers
+    gw.server_close()
+    assert installed_openclaw(str(manager.state_dir), opts, 5.0) == {
+        "version": "2026.2.1", "source": "cli"}
 
 
 # -- openclaw.json: the file OpenClaw reads, no lost update, links kept ---------------------------

@@ -54,7 +54,7 @@ def test_the_stable_releases_of_the_range_come_from_the_registry(tmp_path):
 
 def test_a_selection_names_the_ci_set_or_releases_of_the_range():
     assert compat.select("ci", RANGE) == sorted(toolchain.OPENCLAW_VERSIONS,
-                                                 key=compat.openclawcompat.version_key)
+                                                 key=compat.openclawrange.version_key)
     assert compat.select("2026.6.6, 2026.4.24,2026.6.6", RANGE) == ["2026.4.24", "2026.6.6"]
     for bad in ("2026.3.28", "2026.9.7", "2026.5.3-1", "latest"):
         with pytest.raises(compat.CompatError, match="not a stable OpenClaw release"):
