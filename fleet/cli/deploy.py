@@ -6,7 +6,8 @@ It prints the resolved hosts before it changes anything, live per-host lines on 
 (or one `--json` document, errors included) on stdout, and exits 0 when every host succeeded, 1
 when some did not, 2 when it changed nothing because of a usage error or a refusal.
 A host outside the sandbox needs a yes on first use (`--yes`, or the prompt on a terminal), and a
-build from uncommitted sources goes there only with `--allow-dirty`.
+build from uncommitted sources goes there only with `--allow-dirty`. An OpenClaw host whose
+OpenClaw the release was not proven on is refused unless `--allow-unproven-openclaw`.
 """
 
 from __future__ import annotations
@@ -152,10 +153,13 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
             "retry_failed": "only the selected hosts that did not succeed in the last deploy",
             "yes": YES_HELP,
             "allow_dirty": "deploy a build of uncommitted sources outside the sandbox",
+            "allow_unproven_openclaw": "deploy to OpenClaw hosts whose OpenClaw this release "
+                                       "was not proven on (their results say so); never to one "
+                                       "older than it supports",
             "json": JSON_HELP})
 def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
-           json_=False):
+           allow_unproven_openclaw=False, json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
@@ -180,7 +184,8 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
             _check_dirty(art, selected, allow_dirty)
             _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
-            results = api.deploy(selected, art, live.update, options, force, dry_run)
+            results = api.deploy(selected, art, live.update, options, force, dry_run,
+                                 allow_unproven_openclaw=allow_unproven_openclaw)
         art_doc = {"path": None if dry_run and not art.reused else str(art.path),
                    "sha256": art.sha256, "version": art.version,
                    "components": art.components, "reused": art.reused}

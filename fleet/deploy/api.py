@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.continuity.openclawrange import CompatError, Support
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
@@ -31,6 +32,7 @@ from fleet.installer.protocol import (
     InstallerAnswerError,
     InstallerResult,
     is_sha_mismatch,
+    openclaw_refusal,
     release_summary,
     worst_case_s,
 )
@@ -215,10 +217,12 @@ def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
 
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                 force: bool = False, dry_run: bool = False,
-                conns: Connections | None = None, stored: str | None = None) -> HostResult:
+                conns: Connections | None = None, stored: str | None = None,
+                allow_unproven: bool = False) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
     With `conns`, over the run's shared connection to the host (see Connections); `stored`:
-    what the host said of the artifact when the lease was taken (fleet.deploy.lease)."""
+    what the host said of the artifact when the lease was taken (fleet.deploy.lease);
+    `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -228,7 +232,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
             conn = _open(host, conns)
         if not dry_run:
             result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
-                                   stored)
+                                   stored, allow_unproven)
             failed = False
             return result
         with timer.step("check"):
@@ -262,17 +266,19 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                   force: bool, conn, timer: _Timer, t0: float,
-                  stored: str | None = None) -> HostResult:
+                  stored: str | None = None, allow_unproven: bool = False) -> HostResult:
     """Run the installer on the stored artifact; upload first only when the host lacks it (or
     the stored copy is not this artifact). 1 round trip for a redeploy; for a new release 1
     (upload and install in one, when the lease take said the host lacks the artifact) or 2; no
     status or hash process: the installer verifies the SHA-256 itself."""
     if stored == "missing":  # said by the lease take, under this run's lease: nothing to try
-        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0)
+        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
+                                   allow_unproven)
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
-                                        version=artifact.version),
+                                        version=artifact.version,
+                                        allow_unproven=allow_unproven),
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
@@ -292,14 +298,16 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     unrunnable = answer is None and res.exit_code != 0 and re.search(
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
     if first == commands.MISSING or unrunnable or is_sha_mismatch(reason):
-        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0)
+        return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
+                                   allow_unproven)
     result = _installer_result(host, res, timer, t0, "installer")
     result.data["uploaded"] = False
     return result
 
 
 def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
-                        force: bool, conn, timer: _Timer, t0: float) -> HostResult:
+                        force: bool, conn, timer: _Timer, t0: float,
+                        allow_unproven: bool = False) -> HostResult:
     """Send the artifact as the stdin of the command that stores it and runs the installer
     (commands.upload_and_install): one round trip; the steps `upload` (until the host has every
     byte) and `install` (the rest) are timed apart."""
@@ -315,7 +323,7 @@ def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, o
     try:
         res = conn.send_and_run(artifact.path,
                                 commands.upload_and_install(host, artifact.sha256, size, owner,
-                                                            force),
+                                                            force, allow_unproven),
                                 host.timeouts.transfer, install_timeout(host),
                                 on_stderr_line=_step_relay(progress), on_sent=sent)
     finally:  # the step under way when it ended: still the upload, or the install after it
@@ -426,16 +434,65 @@ def _run_leased(hosts: list[Host], held: lease.Lease,
 
 def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
            options: RunOptions | None = None, force: bool = False, dry_run: bool = False,
-           owner: str | None = None) -> list[HostResult]:
+           owner: str | None = None, allow_unproven_openclaw: bool = False) -> list[HostResult]:
+    """Deploy `artifact` to `hosts`. An OpenClaw host whose OpenClaw the release was not proven
+    on is refused before the upload, unless `allow_unproven_openclaw` (never one older than the
+    release supports); its installer checks again (OpenClaw may change meanwhile)."""
     owner = owner or default_owner()
+    support = _SupportOf(artifact)
 
     def work(h: Host, p: Progress, conns: Connections | None = None,
              held: lease.Lease | None = None) -> HostResult:
         stored = held.artifact.get(h.name) if held is not None else None
-        return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored)
+        if held is not None:
+            refused = _refused_before_upload(h, held, support, allow_unproven_openclaw, owner)
+            if refused is not None:
+                return refused
+        return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
+                           allow_unproven_openclaw)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
                                                                     sink, artifact)
+
+
+class _SupportOf:
+    """The artifact's OpenClaw support, read from it once, when an OpenClaw host asks."""
+
+    def __init__(self, artifact: ArtifactRef):
+        self.artifact = artifact
+        self.read: Support | None = None
+
+    def __call__(self) -> Support:
+        if self.read is None:
+            self.read = Support.of_artifact(self.artifact.path)
+        return self.read
+
+
+def _refused_before_upload(host: Host, held: lease.Lease, support: Callable[[], Support],
+                           allow_unproven: bool, owner: str) -> HostResult | None:
+    """The refusal of an OpenClaw host whose take said which OpenClaw it runs, when the release
+    does not accept it (fleet.continuity.openclawrange: too old, or not proven and no
+    `allow_unproven`): decided here, before anything is sent. The host's audit line goes with
+    the lease's release (`Lease.audit`). None: go on (its installer checks again)."""
+    found = held.openclaw.get(host.name)
+    if found is None:
+        return None
+    whose = ("its running gateway" if found.get("source") == "gateway"
+             else "its OpenClaw CLI (no gateway answers)")
+    where = f"host {host.name}: {whose} is OpenClaw {found['version']}"
+    try:
+        verdict = support().classify(str(found["version"]))
+    except CompatError as exc:
+        verdict, reason = None, f"cannot read the OpenClaw versions this release supports: {exc}"
+    else:
+        if verdict.accepted(allow_unproven):
+            return None
+        reason = openclaw_refusal(where, verdict.message, not verdict.too_old)
+    held.audit[host.name] = {"action": "install", "result": "refused", "reason": reason,
+                             "who": owner, "to": None, "duration_s": 0.0}
+    return HostResult(host.name, "refused", False, note=reason,
+                      data={"uploaded": False, "openclaw": found,
+                            "openclaw_support": verdict.as_dict() if verdict else None})
 
 
 def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,

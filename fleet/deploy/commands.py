@@ -17,6 +17,7 @@ import shlex
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
+from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW
 
 HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
 NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed": false, '
@@ -111,15 +112,17 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
 
 
 def install(host: Host, sha256: str, owner: str, force: bool = False,
-            if_present: int = 0, version: str = "") -> str:
+            if_present: int = 0, version: str = "", allow_unproven: bool = False) -> str:
     """The installer on the stored artifact. With `if_present=<artifact size>` (and the
     artifact's `version`): first a read-only "already active and ready?" check in shell
     (`noop_check`), then the installer only if a stored copy of that size is there, else MISSING
-    (the control side uploads and calls again)."""
+    (the control side uploads and calls again). `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW."""
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
     if force:
         args.append("--force")
+    if allow_unproven:
+        args.append(ALLOW_UNPROVEN_OPENCLAW)
     quoted = " ".join(shlex.quote(a) for a in args)
     art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
     run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
@@ -143,7 +146,7 @@ INCOMPLETE = "FLEET-UPLOAD-INCOMPLETE"
 
 
 def upload_and_install(host: Host, sha256: str, size: int, owner: str,
-                       force: bool = False) -> str:
+                       force: bool = False, allow_unproven: bool = False) -> str:
     """Take the artifact on stdin, then run the installer on it: one round trip and one channel
     for the upload and the install (fleet.deploy.connection's `send_and_run`).
 
@@ -158,7 +161,8 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     receive = (f'mkdir -p {_in_state(StateLayout.ARTIFACTS)} && cat > {part} && '
                f'[ "$(wc -c < {part})" -eq {int(size)} ] && mv -f {part} {final} '
                f"|| {{ rm -f {part}; echo {INCOMPLETE}; exit 1; }}")
-    return f"S={_state(host)}; {receive}; {install(host, sha256, owner, force)}"
+    run = install(host, sha256, owner, force, allow_unproven=allow_unproven)
+    return f"S={_state(host)}; {receive}; {run}"
 
 
 def noop_check(sha256: str, version: str) -> str:

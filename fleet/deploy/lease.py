@@ -14,10 +14,16 @@ The same file is the maintenance lock (`fleet lock.acquire`, as Kamal's `lock ac
 lease taken by hand, with who and why, that no process keeps alive and that holds until it is
 released (`fleet lock.release`) or, if given, until it expires. While it is there every run is
 refused on that host, naming it.
+
+A deploy's take answers two more questions in the same round trip: whether the host already has
+the artifact, and, for an OpenClaw host that does not run it yet, which OpenClaw it runs (see
+`take`). A host the deploy then refuses before sending anything gets its audit line (`refused`
+and why) from the release, so such a refusal leaves nothing else on the host.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shlex
@@ -31,9 +37,12 @@ from fleet.continuity.detached import alive as pid_alive
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
+from fleet.installer import openclawcli
+from fleet.installer.protocol import OPENCLAW
 
 ARTIFACT_STATES = ("active", "stored", "missing")  # what a take says of a deploy's artifact
 TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
+OPENCLAW_PROBE_S = 5.0  # of that, at most, for an OpenClaw host to say which OpenClaw it runs
 
 
 def take_timeout(host: Host) -> float:
@@ -42,7 +51,8 @@ def take_timeout(host: Host) -> float:
     return host.timeouts.connect + TAKE_MARGIN_S
 
 LEASE_PY = """\
-import json, os, sys, time
+@OPENCLAW_CLI@
+import json, os, socket, sys, time
 state, action, run = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3]
 path = os.path.join(state, @LEASE@)
 def read():
@@ -66,10 +76,24 @@ def held(h):  # a maintenance lock until it is released or expires; a run's leas
     if h.get("manual"):
         return h.get("expires") is None or time.time() < float(h["expires"])
     return time.time() - float(h.get("time") or 0) < float(h.get("lease") or 0)
+def audit(entry):  # the line fleet.installer.audit.append writes, for a run refused here
+    cur = os.path.join(state, @CURRENT@)
+    entry.update(time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 host=socket.gethostname())
+    entry["from"] = os.path.basename(os.path.realpath(cur)) if os.path.islink(cur) else None
+    fd = os.open(os.path.join(state, @AUDIT@), os.O_WRONLY | os.O_CREAT | os.O_APPEND |
+                 getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, (json.dumps(entry, sort_keys=True) + "\\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 if action == "release":
     cur = read()
     if cur is not None and cur.get("run") == run:
         os.unlink(path)
+    if len(sys.argv) > 4:  # the run refused this host before it changed anything
+        audit(json.loads(sys.argv[4]))
     print(json.dumps({"ok": True}))
     sys.exit(0)
 if action == "status":
@@ -91,6 +115,7 @@ if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused ho
     sys.exit(4)
 takeover = record.pop("takeover", None)  # a holder the control machine saw dead
 probe = record.pop("artifact", None)  # {"sha256", "size"}: a deploy asks what the host has
+oc = record.pop("openclaw", None)  # {"opts", "budget"}: an OpenClaw host's deploy asks which
 def stored():
     if not isinstance(probe, dict):
         return None
@@ -106,19 +131,35 @@ def stored():
             return "stored"
     except OSError:
         pass
-    try:  # ready for the upload; if it cannot be made, the upload says why
-        os.makedirs(os.path.dirname(art), exist_ok=True)
-    except OSError:
-        pass
-    return "missing"
+    return "missing"  # the upload makes the dir (a refused deploy leaves none)
+def openclaw(have):  # {version, source} of this host's OpenClaw; None: not asked, cannot tell
+    if not isinstance(oc, dict) or have == "active":
+        return None
+    opts, budget = oc.get("opts") or {}, float(oc.get("budget") or 5)
+    cur = os.path.join(state, @CURRENT@)
+    if os.path.isfile(os.path.join(cur, @RELEASE_INSTALLER@)):
+        sys.path.insert(0, cur)
+        try:  # the active release's installer: the running gateway's version, else the CLI's
+            from fleet.installer.openclawgw import installed_openclaw
+            return installed_openclaw(state, opts, budget)
+        except Exception:  # an older release without it, or it failed: the CLI below
+            pass
+    try:  # no release here yet: the CLI's version (cli_version above)
+        found = cli_version(opts, None, state, budget)
+    except Exception:
+        found = None
+    return {"version": found, "source": "cli"} if found else None
+def granted():
+    have = stored()
+    print(json.dumps({"ok": True, "artifact": have, "openclaw": openclaw(have)}))
+    sys.exit(0)
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)
 for _ in range(5):
     cur = read()
     if cur is not None:
         if cur.get("run") == run:
-            print(json.dumps({"ok": True, "artifact": stored()}))
-            sys.exit(0)
+            granted()
         dead = isinstance(takeover, dict) and cur.get("from") == takeover.get("from") and \
             cur.get("pid") == takeover.get("pid")
         if not dead and held(cur):
@@ -140,14 +181,20 @@ for _ in range(5):
         fh.write(json.dumps(record, sort_keys=True) + "\\n")
         fh.flush()
         os.fsync(fh.fileno())
-    print(json.dumps({"ok": True, "artifact": stored()}))
-    sys.exit(0)
+    granted()
 else:
     print(json.dumps({"ok": False, "holder": {"owner": "?", "note": "lease file keeps changing"}}))
     sys.exit(3)
-""".replace("@LEASE@", repr(StateLayout.LEASE)).replace(
-    "@META@", repr(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_META}")).replace(
-    "@ARTIFACT@", repr(StateLayout.ARTIFACT))
+"""
+for _key, _value in (("@LEASE@", repr(StateLayout.LEASE)),
+                     ("@META@", repr(f"{StateLayout.CURRENT}/{StateLayout.RELEASE_META}")),
+                     ("@ARTIFACT@", repr(StateLayout.ARTIFACT)),
+                     ("@AUDIT@", repr(StateLayout.AUDIT)),
+                     ("@CURRENT@", repr(StateLayout.CURRENT)),
+                     ("@RELEASE_INSTALLER@", repr(StateLayout.RELEASE_INSTALLER)),
+                     # last: its text is sent as it is, never searched for placeholders
+                     ("@OPENCLAW_CLI@", inspect.getsource(openclawcli))):
+    LEASE_PY = LEASE_PY.replace(_key, _value)
 
 
 def lease_command(host: Host, action: str, run_id: str, record: dict | None = None) -> str:
@@ -184,6 +231,11 @@ class Lease:
     # (the current release), "stored" (a file of its size), "missing" (its dir made); absent
     # when not asked or not answered
     artifact: dict[str, str] = field(default_factory=dict)
+    # host -> {version, source: gateway|cli}: the OpenClaw an OpenClaw host runs, when a deploy
+    # asked (`take(artifact=...)`) of a host that does not run that artifact yet and it could tell
+    openclaw: dict[str, dict] = field(default_factory=dict)
+    # host -> an audit line its `release` appends: the run refused that host before changing it
+    audit: dict[str, dict] = field(default_factory=dict)
     _answers: dict[str, object] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _deadline: float = 0.0
@@ -205,6 +257,9 @@ class Lease:
             self.held.append(host)
             if reply.get("artifact") in ARTIFACT_STATES:
                 self.artifact[host.name] = reply["artifact"]
+            found = reply.get("openclaw")
+            if isinstance(found, dict) and isinstance(found.get("version"), str):
+                self.openclaw[host.name] = found
         elif isinstance(reply.get("holder"), dict):
             holder = reply["holder"]
             if holder.get("manual"):
@@ -308,6 +363,8 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
         raise Unreached(exc) from None
     connected()
     failed = True
+    if "artifact" in record and h.manager == OPENCLAW:  # a deploy: which OpenClaw runs there
+        record = dict(record, openclaw={"opts": h.manager_options, "budget": OPENCLAW_PROBE_S})
     try:
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
         res = conn.run(lease_command(h, "take", run_id,
@@ -350,7 +407,10 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     without its lease; a refusal that comes late is that host's alone. With `conns`, the
     connections stay open for the run (and its `release`). With `artifact` (SHA-256, size), each
     host also says in the same answer whether it has that artifact (`Lease.artifact`), so a
-    deploy sends a host that lacks it the upload at once instead of first asking the installer.
+    deploy sends a host that lacks it the upload at once instead of first asking the installer;
+    and an OpenClaw host that does not run it yet says which OpenClaw it runs (`Lease.openclaw`:
+    its active release's installer asks the running gateway, else the CLI answers, within
+    OPENCLAW_PROBE_S), so a deploy refuses a host its release does not support before the upload.
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
@@ -431,9 +491,11 @@ def _dead_here(holder: dict) -> bool:
 
 def release(lease: Lease, conns: Connections | None = None) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
-    answer in time may still have taken it); best effort and bounded."""
+    answer in time may still have taken it), appending `Lease.audit`'s line where the run
+    refused the host; best effort and bounded."""
     hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
-        _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id),
+        _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id,
+                                                       lease.audit.get(h.name)),
                                        take_timeout(h), conns), longest + 5)
