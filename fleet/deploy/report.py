@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from fleet.continuity.openclawrange import OUTSIDE, PROVEN, UNPROVEN, WORDS
 from fleet.deploy.runner import HostResult
 from fleet.installer.protocol import HostStatus
 
@@ -169,8 +170,10 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
     baseline = common.most_common(1)[0][0] if common else None
     wide = width >= WIDE
     show_lock = wide or any(st.lock for _, st in rows)
-    columns = ["host", "release", *(["components"] if wide else []), "gateway", "ready",
-               "free disk", *(["lock"] if show_lock else []), *(["last change"] if wide else [])]
+    show_openclaw = any(st.openclaw_support for _, st in rows)
+    columns = ["host", "release", *(["components"] if wide else []), "gateway",
+               *(["openclaw"] if show_openclaw else []), "ready", "free disk",
+               *(["lock"] if show_lock else []), *(["last change"] if wide else [])]
     table = Table(title="fleet status")
     for column in columns:
         table.add_column(column, no_wrap=column in ("host", "release", "free disk"),
@@ -205,6 +208,7 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
             "gateway": gateway,
             "ready": Text("yes" if st.ready else f"no: {st.problem}",
                           style="green" if st.ready else "bold red"),
+            "openclaw": openclaw_cell(st.openclaw_support),
             "free disk": human_bytes(st.disk_free_bytes),
             "lock": "-" if not lock else (f"{lock.owner} pid {lock.pid}"
                                           + (f" (stale: {lock.stale})" if lock.stale else "")),
@@ -215,16 +219,33 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
     return table
 
 
+SUPPORT_STYLE = {PROVEN: "green", UNPROVEN: "yellow", OUTSIDE: "bold red"}
+
+
+def openclaw_cell(support: dict | None) -> Text:
+    """An OpenClaw host's OpenClaw against its active release's proof, in plain words (the
+    message itself is in `--json` and in `invoke doctor`)."""
+    if not support:
+        return Text("-")
+    state = str(support.get("state"))
+    return Text(f"{support.get('version')}: {WORDS.get(state, state)}",
+                style=SUPPORT_STYLE.get(state, "white"))
+
+
 def status_summary(results: list[HostResult], duration_s: float) -> str:
     """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`."""
     ready = sum(1 for r in results if r.ok and _status(r).ready)
     down = sum(1 for r in results if not r.ok)
     releases = sorted({_release(_status(r).current) for r in results if r.ok})
     ok = ready == len(results)
+    unproven = sum(1 for r in results if r.ok and (_status(r).openclaw_support or {}).get(
+        "state", PROVEN) != PROVEN)
+    drift = (f"; {unproven} on an OpenClaw their release was not proven on (invoke doctor "
+             "says what to do)" if unproven else "")
     return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'ATTENTION'}[/]: "
             f"{len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "
             f"{down} unreachable or failing; {len(releases)} release(s): "
-            f"{', '.join(releases) or '-'}; in {duration_s:.1f}s")
+            f"{', '.join(releases) or '-'}{drift}; in {duration_s:.1f}s")
 
 
 def human_bytes(value) -> str:

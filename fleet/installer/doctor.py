@@ -1,7 +1,8 @@
 """`python3 -m fleet.installer doctor`: one host's health in one JSON answer, changing nothing.
 
 The host's own checks (python version, free disk, state-dir permissions, gateway ready, each
-plugin's loaded version, stale deploy lock, leftover temp files) plus the continuity doctor over
+plugin's loaded version, an OpenClaw host's OpenClaw against the active release's proof, stale
+deploy lock, leftover temp files) plus the continuity doctor over
 every agent and child state file (`fleet.continuity.doctor`). The answer carries the host's
 clock (`time`) so the control side can measure skew against its own in the same round trip.
 Severities and exit codes are the continuity doctor's: 0 healthy, 1 warnings, 2 critical.
@@ -21,9 +22,11 @@ from typing import Any, Dict, List, Optional
 
 from fleet.continuity import doctor as continuity_doctor
 from fleet.continuity import tempfiles
+from fleet.continuity.openclawrange import PROVEN
 from fleet.installer import transaction
 from fleet.installer.lock import read_holder, stale_reason
 from fleet.installer.manager import Manager
+from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW
 
 MIN_PYTHON = (3, 9)
 DISK_WARN_BYTES = 1 << 30  # 1 GiB
@@ -114,6 +117,21 @@ def check_gateway(status: Dict[str, Any]) -> List[Dict[str, str]]:
     return out
 
 
+def check_openclaw(status: Dict[str, Any]) -> List[Dict[str, str]]:
+    """An OpenClaw host: its OpenClaw against the active release's proof. Anything but proven
+    is a warning: the plugins run, on a pair nobody proved."""
+    support = status.get("openclaw_support")
+    if not isinstance(support, dict):
+        return []
+    release = (status.get("current") or {}).get("release")
+    message = str(support.get("message", ""))
+    if support.get("state") == PROVEN:
+        return [_finding("openclaw", "ok", f"{message} (active: {release})")]
+    return [_finding("openclaw", "warning", f"{message} (active: {release}); fix: run `invoke "
+                                            "deploy`: it re-checks and converges, or pass "
+                                            f"{ALLOW_UNPROVEN_OPENCLAW}")]
+
+
 def check_lock(state_dir: Path, now: Optional[float] = None) -> Dict[str, str]:
     holder = read_holder(state_dir)
     if holder is None:
@@ -169,7 +187,7 @@ def run(state_dir: Path, manager: Manager, now: Optional[float] = None) -> Dict[
     """The whole answer: host checks, continuity report, worst severity and its exit code."""
     status = transaction.status(state_dir, manager)
     checks = [check_python(), check_disk(state_dir), check_state_dir(state_dir)]
-    checks += check_gateway(status)
+    checks += check_gateway(status) + check_openclaw(status)
     checks += [check_lock(state_dir, now), check_temp_files(state_dir, now)]
     try:
         report = continuity_doctor.diagnose(state_dir, now=now).as_dict()
@@ -182,4 +200,5 @@ def run(state_dir: Path, manager: Manager, now: Optional[float] = None) -> Dict[
             "python": ".".join(str(v) for v in sys.version_info[:3]),
             "disk_free_bytes": status.get("disk_free_bytes"), "current": status.get("current"),
             "checks": checks, "continuity": report, "severity": severity,
-            "exit": continuity_doctor.exit_code(severity)}
+            "exit": continuity_doctor.exit_code(severity),
+            "openclaw_support": status.get("openclaw_support")}
