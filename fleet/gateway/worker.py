@@ -20,7 +20,9 @@ Protocol (one JSON object per line, UTF-8):
                       the worker died without acknowledging may be sent to a new worker)
                       {"id": n, "ok": true, "result": ..., "errors": [..]}
                       {"id": n, "ok": false, "error": "why"}
-                      {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines)
+                      {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines,
+                      and once, after the ready line, a warning when the OpenClaw it serves
+                      (`--openclaw-version`) is not proven for its release)
 
 `probe` is what the gateway RPC `<plugin id>.ready` sends (readiness of a deploy): a no-op hook
 (PROBE_HOOK, which no plugin handles) taken through the same path as every void hook, context
@@ -53,6 +55,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from fleet.continuity import paths
+from fleet.continuity.openclawrange import PROVEN, CompatError, Support
 from fleet.continuity.schema import validate as validate_config
 from fleet.gateway.api import PluginApi
 from fleet.gateway.commands import CommandError, CommandRegistry
@@ -130,6 +133,9 @@ class Host:
         self._config: Optional[Dict[str, Any]] = None
         self._plugin_config: Dict[str, Any] = {}
         self._lock = threading.Lock()
+        # the OpenClaw this worker serves against its release's proof ({state, version,
+        # message}; `check_openclaw`), for `/mc doctor` (command ctx `openclawSupport`)
+        self.openclaw: Optional[Dict[str, str]] = None
 
     def load(self) -> None:
         """Raises PluginLoadError (or the entry's own error) when the plugin cannot run here."""
@@ -149,6 +155,25 @@ class Host:
             raise
         except Exception as exc:
             raise PluginLoadError(describe(exc, entry)) from exc
+
+    def check_openclaw(self, version: str) -> Optional[str]:
+        """Place the OpenClaw this worker runs in (the bridge's `api.runtime.version`) against
+        the release's declared range and proof; the warning to log once when it is not proven
+        (the plugin keeps running), else None."""
+        release = self.dir.resolve().parents[2]  # <release>/fleet/plugins/<pkg>
+        plugin = f"{self.id} {self.manifest.get('version')}"
+        try:
+            verdict = Support.of_release(release).classify(version)
+        except CompatError as exc:
+            return (f"{plugin} cannot tell whether OpenClaw {version} is one its release "
+                    f"supports: {exc}")
+        self.openclaw = verdict.as_dict()
+        if verdict.state == PROVEN:
+            return None
+        return (f"{plugin} runs in OpenClaw {version}, {verdict.words} for its release "
+                f"({release.name}): {verdict.message}. It keeps running; to converge, run "
+                "`invoke doctor` and `invoke deploy` (it re-checks each host, and says which "
+                "need --allow-unproven-openclaw or a fleet release proven on this OpenClaw)")
 
     def validated(self, raw: Any) -> Dict[str, Any]:
         where = f"plugins.entries.{self.id}.config"
@@ -222,6 +247,8 @@ class Host:
         ctx = req.get("ctx") if isinstance(req.get("ctx"), dict) else {}
         args = ctx.get("args") if isinstance(ctx.get("args"), str) else ""
         base: Dict[str, Any] = {"stateDir": str(self.state_dir), "config": self.config()}
+        if self.openclaw is not None:
+            base["openclawSupport"] = dict(self.openclaw)
         key = ctx.get("sessionKey")
         if isinstance(key, str) and key.strip():
             base["sessionKey"] = key.strip().lower()
@@ -295,6 +322,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--plugin-dir", required=True)
     parser.add_argument("--plugin-id", required=True)
     parser.add_argument("--state-dir", default=None)
+    parser.add_argument("--openclaw-version", default=None,
+                        help="the OpenClaw this worker serves (the bridge's api.runtime.version)")
     opts = parser.parse_args(argv)
     out = Output(sys.stdout.buffer)
     root = logging.getLogger()
@@ -309,6 +338,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         out.send({"fatal": f"plugin {opts.plugin_id} cannot load from {host.dir}: {why}"})
         return 2
     out.send({"ready": True, **host.describe()})
+    warning = host.check_openclaw(opts.openclaw_version) if opts.openclaw_version else None
+    if warning:
+        out.send({"log": "warn", "msg": warning[:MAX_LOG]})
     serve(host, out, sys.stdin.buffer)
     return 0
 

@@ -134,7 +134,7 @@ function envTimeout() {
 
 /** One worker process: spawn, handshake, JSON-line calls, death. */
 class Worker {
-  constructor({ python, pluginId, pluginDir, releaseRoot, logger, onExit }) {
+  constructor({ python, pluginId, pluginDir, releaseRoot, openclawVersion, logger, onExit }) {
     this.pluginId = pluginId;
     this.logger = logger;
     this.pending = new Map();
@@ -151,6 +151,8 @@ class Worker {
     this.settle = settle;
     const args = ["-s", "-E", "-c", BOOT, releaseRoot, "--plugin-dir", pluginDir,
       "--plugin-id", pluginId];
+    // The worker says once, in this gateway's log, when the release was not proven on it.
+    if (openclawVersion) args.push("--openclaw-version", openclawVersion);
     this.python = python;
     try {
       this.child = spawn(python, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env });
@@ -314,6 +316,13 @@ class Bridge {
     return String(p);
   }
 
+  openclawVersion() { // the OpenClaw this runs in (api.runtime.version, 2026.4.24 and later)
+    try {
+      const v = this.api.runtime?.version;
+      return typeof v === "string" && v ? v : undefined;
+    } catch { return undefined; } // a runtime that cannot say: no check
+  }
+
   timeoutMs(kind) {
     const cfg = Number(this.config().bridgeTimeoutMs);
     if (Number.isFinite(cfg) && cfg > 0) return cfg;
@@ -350,6 +359,7 @@ class Bridge {
       pluginId: this.pluginId,
       pluginDir: this.pluginDir,
       releaseRoot: this.releaseRoot,
+      openclawVersion: this.openclawVersion(),
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);

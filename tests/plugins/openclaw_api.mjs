@@ -1,8 +1,10 @@
 // Plays OpenClaw 2026.9.6's side of a plugin for the bridge tests: imports a plugin entry,
 // calls register(api) with an api shaped like OpenClaw's (on, registerCommand, logger,
-// pluginConfig, config, version, id, source, rootDir, registrationMode), then runs a scenario.
+// pluginConfig, config, version, id, source, rootDir, registrationMode, runtime.version), then
+// runs a scenario.
 //
-// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, steps: [...]}. capture:
+// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, openclawVersion?
+// (runtime.version, default 2026.9.6), steps: [...]}. capture:
 // import the entry from a copy of its plugin directory in a temp dir, as OpenClaw 2026.9.6 does
 // ("plugin captures", and its restore after a failed reload), while api.rootDir/api.source still
 // name the original directory. Steps:
@@ -67,6 +69,7 @@ const api = {
   registrationMode: "full",
   config: spec.config ?? {},
   pluginConfig: spec.pluginConfig ?? {},
+  runtime: { version: spec.openclawVersion ?? "2026.9.6" }, // the OpenClaw release it plays
   logger: Object.fromEntries(["info", "warn", "error", "debug"].map(
     (level) => [level, (msg) => {
       logs.push([level, String(msg)]);

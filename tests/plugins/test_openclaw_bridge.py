@@ -47,9 +47,9 @@ def state(tmp_path: Path) -> Path:
 def run(node: str, state: Path, entry: Path, steps: List[Dict[str, Any]],
         plugin_config: Dict[str, Any] = None, timeout: float = 120,
         capture: bool = False, throwing_logger: bool = False,
-        env: Dict[str, str] = None) -> Dict[str, Any]:
+        env: Dict[str, str] = None, openclaw_version: str = "2026.9.6") -> Dict[str, Any]:
     spec = {"entry": str(entry), "config": CONFIG, "steps": steps, "capture": capture,
-            "throwingLogger": throwing_logger,
+            "throwingLogger": throwing_logger, "openclawVersion": openclaw_version,
             "pluginConfig": {"python": sys.executable} if plugin_config is None else plugin_config}
     full_env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), HOME=str(state.parent))
     for name in ("FLEET_PYTHON", "FLEET_BRIDGE_TIMEOUT_MS", "FLEET_BRIDGE_STABLE_MS"):
@@ -175,6 +175,33 @@ def test_mc_command_answers_through_the_bridge(node, state):
     state_reply, unknown = (s["result"]["text"] for s in out["steps"])
     assert state_reply.startswith("```\n") and "Bridge it" in state_reply
     assert "Unknown subcommand: nonsense" in unknown
+
+
+@pytest.mark.parametrize("openclaw, verdict", [
+    ("2026.9.6", None),
+    ("2026.6.6", "declared but unproven"),
+    ("2026.10.1", "outside the range"),
+])
+def test_an_openclaw_the_release_was_not_proven_on_is_said_once_in_the_log_and_by_mc_doctor(
+        node, state, openclaw, verdict):
+    out = run(node, state, CMD_ENTRY, [{"command": "mc", "args": "doctor"},
+                                       {"command": "mc", "args": "state"},
+                                       {"command": "mc", "args": "doctor"}],
+              openclaw_version=openclaw)
+    warnings = [m for level, m in out["logs"] if level == "warn"]
+    doctor = out["steps"][2]["result"]["text"]
+    version = json.loads((CMD_ENTRY.parent / "openclaw.plugin.json").read_text())["version"]
+    if verdict is None:
+        assert warnings == [] and f"OpenClaw {openclaw}: proven\n" in doctor
+        return
+    [warning] = warnings  # once, at the worker's start, not per command
+    assert warning.startswith(f"mc {version} runs in OpenClaw {openclaw}, {verdict} for its "
+                              f"release ({REPO.name}): OpenClaw {openclaw} is "), warning
+    assert "(proven on 2026.4.24, 2026.9.6" in warning
+    assert "`invoke deploy` (it re-checks each host" in warning
+    assert f"OpenClaw {openclaw}: {verdict}\n" in doctor
+    assert "fix: run `invoke deploy`: it re-checks and converges, or pass " \
+           "--allow-unproven-openclaw" in doctor
 
 
 def test_worker_killed_mid_session_the_next_hook_works(node, state):

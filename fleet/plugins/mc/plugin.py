@@ -91,6 +91,8 @@ def run(ctx: Mapping[str, Any]) -> str:
         raise UnknownSubcommand(sub)
     agents = Agents.from_ctx(ctx)
     try:
+        if command is commands_doctor.cmd_doctor:  # it also shows the OpenClaw this runs in
+            return commands_doctor.cmd_doctor(agents, rest, ctx.get("openclawSupport"))
         return command(agents, rest)
     except AgentNotFound as exc:
         return exc.reply()
