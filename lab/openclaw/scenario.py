@@ -267,11 +267,6 @@ class Scenario:
         seed = child.split("=== PARENT AGENT CONTEXT ===", 1)[1].split("=== END PARENT", 1)[0]
         assert MARKER in seed, "the seed lacks the parent's state"
 
-    def _child_state_file(self) -> Path:
-        found = sorted((self.driver.memory / "subagents").glob("*/CURRENT_STATE.md"))
-        assert found, "no child state file"
-        return found[-1]
-
     def child_state(self) -> None:
         path = wait_for("the child's CURRENT_STATE.md",
                         lambda: [p for p in (self.driver.memory / "subagents").glob(
