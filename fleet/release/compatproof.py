@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from fleet.continuity.openclawrange import version_key
+from fleet.continuity.statelayout import StateLayout
 from fleet.release.component import Component, Project
 from fleet.release.error import ReleaseError
 from fleet.release.hostside import package_files
 
-PROOF_FILE = "fleet/plugins/openclaw-proven.json"
+PROOF_FILE = StateLayout.RELEASE_PROOF  # its readers on a host: fleet.continuity.openclawrange
 PROVEN_PACKAGES = ("fleet/continuity", "fleet/plugins")
 # fleet/gateway/worker.py and the modules it imports: the plugins' runtime under OpenClaw
 WORKER_FILES = tuple(f"fleet/gateway/{name}.py" for name in (
