@@ -38,6 +38,8 @@ from fleet.continuity.statelayout import StateLayout
 PROVEN, UNPROVEN, OUTSIDE = "proven", "unproven", "outside"
 # how a table says each state in plain words
 WORDS = {PROVEN: "proven", UNPROVEN: "declared but unproven", OUTSIDE: "outside the range"}
+PROOF_KEYS = ("proven", "excluded", "sources", "commit", "date")
+STAMP_KEYS = PROOF_KEYS[2:]  # what was proven when: the compat matrix's, read by releases
 MAX_FILE_BYTES = 64 * 1024  # a proof file or a package.json; anything larger is not one
 LISTED = 6  # proven releases named one by one in a message; more are shown as a span
 
@@ -130,6 +132,19 @@ class Proof:
     excluded: Dict[str, str]
     data: Dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def sources(self) -> str:
+        """The fingerprint of the plugin sources the whole range was proven for ("" none)."""
+        return str(self.data.get("sources") or "")
+
+    @property
+    def commit(self) -> str:
+        return str(self.data.get("commit") or "")
+
+    @property
+    def date(self) -> str:
+        return str(self.data.get("date") or "")
+
     def describe(self) -> str:
         """`proven on 2026.4.24, 2026.9.6`, or a span when there are many."""
         ordered = sorted(self.proven, key=version_key)
@@ -168,6 +183,9 @@ def parse_proof(raw: bytes, source: str) -> Proof:
     if not isinstance(excluded, dict) or not all(isinstance(v, str) for v in excluded.values()):
         raise CompatError(f"{source}: key 'excluded' must map an OpenClaw version to the reason "
                           f"it is excluded, got {excluded!r:.80}{fix}")
+    for key in STAMP_KEYS:
+        if not isinstance(data.get(key, ""), str):
+            raise CompatError(f"{source}: key '{key}' must be a string{fix}")
     for key, versions in (("proven", proven), ("excluded", list(excluded))):
         for value in versions:
             try:

@@ -20,12 +20,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fleet.continuity.openclawrange import version_key
+from fleet.continuity.openclawrange import (
+    MAX_FILE_BYTES,
+    PROOF_KEYS,
+    CompatError,
+    Proof,
+    parse_proof,
+)
 from fleet.continuity.statelayout import StateLayout
 from fleet.release.component import Component, Project
 from fleet.release.error import ReleaseError
@@ -38,9 +44,7 @@ WORKER_FILES = tuple(f"fleet/gateway/{name}.py" for name in (
     "worker", "api", "commands", "hooks", "loader", "layout", "manifest"))
 PROVEN_PATHS = PROVEN_PACKAGES + WORKER_FILES
 MANIFESTS = ("package.json", "openclaw.plugin.json")  # their `version` is left out
-MAX_PROOF_BYTES = 64 * 1024
 RENEW_COMMAND = "invoke openclaw.compat --versions all"
-KEYS = ("proven", "excluded", "sources", "commit", "date")
 CURRENT, STALE, NEVER = "current", "stale", "never proven"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
@@ -72,80 +76,31 @@ def _without_version(rel: str, data: bytes) -> bytes:
     return json.dumps(parsed, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
 
-@dataclass(frozen=True)
-class Proof:
-    """What `PROOF_FILE` records: the OpenClaw versions proven (and those left out, with why),
-    the digest of the sources proven (empty: never proven), the commit and the day of the run."""
-
-    proven: tuple
-    excluded: dict = field(default_factory=dict)
-    sources: str = ""
-    commit: str = ""
-    date: str = ""
-
-
 def read_proof(root: Path) -> Optional[Proof]:
     """The proof under `root`, None when the file does not exist; ReleaseError naming the file
-    and the key when it is malformed."""
+    and the key when it is malformed. Its format is the host side's
+    (fleet.continuity.openclawrange); a release also wants every key and a well-formed stamp."""
     path = Path(root) / PROOF_FILE
     try:
         with path.open("rb") as fh:
-            raw = fh.read(MAX_PROOF_BYTES + 1)
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ReleaseError(f"{PROOF_FILE}: cannot read it ({exc})") from exc
     fix = f"fix: rewrite it with `{RENEW_COMMAND}`, or restore it with `git checkout {PROOF_FILE}`"
-    if len(raw) > MAX_PROOF_BYTES:
-        raise ReleaseError(f"{PROOF_FILE}: larger than {MAX_PROOF_BYTES // 1024} KiB, so not a "
-                           f"proof record; {fix}")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
-        raise ReleaseError(f"{PROOF_FILE}: invalid JSON ({exc}); {fix}") from exc
-    if not isinstance(data, dict):
-        raise ReleaseError(f"{PROOF_FILE}: must be a JSON object with the keys "
-                           f"{', '.join(KEYS)}; {fix}")
-    unknown = sorted(set(data) - set(KEYS))
-    missing = [k for k in KEYS if k not in data]
+        proof = parse_proof(raw, PROOF_FILE)
+    except CompatError as exc:
+        raise ReleaseError(f"{str(exc).split('; it is written by', 1)[0]}; {fix}") from None
+    unknown = sorted(set(proof.data) - set(PROOF_KEYS))
+    missing = [k for k in PROOF_KEYS if k not in proof.data]
     if unknown or missing:
         what = "; ".join(filter(None, (unknown and f"unknown keys {unknown}",
                                        missing and f"missing keys {missing}")))
-        raise ReleaseError(f"{PROOF_FILE}: {what} (the keys are {', '.join(KEYS)}); {fix}")
-    for key in ("sources", "commit", "date"):
-        if not isinstance(data[key], str):
-            raise ReleaseError(f"{PROOF_FILE}: `{key}` must be a string; {fix}")
-    proof = Proof(proven=tuple(_versions(data["proven"], "proven", fix)),
-                  excluded=_excluded(data["excluded"], fix), sources=data["sources"],
-                  commit=data["commit"], date=data["date"])
+        raise ReleaseError(f"{PROOF_FILE}: {what} (the keys are {', '.join(PROOF_KEYS)}); {fix}")
     _check_stamp(proof, fix)
     return proof
-
-
-def _versions(value: object, key: str, fix: str) -> list:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ReleaseError(f"{PROOF_FILE}: `{key}` must be a list of OpenClaw versions such as "
-                           f"\"2026.9.6\"; {fix}")
-    for version in value:
-        _version(version, f"`{key}` entry", fix)
-    return value
-
-
-def _version(value: str, where: str, fix: str) -> None:
-    try:
-        version_key(value)
-    except ValueError as exc:
-        raise ReleaseError(f"{PROOF_FILE}: {where} {value!r} is not an OpenClaw version such as "
-                           f"2026.9.6; {fix}") from exc
-
-
-def _excluded(value: object, fix: str) -> dict:
-    if not isinstance(value, dict):
-        raise ReleaseError(f"{PROOF_FILE}: `excluded` must be an object: OpenClaw version -> "
-                           f"why it is left out; {fix}")
-    for version in value:
-        _version(version, "`excluded` key", fix)
-    return value
 
 
 def _check_stamp(proof: Proof, fix: str) -> None:

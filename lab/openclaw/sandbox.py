@@ -76,7 +76,7 @@ def resolve(hosts: list[Host]) -> list[Host]:
         version = host.manager_options.get("openclaw_version") or toolchain.OPENCLAW_VERSION
         tool = toolchain.find(version=version)
         if tool is None or not toolchain.staged(tool):
-            raise SandboxError(f"sandbox host {host.name} needs the pinned OpenClaw {version}: "
+            raise SandboxError(f"sandbox host {host.name} needs OpenClaw {version} installed: "
                                f"run `invoke openclaw.install --version {version}` first")
         opts = dict(host.manager_options)
         opts.setdefault("mode", "supervised")

@@ -44,7 +44,8 @@ def test_an_install_whose_plugin_dependencies_were_not_staged_is_not_used(hosts,
                                openclaw=tmp_path / "oc.mjs", node_version="26.10.0",
                                openclaw_version="2026.9.6")
     monkeypatch.setattr(toolchain, "find", lambda home=None, version=None: fake)
-    with pytest.raises(sandbox.SandboxError, match="run `invoke openclaw.install` first"):
+    with pytest.raises(sandbox.SandboxError,
+                       match=r"run `invoke openclaw.install --version 2026.9.6` first"):
         sandbox.resolve(hosts)
     fake.stage_dir.mkdir(parents=True)
     (fake.stage_dir / toolchain.STAGED_MARKER).write_text("staged")

@@ -151,21 +151,21 @@ def test_the_record_this_checkout_ships_is_well_formed():
 
 
 @pytest.mark.parametrize("text,named", [
-    ("{not json", "invalid JSON"),
+    ("{not json", "not JSON"),
     ("[]", "must be a JSON object"),
     ('{"proven": [], "excluded": {}, "sources": "", "commit": ""}', "missing keys ['date']"),
     ('{"proven": [], "excluded": {}, "sources": "", "commit": "", "date": "", "by": "x"}',
      "unknown keys ['by']"),
     ('{"proven": "2026.9.6", "excluded": {}, "sources": "", "commit": "", "date": ""}',
-     "`proven` must be a list"),
+     "key 'proven' must be a list"),
     ('{"proven": ["latest"], "excluded": {}, "sources": "", "commit": "", "date": ""}',
-     "`proven` entry 'latest' is not an OpenClaw version"),
+     "key 'proven': 'latest' is not a version"),
     ('{"proven": [], "excluded": [], "sources": "", "commit": "", "date": ""}',
-     "`excluded` must be an object"),
+     "key 'excluded' must map an OpenClaw version"),
     ('{"proven": [], "excluded": {"next": "x"}, "sources": "", "commit": "", "date": ""}',
-     "`excluded` key 'next' is not an OpenClaw version"),
+     "key 'excluded': 'next' is not a version"),
     ('{"proven": [], "excluded": {}, "sources": 1, "commit": "", "date": ""}',
-     "`sources` must be a string"),
+     "key 'sources' must be a string"),
     ('{"proven": ["2026.9.6"], "excluded": {}, "sources": "md5:00", "commit": "abcdef1", '
      '"date": "2026-01-01"}', "`sources` 'md5:00' is not a digest"),
     ('{"proven": ["2026.9.6"], "excluded": {}, "sources": "sha256:' + "0" * 64 + '", '
@@ -175,7 +175,7 @@ def test_the_record_this_checkout_ships_is_well_formed():
     ('{"proven": [], "excluded": {}, "sources": "sha256:' + "0" * 64 + '", '
      '"commit": "abcdef1", "date": "2026-01-01"}', "`proven` is empty"),
     ('{"proven": [], "excluded": {}, "sources": "", "commit": "", "date": "", "pad": "'
-     + "x" * 70000 + '"}', "larger than 64 KiB"),
+     + "x" * 70000 + '"}', "larger than 65536 bytes"),
 ])
 def test_a_malformed_record_is_an_error_naming_the_file_and_key(tree, text, named):
     (tree / PROOF_FILE).write_text(text, encoding="utf-8")
