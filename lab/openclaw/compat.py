@@ -27,8 +27,8 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shutil
 import subprocess
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,6 +45,7 @@ from lab.openclaw import corpus, sandbox, scenario, toolchain
 REPO = Path(__file__).resolve().parents[2]
 ROWS = REPO / "docs" / "compat"
 PAGE = REPO / "docs" / "compat.md"
+WORK = REPO / ".fleet" / "compat"  # per release; a failed release's host stays here
 # Pages that state the supported and proven range, between STATEMENT_MARKS, written from the
 # proof by `sync_statement` (a unit test keeps them in step with the proof).
 STATING = (REPO / "README.md", REPO / "docs" / "openclaw.md")
@@ -168,7 +169,9 @@ def run_release(release: str, releases: scenario.Releases, work: Path, sources: 
     toolchain.stage_runtime_deps(tool, log=lambda line: say(f"{release}: {line}"))
     install_s = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
     folder = work / release
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists():  # an earlier failed run's, kept for a look
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     (folder / "inventory.yaml").write_text(sandbox.inventory_text(
         ["oc"], "compat", ready_s=600, command_s=1800,
         options={"oc": {"openclaw_version": release}}))
@@ -191,7 +194,11 @@ def run_release(release: str, releases: scenario.Releases, work: Path, sources: 
     ROWS.mkdir(parents=True, exist_ok=True)
     atomic_write(row_path(release), json.dumps(row, indent=1) + "\n")
     failed = [name for name in scenario.CHECKS if not outcome.checks[name]["ok"]]
-    say(f"{release}: " + ("all green" if not failed else "FAILED " + ", ".join(failed)))
+    if failed:  # the host's state dir, logs and probe record stay for a look
+        say(f"{release}: FAILED {', '.join(failed)} (its host is kept in {folder})")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        say(f"{release}: all green")
     return row
 
 
@@ -213,18 +220,19 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
         with lock:
             say(line)
 
-    with tempfile.TemporaryDirectory(prefix="fleet-compat-") as tmp:
-        work = Path(tmp)
-        releases = scenario.build_releases(work / "releases") if todo else None
-        def one(release: str) -> dict | None:
-            try:
-                return run_release(release, releases, work, sources, report, keep)
-            except (toolchain.ToolchainError, sandbox.SandboxError) as exc:
-                report(f"{release}: not run: {exc}")
-                return None
+    if todo:
+        shutil.rmtree(WORK / "releases", ignore_errors=True)
+    releases = scenario.build_releases(WORK / "releases") if todo else None
 
-        with ThreadPoolExecutor(jobs) as pool:
-            rows = dict(zip(todo, pool.map(one, todo)))
+    def one(release: str) -> dict | None:
+        try:
+            return run_release(release, releases, WORK, sources, report, keep)
+        except (toolchain.ToolchainError, sandbox.SandboxError) as exc:
+            report(f"{release}: not run: {exc}")
+            return None
+
+    with ThreadPoolExecutor(jobs) as pool:
+        rows = dict(zip(todo, pool.map(one, todo)))
     everything = _all_releases(declared_range)
     proof = write_proof(everything, sources)
     PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")

@@ -114,13 +114,18 @@ def is_completion_turn(request: dict) -> bool:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
-             every: float = 2.0) -> Any:
-    """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`."""
+             every: float = 2.0, tolerate: tuple = ()) -> Any:
+    """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`. An
+    exception of a type in `tolerate` (a gateway restarting: `RpcError`) counts as "not yet"."""
     deadline = time.monotonic() + timeout
+    last = ""
     while True:
-        value = check()
+        try:
+            value = check()
+        except tolerate as exc:
+            value, last = None, f" (last: {exc})"
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{last}")
         time.sleep(every)

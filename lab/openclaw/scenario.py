@@ -38,6 +38,7 @@ from fleet.continuity.document import SECTIONS, StateDocument
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import api
 from fleet.deploy.inventory import Host
+from fleet.installer.openclawgw import RpcError
 from lab.openclaw.drive import (
     MAIN_SESSION,
     Driver,
@@ -315,8 +316,10 @@ class Scenario:
 
     def mc(self, command: str, answer: str) -> None:
         self.driver.chat(command)
+        # A settings change may make the gateway restart (2026.4.x restarts on any plugin
+        # config change): its chat is back a few seconds later, as its user sees it.
         wait_for(f"the {command} answer", lambda: answer in self.driver.history_text(),
-                 timeout=120)
+                 timeout=180, tolerate=(RpcError,))
 
     def mc_settings(self) -> None:
         self.mc("/mc settings", "MC Settings")
