@@ -373,6 +373,19 @@ def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> 
         lines.append("| " + " | ".join(cells) + " |")
     if failures:
         lines += ["", "## What failed", "", *failures]
+    lines += ["", "## What each release hands the plugins", "",
+              "Read off each release's corpus of turns (`tests/corpus/openclaw/<release>/`): where "
+              "it says a turn is OpenClaw's own (run provenance in the hook ctx, or only on the "
+              "message kept in the transcript; the announce run's id), the form of an announce "
+              "turn's text as the prompt and as kept, where a child finds its task, and whether "
+              "a user's message carries a timestamp. `fleet/continuity/origin.py` reads every "
+              "one of them.", "",
+              "| release | " + " | ".join(corpus.TRAITS) + " |",
+              "|" + "---|" * (len(corpus.TRAITS) + 1)]
+    for release in everything:
+        found = corpus.traits(release)
+        if found:
+            lines.append(f"| {release} | " + " | ".join(found[t] for t in corpus.TRAITS) + " |")
     lines += ["", "## Running it", "",
               "```bash",
               "invoke openclaw.compat --versions all      # every stable release of the range",

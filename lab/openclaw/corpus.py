@@ -127,3 +127,47 @@ def write(release: str, collected: Mapping[str, list], root: Path = ROOT) -> lis
                                    indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(path)
     return written
+
+
+TRAITS = ("run provenance", "announce run id", "announce prompt", "announce as kept",
+          "child's task", "user stamp")
+
+
+def _form(text: str) -> str:
+    """Which form an announce's text takes."""
+    if not text:
+        return "empty"
+    head = "header, " if "[Inter-session message]" in text else ""
+    if "A background task completed" in text:
+        return head + "plain event"
+    if "[Internal task completion event]" in text:
+        return head + "runtime context"
+    return head + "other"
+
+
+def traits(release: str, root: Path = ROOT) -> dict:
+    """What the release hands plugins, read off its corpus: a few words per `TRAITS` entry
+    ({} when it has no corpus). For docs/compat.md's second table."""
+    kinds = {}
+    for kind in (USER, COMPLETION, SUBAGENT_TASK):
+        path = root / release / f"{kind}.json"
+        if not path.exists():
+            return {}
+        kinds[kind] = json.loads(path.read_text(encoding="utf-8"))["samples"]
+    done = kinds[COMPLETION]
+    prompts = [s for s in done if s["hook"] == "before_prompt_build"]
+    ends = [s for s in done if s["hook"] == "agent_end"]
+    in_ctx = any("inputProvenance" in (s.get("ctx") or {}) for s in done)
+    kept = any("provenance" in (s.get("message") or {}) for s in done if s["hook"] == "history")
+    task_prompts = [s["prompt"] for s in kinds[SUBAGENT_TASK] if s["hook"] == "before_prompt_build"]
+    user_prompts = [s["prompt"] for s in kinds[USER] if s["hook"] == "before_prompt_build"]
+    return {
+        "run provenance": "hook ctx" if in_ctx else ("transcript only" if kept else "not seen"),
+        "announce run id": "yes" if any(str((s.get("ctx") or {}).get("runId", "")).startswith(
+            "announce:") for s in done) else "no",
+        "announce prompt": _form(prompts[0]["prompt"]) if prompts else "",
+        "announce as kept": _form(_text(ends[0]["message"])) if ends else "",
+        "child's task": ("in its message" if any("[Subagent Task]" in p for p in task_prompts)
+                         else "system prompt only") if task_prompts else "",
+        "user stamp": "yes" if any(p.startswith("[") for p in user_prompts) else "no",
+    }
