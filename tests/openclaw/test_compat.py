@@ -96,7 +96,8 @@ def test_the_page_has_a_row_per_release_with_its_failures_and_timings(rows):
     rows(row("2026.6.6", failed=("recovered once",)))
     proof = {"proven": ["2026.4.24"], "excluded": {"2026.5.3": "drops hooks"}, "sources": ""}
     page = compat.render(["2026.4.24", "2026.5.3", "2026.6.6", "2026.9.6"], proof, RANGE)
-    lines = {line.split(" | ")[0].strip("| "): line for line in page.splitlines()
+    table = page.split("\n## ", 1)[0]  # the checks; the traits table follows
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()
              if line.startswith("| 2026.")}
     assert lines["2026.4.24"].count("✓") == len(scenario.CHECKS)
     assert "| 18.3 | 10.0 | 12.0 | 25.0 | 2.5 |" in lines["2026.4.24"]
