@@ -16,8 +16,8 @@ Managers (`--manager`, options via `--manager-opt k=v`):
                default `ai.openclaw.gateway`).
 - `openclaw` : a real OpenClaw gateway: plugins loaded from the release through openclaw.json,
                activated by `plugins.reload`, `openclaw gateway restart` or a supervised
-               `openclaw gateway run`; ready when its `plugins.list` shows them
-               (fleet/installer/openclawgw.py, its options there).
+               `openclaw gateway run`; ready when each plugin answers its own
+               `<id>.ready` (fleet/installer/openclawgw.py, its options there).
 - `command`  : opt `restart` (shell command, required), optional `stop`.
 Every manager accepts opt `probe` (a shell command printing health JSON) instead of the socket.
 Commands get FLEET_STATE_DIR, FLEET_RELEASE and PYTHONPATH in their environment.

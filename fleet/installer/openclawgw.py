@@ -11,9 +11,14 @@ What an activation does (`restart()`; the transaction calls it after switching `
    gateway restarts: `openclaw gateway restart` where OpenClaw runs as the user's service
    (mode `service`), or, on hosts without a service (sandbox, harness), fleet's own supervised
    `openclaw gateway run` (mode `supervised`: pidfile, SIGTERM, SIGKILL after a deadline).
-Readiness (`probe()`) is the running gateway's own inventory, `plugins.list`: each fleet plugin
-`active` at its version; a plugin load error or a diagnostic naming one of them is reported as a
-plugin failure, which fails the deploy at once. RPCs go straight to the gateway's socket
+Readiness (`probe()`): each fleet plugin answers its own `<id>.ready` at the release's version.
+What else a gateway can tell differs between OpenClaw releases; one record per host says what
+(`capabilities()`, fleet/installer/openclawcaps.py). A plugin that fails to load fails the deploy
+as soon as the gateway says so, whichever way it does: the `plugins.reload` answer, the
+`plugins.list` runtime error, or, on every release, its own log line, read from where this
+activation began (fleet/installer/openclawlog.py), before the gateway even reports ready; a
+ready gateway without a runtime listing that does not know `<id>.ready` did not load it. RPCs
+go straight to the gateway's socket
 (fleet/installer/openclawrpc.py, milliseconds) and through `openclaw gateway call` (a CLI boot,
 seconds) only where that cannot work (`call()`).
 
@@ -30,7 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import time
 import urllib.error
@@ -41,7 +45,14 @@ from typing import Any, Dict, List, Optional, Tuple
 from fleet.continuity import detached, paths, store
 from fleet.continuity.openclawrange import OUTSIDE, PROVEN, CompatError, Support
 from fleet.continuity.statelayout import StateLayout
-from fleet.installer import openclawcli, openclawconfig, openclawrpc, releasedirs
+from fleet.installer import (
+    openclawcaps,
+    openclawcli,
+    openclawconfig,
+    openclawlog,
+    openclawrpc,
+    releasedirs,
+)
 from fleet.installer.manager import Manager, ManagerError
 from fleet.installer.protocol import openclaw_note, openclaw_refusal
 
@@ -74,6 +85,10 @@ class OpenclawManager(Manager):
         self.validation: Optional[str] = None  # how the last new config was validated
         self._replaced: Optional[dict] = None  # the config content configure() last replaced
         self._known: Optional[Dict[str, dict]] = None  # plugins the running gateway knows
+        self._hello: Dict[str, Any] = {}  # the running gateway's last hello-ok
+        self._caps: Optional[openclawcaps.Capabilities] = None  # what it can tell (see there)
+        self._watch: Optional[openclawlog.LogWatch] = None  # its log since the activation began
+        self._logged: Dict[str, str] = {}  # plugin id -> load error its log named meanwhile
         # DIRECT, or "cli (<why the direct client cannot be used>)"; option rpc=cli forces it
         rpc = opts.get("rpc", DIRECT)
         if rpc not in (DIRECT, "cli"):
@@ -142,11 +157,11 @@ class OpenclawManager(Manager):
         while True:
             try:
                 with openclawrpc.GatewayRpc(self.port(), auth) as rpc:
-                    answer = rpc.call(method, params, max(deadline - time.monotonic(), 0.1))
-                    server = rpc.hello.get("server")
+                    self._hello = rpc.open(max(deadline - time.monotonic(), 0.1))
+                    server = self._hello.get("server")
                     if isinstance(server, dict) and server.get("version"):
                         self._gateway_version = str(server["version"])
-                    return answer
+                    return rpc.call(method, params, max(deadline - time.monotonic(), 0.1))
             except openclawrpc.CallError as exc:
                 # e.g. "Another plugin or config operation is already running" while the
                 # gateway's own config hot reload applies the file fleet just wrote
@@ -362,13 +377,36 @@ class OpenclawManager(Manager):
                              if isinstance(i, dict) else str(i) for i in issues[:5])
         return _tail(proc.stdout + proc.stderr) or f"exit {proc.returncode}"
 
+    # -- what the running gateway can tell ---------------------------------------------------
+    def inventory(self) -> Tuple[openclawcaps.Capabilities, Optional[dict]]:
+        """(what the running gateway can tell, its `plugins.list` answer or None where it has
+        none). The capability record (fleet/installer/openclawcaps.py) is detected once, again
+        only when another OpenClaw answers (a service restarted on an upgrade). Raises RpcError
+        or ManagerError when the gateway does not answer."""
+        caps = self._caps
+        if (caps is not None and caps.listing == openclawcaps.NO_LISTING
+                and caps.version == self._gateway_version):
+            return caps, None
+        try:
+            listing: Optional[dict] = self.call("plugins.list", timeout=60)
+        except RpcError as exc:
+            if not unknown_method(exc):
+                raise
+            listing = None
+        if caps is None or caps.version != self._gateway_version:
+            hello = self._hello if self.rpc_path == DIRECT else {}
+            caps = self._caps = openclawcaps.detect(hello, listing)
+        return caps, listing
+
     # -- activation ----------------------------------------------------------------------
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         releasedirs.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
-        known = self._known or (self.known_plugins() if self.http_ready() else None)
-        self._known = known  # the same gateway when restart() runs again (a rollback)
+        if self._known is None and self.http_ready():
+            self._known = self.known_plugins()
+        known = self._known  # the same gateway when restart() runs again (a rollback)
         changed = self.configure(release)
         ids = list(self.plugin_dirs(release))
+        self.watch_log()
         # A reload applies a new release's plugin dirs; the same release again (`invoke
         # restart`, a forced deploy) gets a real restart.
         if changed and known is not None and all(i in known for i in ids):
@@ -388,11 +426,41 @@ class OpenclawManager(Manager):
         self._run(self.argv("gateway", "restart"), None, timeout, "gateway restart")
 
     def known_plugins(self) -> Optional[Dict[str, dict]]:
+        """The plugins the running gateway lists, where it can reload them (else None)."""
         try:
-            listing = self.call("plugins.list", timeout=60)
+            caps, listing = self.inventory()
         except (RpcError, ManagerError):
             return None
+        if not caps.reload or listing is None:
+            return None
         return {str(p.get("id")): p for p in listing.get("plugins") or [] if isinstance(p, dict)}
+
+    def log_files(self) -> List[Path]:
+        """Where the gateway logs (fleet/installer/openclawlog.py): its console as supervised
+        mode captures it, and OpenClaw's file log."""
+        try:
+            config = openclawconfig.load(self.config_path)
+        except openclawconfig.ConfigError:
+            config = {}
+        home = os.path.expanduser(self.opts["home"]) if self.opts.get("home") else None
+        files = openclawlog.file_logs(config, home)
+        return ([self.process.log] if self.process is not None else []) + files
+
+    def watch_log(self) -> None:
+        """From now on, what the gateway logs is about this activation: read it from here."""
+        self._watch = openclawlog.LogWatch(self.log_files)
+        self._logged = {}
+
+    def logged_failures(self, release: Optional[Path]) -> Dict[str, str]:
+        """{plugin id: error} for the release's plugins that the gateway logged as failing to
+        load since the activation began ({} outside an activation)."""
+        if self._watch is None or release is None:
+            return {}
+        dirs = self.plugin_dirs(release)
+        found = openclawlog.load_failures(self._watch.look(), list(dirs), list(dirs.values()))
+        for plugin_id, error in found.items():
+            self._logged.setdefault(plugin_id, error)  # its first failure is the cause
+        return {pid: err for pid, err in self._logged.items() if pid in dirs}
 
     def env(self, release: Optional[Path]) -> Dict[str, str]:
         env = super().env(release)
@@ -414,41 +482,46 @@ class OpenclawManager(Manager):
     # -- readiness -----------------------------------------------------------------------
     def probe(self, release: Optional[Path] = None) -> Optional[dict]:
         """Health in the installer's shape: each fleet plugin's own answer to `<id>.ready` (its
-        worker started and probed: the version it runs), with the gateway's inventory
-        (`plugins.list`, where the gateway has it: 2026.9.x) for load errors and diagnostics."""
+        worker started and probed: the version it runs), with what the gateway can tell of its
+        plugins (see `capabilities`). During an activation a plugin the gateway logged as failing
+        to load is reported at once, even before `/readyz` answers."""
+        ours = list(self.plugin_dirs(release)) if release is not None else []
+        pid = self.process.pid() if self.process else None
+        logged = self.logged_failures(release)
+        if logged:
+            return {"ready": True, "openclaw": self.version(), "gateway_pid": pid,
+                    "versions": {}, "rpc": self.rpc_path,
+                    "plugins": {p: ({"loaded": False, "error": logged[p]} if p in logged else
+                                    {"loaded": None, "status": "not probed"}) for p in ours}}
         if not self.http_ready():
             return None
         try:
-            listing: Optional[dict] = self.call("plugins.list", timeout=60)
-        except RpcError as exc:
-            if not unknown_method(exc):
-                return None
-            listing = None  # OpenClaw 2026.4.x: no inventory RPC; the plugins' answers only
-        except ManagerError:
+            caps, listing = self.inventory()
+        except (RpcError, ManagerError):
             return None
-        ours = list(self.plugin_dirs(release)) if release is not None else []
         if listing is not None:
-            health = health_from_listing(listing, ours, self.version(),
-                                         self.process.pid() if self.process else None)
+            health = health_from_listing(listing, ours, self.version(), pid,
+                                         runtime=caps.runtime_listing)
         else:
-            health = {"ready": True, "openclaw": self.version(), "gateway_pid":
-                      self.process.pid() if self.process else None, "versions": {},
-                      "plugins": {pid: {"loaded": None, "status": "not probed"}
-                                  for pid in ours}}
+            health = {"ready": True, "openclaw": self.version(), "gateway_pid": pid,
+                      "versions": {}, "plugins": {p: {"loaded": None, "status": "not probed"}
+                                                  for p in ours}}
         for plugin_id in ours:
             info = health["plugins"][plugin_id]
             if info.get("loaded") is False:
                 continue  # the inventory names its error already
-            self.confirm(plugin_id, info, health["versions"], listing is None)
+            self.confirm(plugin_id, info, health["versions"], caps, release)
         health["rpc"] = self.rpc_path
+        health["capabilities"] = caps.describe()
         return health
 
     def confirm(self, plugin_id: str, info: Dict[str, Any], versions: Dict[str, str],
-                only_source: bool) -> None:
+                caps: openclawcaps.Capabilities, release: Optional[Path]) -> None:
         """Ask the plugin itself (`<id>.ready`, fleet/plugins/bridge.mjs) and fold its answer
-        into `info` and `versions`: the version its worker runs, or why it cannot run. Without
-        an inventory (`only_source`) a plugin that registered no such method failed to load
-        when the gateway reports ready; OpenClaw's own listing then says why."""
+        into `info` and `versions`: the version its worker runs, or why it cannot run. A ready
+        gateway that does not know the method did not load the plugin, unless its inventory
+        says the plugin is still on its way (`caps.runtime_listing`); the error is what its log
+        says."""
         versions.pop(plugin_id, None)
         try:
             answer = self.call(f"{plugin_id}.ready", timeout=60)
@@ -456,10 +529,16 @@ class OpenclawManager(Manager):
             details = exc.error.get("details")
             if isinstance(details, dict) and details.get("final") is True:
                 info.update(loaded=False, error=exc.message)
-            elif unknown_method(exc) and only_source:
-                info.update(loaded=False, error=self.load_error(plugin_id) or
-                            f"plugin {plugin_id} is not loaded (the gateway does not know "
-                            f"{plugin_id}.ready)")
+            elif unknown_method(exc) and caps.version != self._gateway_version:
+                # another OpenClaw answers now (a service restarted on an upgrade): the next
+                # round reads what it can tell before judging
+                info.update(loaded=None, status=f"not ready: OpenClaw {self._gateway_version} "
+                            "answers now")
+            elif unknown_method(exc) and not caps.runtime_listing:
+                logged = self.logged_failures(release).get(plugin_id)
+                info.update(loaded=False, error=logged or
+                            f"the gateway does not know {plugin_id}.ready and logged no load "
+                            f"error for it (see `openclaw logs`)")
             else:
                 info.update(loaded=None, status=f"not ready: {exc.message}")
             return
@@ -469,35 +548,10 @@ class OpenclawManager(Manager):
         version = answer.get("version")
         info.update(loaded=True, version=version, worker=answer.get("pid"),
                     python=answer.get("python"))
-        if only_source:  # its answer is all there is to say: it runs
+        if not caps.runtime_listing:  # its answer is all there is to say: it runs
             info["status"] = ACTIVE
         if version is not None:
             versions[plugin_id] = str(version)
-
-    def load_error(self, plugin_id: str) -> Optional[str]:
-        """Why OpenClaw did not load `plugin_id`, from its CLI (`plugins list`: a CLI boot, used
-        only where the gateway has no inventory RPC and the plugin is missing). 2026.4.24's
-        listing says "loaded" for an entry that throws; the CLI loads it and logs the error
-        on stderr (`[plugins] <id> failed to load from <entry>: <error>`), read here first."""
-        try:
-            proc = self.cli("plugins", "list", "--json", timeout=120)
-        except ManagerError:
-            return None
-        logged = re.search(rf"\b{re.escape(plugin_id)} failed to load from .+?: (.+)",
-                           proc.stderr)
-        if logged:
-            return f"plugin {plugin_id} failed to load: {logged.group(1).strip()}"
-        try:
-            listing = json.loads(proc.stdout)
-        except ValueError:
-            return None
-        for entry in listing.get("plugins") or [] if isinstance(listing, dict) else []:
-            if isinstance(entry, dict) and entry.get("id") == plugin_id:
-                error = entry.get("error") or (entry.get("runtime") or {}).get("error")
-                status = entry.get("status") or entry.get("state")
-                if error or status not in (None, "loaded", ACTIVE):
-                    return f"plugin {plugin_id} failed to load: {error or status}"
-        return None
 
 
 def installed_openclaw(state_dir: str, opts: Dict[str, str],
@@ -524,16 +578,20 @@ def unknown_method(exc: RpcError) -> bool:
 
 
 def health_from_listing(listing: dict, ours: List[str], openclaw_version: Optional[str],
-                        pid: Optional[int]) -> dict:
+                        pid: Optional[int], runtime: bool = True) -> dict:
     """{openclaw, versions, plugins, ...} for the plugins `ours` from a `plugins.list` answer.
 
+    `runtime`: the listing carries each plugin's runtime state (openclawcaps.RUNTIME). Then
     `versions` holds only plugins that are active, so a plugin still loading is "missing"
-    (readiness keeps waiting) while one with a load error or a diagnostic naming it is an error
-    (readiness fails at once). The gateway pid is `gateway_pid`: a reload keeps the same pid,
-    so it must not read as "the old gateway is still answering".
+    (readiness keeps waiting). Without it (a catalog listing) the listing's version is what is
+    on disk, not what runs: versions and state are left to the plugins' own answers. Either way
+    a load error, a catalog error or an error diagnostic naming a plugin is an error (readiness
+    fails at once). The gateway pid is `gateway_pid`: a reload keeps the same pid, so it must
+    not read as "the old gateway is still answering".
     """
     found = {str(p.get("id")): p for p in listing.get("plugins") or [] if isinstance(p, dict)}
-    diagnostics = [d for d in listing.get("diagnostics") or [] if isinstance(d, dict)]
+    diagnostics = [d for d in listing.get("diagnostics") or [] if isinstance(d, dict)
+                   and d.get("level", "error") == "error"]
     plugins: Dict[str, Any] = {}
     versions: Dict[str, str] = {}
     for plugin_id in ours:
@@ -541,17 +599,20 @@ def health_from_listing(listing: dict, ours: List[str], openclaw_version: Option
         if entry is None:
             plugins[plugin_id] = {"loaded": None, "status": "not discovered"}
             continue
-        runtime = entry.get("runtime") if isinstance(entry.get("runtime"), dict) else {}
-        state = runtime.get("state") or entry.get("state")
-        info: Dict[str, Any] = {"version": entry.get("version"), "status": state,
+        state = entry.get("runtime") if isinstance(entry.get("runtime"), dict) else {}
+        status = state.get("state") if runtime else None
+        info: Dict[str, Any] = {"version": entry.get("version"), "status": status,
                                 "enabled": entry.get("enabled"), "origin": entry.get("origin")}
         named = [str(d.get("message")) for d in diagnostics
                  if d.get("pluginId") == plugin_id or plugin_id in str(d.get("message", ""))]
-        if runtime.get("error") or named:
-            info.update(loaded=False, error=str(runtime.get("error") or "; ".join(named)))
+        error = state.get("error") or entry.get("error") or "; ".join(named)
+        if not error and entry.get("state") == "error":
+            error = "OpenClaw lists it in state error"
+        if error:
+            info.update(loaded=False, error=str(error))
         elif entry.get("enabled") is False:
             info.update(loaded=False, error="disabled in openclaw.json")
-        elif state == ACTIVE:
+        elif status == ACTIVE:
             info["loaded"] = True
             versions[plugin_id] = str(entry.get("version"))
         else:

@@ -30,7 +30,9 @@ class FakeGateway(socketserver.ThreadingTCPServer):
         self.chatty = False  # an event and a ping before each answer
         self.fragment = False  # answers split into continuation frames
         self.plain_http = False  # no WebSocket on this port (another service)
-        self.version = "2026.9.6"  # the OpenClaw it says it is (hello-ok's server.version)
+        self.ready = True  # what /readyz says
+        self.version = "2026.9.6"  # its hello-ok's server.version
+        self.lists_methods = True  # its hello-ok lists the methods it answers (features.methods)
         self.answers: Dict[str, List[Any]] = {}  # method -> answers, the last one repeats
         self.calls: List[Tuple[str, Dict[str, Any]]] = []
         self.connects: List[Dict[str, Any]] = []
@@ -92,8 +94,10 @@ class _Handler(socketserver.StreamRequestHandler):
         }
         if headers.get("upgrade", "").lower() != "websocket" or self.server.plain_http:
             ok = lines[0].startswith("GET /readyz ")
-            body = b'{"ready":true}' if ok else b"not found"
-            status = "200 OK" if ok else "404 Not Found"
+            body = (b'{"ready":%s}' % (b"true" if self.server.ready else b"false")) if ok \
+                else b"not found"
+            status = ("200 OK" if self.server.ready else "503 Service Unavailable") if ok \
+                else "404 Not Found"
             self.request.sendall(
                 f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
                 "Connection: close\r\n\r\n".encode()
@@ -138,16 +142,15 @@ class _Handler(socketserver.StreamRequestHandler):
             )
             self.frame(0x8, struct.pack("!H", 1008) + b"unauthorized")
             return
-        self.reply(
-            connect,
-            True,
-            {
-                "type": "hello-ok",
-                "protocol": 4,
-                "server": {"version": self.server.version, "connId": "c1"},
-                "auth": {"role": "operator", "scopes": connect["params"]["scopes"]},
-            },
-        )
+        hello = {
+            "type": "hello-ok",
+            "protocol": 4,
+            "server": {"version": self.server.version, "connId": "c1"},
+            "auth": {"role": "operator", "scopes": connect["params"]["scopes"]},
+        }
+        if self.server.lists_methods:
+            hello["features"] = {"methods": sorted(self.server.answers), "events": []}
+        self.reply(connect, True, hello)
         while True:
             req = self.recv()
             if req is None:

@@ -350,23 +350,140 @@ def test_a_plugin_whose_python_cannot_load_fails_readiness_at_once(gw, tmp_path)
     assert "RuntimeError: core broken at import" in verdict.reason
 
 
-def test_without_an_inventory_rpc_the_plugins_answers_decide(gw, tmp_path):
-    """OpenClaw 2026.4.x has no `plugins.list`: readiness is the plugins' own answers, and a
-    plugin whose method the gateway does not know did not load (OpenClaw's CLI says why)."""
+# -- a plugin that fails to load, as each OpenClaw release reports it ---------------------------
+THROWS = "Error: broken release: the entry throws at load"
+WANT = {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+
+
+def _activated(gw, tmp_path, version: str, listing: dict | None = None, **opts: str):
+    """A host whose gateway is OpenClaw `version` (a fake: `plugins.list` answers `listing`,
+    `mc.ready` answers, `memory-continuity.ready` is unknown: its entry did not load), right
+    after fleet activated a release on it; returns (manager, release, the file log)."""
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"}, **opts)
+    log = tmp_path / "openclaw.log"
+    config = openclawconfig.load(manager.config_path)
+    manager.config_path.write_text(json.dumps(dict(config, logging={"file": str(log)})))
+    gw.version = version
+    if listing is not None:
+        gw.answer("plugins.list", listing)
+    gw.answer("mc.ready", _ready("2.1.0"))
+    release = _release(manager.state_dir, "5.0.1-a")
+    _logged(log, release, "an error of an earlier activation")  # not this one's
+    manager.restart(release, {}, timeout=10)  # `openclaw gateway restart` (the fake CLI)
+    return manager, release, log
+
+
+def _logged(log: Path, release: Path, error: str = THROWS) -> None:
+    entry = release / "fleet" / "plugins" / "memory_continuity" / "index.js"
+    with open(log, "a") as fh:
+        fh.write(f"[plugins] memory-continuity failed to load from {entry}: {error}\n")
+
+
+def test_without_an_inventory_rpc_the_plugins_answers_decide_and_the_log_names_the_error(
+        gw, tmp_path):
+    """OpenClaw 2026.4 - 2026.7: no `plugins.list`. A ready gateway that does not know a plugin's
+    `<id>.ready` did not load it: a final answer, its error what the gateway logged."""
     from fleet.gateway import process
 
-    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
-    _fake_cli(cli, {"plugins": [{"id": "mc", "status": "error",
-                                 "error": "SyntaxError: Unexpected token"}]})
-    release = _release(manager.state_dir, "5.0.1-a")
-    gw.answer("memory-continuity.ready", _ready("5.0.1"))
-    gw.answer("mc.ready", _ready("2.1.0"))
-    want = {"memory-continuity": "5.0.1", "mc": "2.1.0"}
-    assert process.judge(manager.probe(release), want).state == process.READY
-    gw.answers.pop("mc.ready")
-    verdict = process.judge(manager.probe(release), want)
+    manager, release, log = _activated(gw, tmp_path, "2026.6.6")
+    verdict = process.judge(manager.probe(release), WANT)
+    assert verdict.state == process.PLUGIN_FAILED  # final at once, never the deadline
+    assert "does not know memory-continuity.ready" in verdict.reason
+    assert "earlier activation" not in verdict.reason
+    _logged(log, release)
+    verdict = process.judge(manager.probe(release), WANT)
+    assert verdict.reason == f"plugin memory-continuity failed to load: {THROWS}"
+    gw.answer("memory-continuity.ready", _ready("5.0.1"))  # a release that loads
+    health = manager.probe(None)
+    assert health["capabilities"]["plugins_list"] == "none"
+    assert "plugins.list" not in [m for m, _ in gw.calls[1:]]  # asked once per host, not again
+
+
+def test_a_catalog_listing_does_not_hide_a_plugin_that_did_not_load(gw, tmp_path):
+    """OpenClaw 2026.8: `plugins.list` lists what is installed, `state: "enabled"` also for a
+    plugin whose entry threw, and the version on disk, not the one running."""
+    from fleet.gateway import process
+
+    catalog = {"plugins": [
+        {"id": "memory-continuity", "version": "5.0.1", "enabled": True, "state": "enabled"},
+        {"id": "mc", "version": "2.1.0", "enabled": True, "state": "enabled"}]}
+    manager, release, log = _activated(gw, tmp_path, "2026.8.2", catalog)
+    _logged(log, release)
+    verdict = process.judge(manager.probe(release), WANT)
     assert verdict.state == process.PLUGIN_FAILED
-    assert "plugin mc failed to load: SyntaxError: Unexpected token" in verdict.reason
+    assert verdict.reason == f"plugin memory-continuity failed to load: {THROWS}"
+    gw.answer("memory-continuity.ready", _ready("5.0.1"))  # the next activation loads it
+    manager.restart(release, {}, timeout=10)
+    health = manager.probe(release)
+    assert health["capabilities"]["plugins_list"] == "catalog"
+    assert process.judge(health, WANT).state == process.READY
+    assert {k: v["status"] for k, v in health["plugins"].items()} == {
+        "memory-continuity": "active", "mc": "active"}  # their own answers, not "enabled"
+
+
+def test_a_logged_load_error_fails_readiness_before_the_gateway_reports_ready(gw, tmp_path):
+    """A release whose gateway logs the failure seconds before `/readyz` answers (2026.5 -
+    2026.8): the rollback starts then, not when the gateway is ready."""
+    from fleet.gateway import process
+
+    manager, release, log = _activated(gw, tmp_path, "2026.7.35")
+    gw.ready = False
+    assert manager.probe(release) is None  # still starting, nothing said yet
+    _logged(log, release, "TypeError: api.registerThing is not a function")
+    verdict = process.judge(manager.probe(release), WANT)
+    assert verdict.state == process.PLUGIN_FAILED
+    assert "TypeError: api.registerThing is not a function" in verdict.reason
+
+
+def test_the_supervised_gateways_console_is_read_too(gw, tmp_path):
+    from fleet.gateway import process
+
+    manager, release, _ = _activated(gw, tmp_path, "2026.4.24", mode="supervised")
+    console = manager.process.log
+    console.parent.mkdir(parents=True, exist_ok=True)
+    _logged(console, release)
+    assert process.judge(manager.probe(release), WANT).reason == (
+        f"plugin memory-continuity failed to load: {THROWS}")
+
+
+def test_a_runtime_listing_names_the_error_itself(gw, tmp_path):
+    """OpenClaw 2026.9: each plugin's runtime state and load error in `plugins.list`; a plugin
+    listed as not active yet is waited for, one with an error fails at once."""
+    from fleet.gateway import process
+
+    listing = {"plugins": [
+        {"id": "memory-continuity", "version": "5.0.1", "enabled": True,
+         "runtime": {"state": "loading"}},
+        {"id": "mc", "version": "2.1.0", "enabled": True, "runtime": {"state": "active"}}]}
+    gw.answer("plugins.reload", {"ok": True})
+    manager, release, _ = _activated(gw, tmp_path, "2026.9.6", listing)
+    assert process.judge(manager.probe(release), WANT).state == process.NOT_YET
+    listing["plugins"][0]["runtime"] = {"state": "unloaded", "error": THROWS}
+    gw.answer("plugins.list", listing)
+    verdict = process.judge(manager.probe(release), WANT)
+    assert verdict.reason == f"plugin memory-continuity failed to load: {THROWS}"
+    assert manager.probe(None)["capabilities"]["load_errors"] == [
+        "the plugins.reload answer", "plugins.list runtime.error", "the gateway's log"]
+
+
+def test_another_openclaw_behind_the_port_is_detected_again(gw, tmp_path):
+    """A service restarted on an upgraded OpenClaw: the record follows what now answers."""
+    from fleet.gateway import process
+
+    manager, release, _ = _activated(gw, tmp_path, "2026.7.35")
+    gw.answer("memory-continuity.ready", _ready("5.0.1"))
+    assert manager.probe(release)["capabilities"]["plugins_list"] == "none"
+    gw.version = "2026.9.6"
+    gw.answer("plugins.list", dict(LISTING, plugins=[
+        dict(LISTING["plugins"][0], runtime={"state": "loading"}), LISTING["plugins"][1]]))
+    gw.answers.pop("memory-continuity.ready")  # still loading in the new gateway
+    # the round that meets the new gateway does not judge by the old one's record ...
+    assert process.judge(manager.probe(release), WANT).state == process.NOT_YET
+    # ... the next reads what the new one can tell
+    assert process.judge(manager.probe(release), WANT).state == process.NOT_YET
+    assert manager.probe(release)["capabilities"] == {
+        "version": "2026.9.6", "plugins_list": "runtime", "plugins_reload": False,
+        "load_errors": ["plugins.list runtime.error", "the gateway's log"]}
 
 
 # -- which OpenClaw a release supports ------------------------------------------------------------
