@@ -401,7 +401,10 @@ class OpenclawManager(Manager):
     # -- activation ----------------------------------------------------------------------
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         releasedirs.unlink_extensions(self.state_dir, list(self.plugin_dirs(release)))
-        if self._known is None and self.http_ready():
+        caps = self._caps
+        # only a gateway that can reload needs asking what it knows (a rollback right after a
+        # logged load error then does not wait on a gateway still booting)
+        if self._known is None and (caps is None or caps.reload) and self.http_ready():
             self._known = self.known_plugins()
         known = self._known  # the same gateway when restart() runs again (a rollback)
         changed = self.configure(release)
@@ -487,13 +490,16 @@ class OpenclawManager(Manager):
         to load is reported at once, even before `/readyz` answers."""
         ours = list(self.plugin_dirs(release)) if release is not None else []
         pid = self.process.pid() if self.process else None
+        # the log before and after /readyz, which a gateway still booting may hold for seconds
         logged = self.logged_failures(release)
+        ready = not logged and self.http_ready()
+        logged = logged or self.logged_failures(release)
         if logged:
             return {"ready": True, "openclaw": self.version(), "gateway_pid": pid,
                     "versions": {}, "rpc": self.rpc_path,
                     "plugins": {p: ({"loaded": False, "error": logged[p]} if p in logged else
                                     {"loaded": None, "status": "not probed"}) for p in ours}}
-        if not self.http_ready():
+        if not ready:
             return None
         try:
             caps, listing = self.inventory()
