@@ -149,3 +149,22 @@ def test_an_install_on_an_openclaw_too_old_for_the_release_is_refused_and_change
     assert not releases and not (state / "fleet" / "current").exists()
     assert json.loads(config.read_text()) == {"gateway": {"port": 9, "auth": {"mode": "none"}}}
     assert set(before) <= after
+
+
+def test_the_capability_record_is_what_the_gateway_says_of_itself():
+    """One record per host from its hello-ok and its `plugins.list` answer, not its version."""
+    from fleet.installer import openclawcaps
+
+    hello = {"server": {"version": "2026.8.2"},
+             "features": {"methods": ["plugins.list", "mc.ready", "status"]}}
+    catalog = {"plugins": [{"id": "mc", "state": "enabled"}]}
+    caps = openclawcaps.detect(hello, catalog)
+    assert (caps.version, caps.listing, caps.reload) == ("2026.8.2", "catalog", False)
+    assert caps.serves("mc.ready") and not caps.serves("memory-continuity.ready")
+    assert caps.load_errors() == ["the gateway's log"]
+    runtime = {"plugins": [{"id": "mc", "runtime": {"state": "active"}}]}
+    assert openclawcaps.detect(hello, runtime).runtime_listing
+    # a gateway reached through the CLI says nothing of itself: reload is tried, its answer tells
+    blind = openclawcaps.detect({}, None)
+    assert (blind.version, blind.methods, blind.listing) == (None, None, "none")
+    assert blind.serves("plugins.reload") is None and blind.reload
