@@ -61,7 +61,7 @@ def down(c, hosts="sandbox-openclaw", inventory=""):
 @task(help={"versions": "all (every stable release of the declared range, from the npm "
                         "registry), ci (the releases CI tests) or a comma-separated list",
             "jobs": f"releases run at once (at most {compat.MAX_JOBS}: a gateway holds ~900 MB)",
-            "force": "run releases whose row is current for these sources again",
+            "force": "run releases whose row is green and current for these sources again",
             "keep": "keep every install (default: only the CI set's; each is ~570 MB)",
             "json": "one JSON document (the tasks' shape) instead of progress lines"})
 def compat_(c, versions="all", jobs="1", force=False, keep=False, json_=False):
@@ -69,7 +69,8 @@ def compat_(c, versions="all", jobs="1", force=False, keep=False, json_=False):
 
     Each release: install it, deploy fleet to a gateway of it, run the continuity scenario
     (turns, a child, recovery, /mc, upgrade, two rollbacks), keep its row and its corpus of
-    turns. Resumable: a release whose row is current for the plugin sources is not run again.
+    turns. Resumable: a release whose row is green and current for the plugin sources is not run
+    again.
     """
     run = Run("openclaw.compat", json_)
     with run.guard():

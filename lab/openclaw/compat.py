@@ -7,9 +7,9 @@ list) the matrix installs that OpenClaw (lab.openclaw.toolchain), runs the conti
 on a real gateway of it (lab.openclaw.scenario) and keeps:
 
 - a row per release, `docs/compat/<release>.json`: each check's verdict, the deploy timings, the
-  date, the commit and the fingerprint of the plugin sources it ran (`sources`). A row whose
-  fingerprint is the checkout's is current and is not run again (`force` re-runs it), so an
-  interrupted matrix resumes where it stopped;
+  date, the commit and the fingerprint of the plugin sources it ran (`sources`). A green row
+  whose fingerprint is the checkout's is current and is not run again (`force` re-runs it), so
+  an interrupted matrix resumes where it stopped; a failed one is run again;
 - the corpus of turns that release produced (lab.openclaw.corpus);
 - `docs/compat.md`, the table release x check, rendered from every row;
 - the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`, the
@@ -209,10 +209,11 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
     declared_range = declared()
     wanted = select(spec, declared_range)
     sources = compatproof.sources_digest(REPO)
-    todo = [r for r in wanted if force or not is_current(read_row(r), sources)]
+    todo = [r for r in wanted
+            if force or not (is_current(read_row(r), sources) and row_ok(read_row(r)))]
     skipped = [r for r in wanted if r not in todo]
     if skipped:
-        say(f"current for these sources, not run again: {', '.join(skipped)}")
+        say(f"green and current for these sources, not run again: {', '.join(skipped)}")
     jobs = max(1, min(jobs, MAX_JOBS))
     lock = threading.Lock()
 
