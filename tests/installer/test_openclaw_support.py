@@ -17,12 +17,34 @@ import sys
 from pathlib import Path
 
 import pytest
-from deploy_helpers import Sandbox, release_of
+from deploy_helpers import Sandbox, build, make_tree, release_of
 from fake_openclaw_gw import FakeGateway
 from rich.console import Console
 
 from fleet.deploy import doctor as fleet_doctor
 from fleet.deploy.report import status_summary, status_table
+
+# The proof the releases under test carry (the checkout's own changes with every matrix run).
+PROOF = {"proven": ["2026.4.24", "2026.9.6"], "excluded": {}, "sources": "", "commit": "",
+         "date": ""}
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """The checkout's release (memory-continuity at `bump`), built once each with `PROOF` as
+    its proof."""
+    built = {}
+
+    def get(bump: str | None = None):
+        if bump not in built:
+            work = tmp_path_factory.mktemp("src")
+            tree = make_tree(work / "tree", bump)
+            (tree / "fleet" / "plugins" / "openclaw-proven.json").write_text(json.dumps(PROOF))
+            built[bump] = build(tree, work / "dist")
+        return built[bump]
+
+    return get
+
 
 FAKE_CLI = """#!{python}
 import json, sys

@@ -19,6 +19,7 @@ import pytest
 
 from fleet.continuity.document import StateDocument
 from fleet.plugins.memory_continuity.startup import IMPORTANT_LINE, SEED_BEGIN
+from lab.sourcetree import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = Path(__file__).with_name("openclaw_api.mjs")
@@ -183,20 +184,26 @@ def test_mc_command_answers_through_the_bridge(node, state):
     ("2026.10.1", "outside the range"),
 ])
 def test_an_openclaw_the_release_was_not_proven_on_is_said_once_in_the_log_and_by_mc_doctor(
-        node, state, openclaw, verdict):
-    out = run(node, state, CMD_ENTRY, [{"command": "mc", "args": "doctor"},
-                                       {"command": "mc", "args": "state"},
-                                       {"command": "mc", "args": "doctor"}],
+        node, state, tmp_path, openclaw, verdict):
+    release = tmp_path / "release"  # a release whose proof names two OpenClaw releases
+    snapshot(release, files=())
+    (release / "fleet" / "plugins" / "openclaw-proven.json").write_text(json.dumps(
+        {"proven": ["2026.4.24", "2026.9.6"], "excluded": {}, "sources": "", "commit": "",
+         "date": ""}))
+    entry = release / "fleet" / "plugins" / "mc" / "index.js"
+    out = run(node, state, entry, [{"command": "mc", "args": "doctor"},
+                                   {"command": "mc", "args": "state"},
+                                   {"command": "mc", "args": "doctor"}],
               openclaw_version=openclaw)
     warnings = [m for level, m in out["logs"] if level == "warn"]
     doctor = out["steps"][2]["result"]["text"]
-    version = json.loads((CMD_ENTRY.parent / "openclaw.plugin.json").read_text())["version"]
+    version = json.loads((entry.parent / "openclaw.plugin.json").read_text())["version"]
     if verdict is None:
         assert warnings == [] and f"OpenClaw {openclaw}: proven\n" in doctor
         return
     [warning] = warnings  # once, at the worker's start, not per command
     assert warning.startswith(f"mc {version} runs in OpenClaw {openclaw}, {verdict} for its "
-                              f"release ({REPO.name}): OpenClaw {openclaw} is "), warning
+                              f"release ({release.name}): OpenClaw {openclaw} is "), warning
     assert "(proven on 2026.4.24, 2026.9.6" in warning
     assert "`invoke deploy` (it re-checks each host" in warning
     assert f"OpenClaw {openclaw}: {verdict}\n" in doctor
