@@ -5,6 +5,7 @@ from a real gateway's agent_end messages)."""
 from __future__ import annotations
 
 import pytest
+from openclaw_texts import LEGACY
 
 from fleet.continuity import envelope, subagenttask
 
@@ -23,11 +24,6 @@ INTERNAL = (
     "[Internal task completion event]\n"
     "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nnested\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>\n"
     "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
-LEGACY = (
-    "OpenClaw runtime context (internal):\n"
-    "This context is runtime-generated, not user-authored. Keep internal details private.\n\n"
-    "[Internal task completion event]\nsource: subagent\n<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>\n"
-    "3 issues\n<<<END_UNTRUSTED_CHILD_RESULT>>>\n\nAction:\nTell the user.")
 
 
 @pytest.mark.parametrize("wrapped, words", [

@@ -5,6 +5,7 @@ the others. The texts real gateways produced, release by release, are the corpus
 from __future__ import annotations
 
 import pytest
+from openclaw_texts import LEGACY
 
 from fleet.continuity import origin, subagenttask
 
@@ -23,11 +24,6 @@ INTERNAL = (
     "<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>\nlag is 3 s\n<<<END_UNTRUSTED_CHILD_RESULT>>>\n\n"
     "Action:\nA completed subagent task is ready for user delivery.\n"
     "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>")
-LEGACY = (
-    "OpenClaw runtime context (internal):\n"
-    "This context is runtime-generated, not user-authored. Keep internal details private.\n\n"
-    "[Internal task completion event]\nsource: subagent\n<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>\n"
-    "3 issues\n<<<END_UNTRUSTED_CHILD_RESULT>>>\n\nAction:\nTell the user.")
 PLAIN = (
     "A background task completed. Use this result to reply to the user in your normal "
     "assistant voice.\n\nsource: subagent\nsession_key: " + CHILD + "\nsession_id: 1\n"
