@@ -28,6 +28,10 @@ from pathlib import Path
 from typing import Mapping
 
 NODE_VERSION = "26.10.0"
+# npm beside node, where a Node distribution has it (`lib/node_modules/npm`): from 2026.4.29
+# OpenClaw runs the npm of its own node to stage its bundled plugins' dependencies, and refuses
+# one it finds elsewhere ("Unable to resolve a safe npm executable").
+NPM_VERSION = "11.21.3"
 # The releases CI tests, the default first: the two ends of the plugins' declared range
 # (openclaw.compat in their package.json) and one release of each minor line between.
 OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24", "2026.5.7", "2026.6.6", "2026.7.35", "2026.8.2")
@@ -132,7 +136,8 @@ def _inspect(root: Path, version: str) -> Toolchain | None:
     node_dir = modules / node_package()
     node = node_dir / "bin" / "node"
     entry = modules / "openclaw" / "openclaw.mjs"
-    if not (node.is_file() and os.access(node, os.X_OK) and entry.is_file()):
+    if not (node.is_file() and os.access(node, os.X_OK) and entry.is_file()
+            and (_npm_beside_node(node_dir) / "bin" / "npm-cli.js").is_file()):
         return None
     node_version = _package_version(node_dir)
     openclaw_version = _package_version(modules / "openclaw")
@@ -140,6 +145,11 @@ def _inspect(root: Path, version: str) -> Toolchain | None:
         return None
     return Toolchain(root=root, node=node, openclaw=entry, node_version=node_version,
                      openclaw_version=openclaw_version)
+
+
+def _npm_beside_node(node_dir: Path) -> Path:
+    """Where a Node distribution keeps its npm: `<node>/lib/node_modules/npm`."""
+    return node_dir / "lib" / "node_modules" / "npm"
 
 
 def find(home: Path | None = None, version: str = OPENCLAW_VERSION) -> Toolchain | None:
@@ -195,9 +205,14 @@ def install(home: Path | None = None, *, version: str = OPENCLAW_VERSION, npm: s
         tmp = Path(tempfile.mkdtemp(prefix=f".partial-{target.name}-", dir=home))
         try:
             tmp.chmod(0o755)  # mkdtemp's 0700 would hide the install from other users
-            packages = [f"{node_package()}@{NODE_VERSION}", f"openclaw@{version}"]
+            packages = [f"{node_package()}@{NODE_VERSION}", f"npm@{NPM_VERSION}",
+                        f"openclaw@{version}"]
             say(f"npm install {' '.join(packages)} into {target}")
             _npm_install(npm_path, tmp, packages, timeout)
+            beside = _npm_beside_node(tmp / "node_modules" / node_package())
+            beside.parent.mkdir(parents=True, exist_ok=True)
+            if not beside.is_symlink():  # relative: the install is renamed into place below
+                beside.symlink_to(Path("..", "..", "..", "npm"))
             tool = _inspect(tmp, version)
             if tool is None:
                 raise ToolchainError(f"npm finished but {tmp} lacks node {NODE_VERSION} or "

@@ -16,13 +16,14 @@ import pytest
 from lab.openclaw import toolchain
 
 FAKE_NPM = r"""#!/bin/sh
-# fake npm: `npm install --prefix DIR ... pkgs` -> DIR/node_modules/{node pkg,openclaw}
+# fake npm: `npm install --prefix DIR ... pkgs` -> DIR/node_modules/{node pkg,npm,openclaw}
 echo "$@" >> "$FAKE_NPM_CALLS"
 [ "$1" = "config" ] && { echo "https://registry.example.test/"; exit 0; }
 [ -n "$FAKE_NPM_FAIL" ] && { echo "$FAKE_NPM_FAIL" >&2; exit 1; }
 ARGS="$*"
 prefix=""; while [ $# -gt 0 ]; do [ "$1" = "--prefix" ] && prefix="$2"; shift; done
-m="$prefix/node_modules"; mkdir -p "$m/NODEPKG/bin" "$m/openclaw"
+m="$prefix/node_modules"; mkdir -p "$m/NODEPKG/bin" "$m/openclaw" "$m/npm/bin"
+printf '' > "$m/npm/bin/npm-cli.js"
 printf '{"version": "%s"}' "${FAKE_NODE_VERSION:-NODEVER}" > "$m/NODEPKG/package.json"
 ocver=$(printf '%s\n' $ARGS | sed -n 's/^openclaw@//p')
 printf '{"version": "%s"}' "$ocver" > "$m/openclaw/package.json"
@@ -74,6 +75,9 @@ def test_install_once_then_reused(tmp_path, fake_npm):
     assert tool.node_version == toolchain.NODE_VERSION
     assert tool.openclaw_version == toolchain.OPENCLAW_VERSION
     assert tool.argv("--version") == [str(tool.node), str(tool.openclaw), "--version"]
+    # npm where a Node distribution keeps it: OpenClaw >= 2026.4.29 runs only that one
+    assert (tool.node.parent.parent / "lib" / "node_modules" / "npm" / "bin" /
+            "npm-cli.js").is_file()
     assert tool.env({"PATH": "/usr/bin"})["PATH"].split(os.pathsep)[0] == str(tool.node.parent)
     assert toolchain.find(home) == tool
     assert toolchain.install(home) == tool
