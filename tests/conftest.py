@@ -41,9 +41,11 @@ def openclaw_problem() -> str | None:
     """Why real OpenClaw cannot run here, or None when it can."""
     from lab.openclaw import toolchain  # noqa: PLC0415
 
-    if toolchain.find() is None:
-        return (f"the OpenClaw toolchain is not installed in {toolchain.install_dir()} "
-                "(run `invoke openclaw.install`)")
+    missing = [v for v in toolchain.OPENCLAW_VERSIONS
+               if (tool := toolchain.find(version=v)) is None or not toolchain.staged(tool)]
+    if missing:
+        return (f"OpenClaw {', '.join(missing)} not installed in {toolchain.cache_home()} "
+                "(run `invoke openclaw.install`: the releases the tests run on)")
     return None
 
 
