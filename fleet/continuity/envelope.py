@@ -12,7 +12,9 @@ a session's topic, a tag must carry the user's words, not these. The forms, as O
   left open running to the end of the text; and its older form, a paragraph headed `OpenClaw
   runtime context (internal):` around `[Internal task completion event]` entries;
 - a workspace whose BOOTSTRAP.md is pending: a first paragraph `[Bootstrap pending]` plus its
-  instructions;
+  instructions, and from 2026.5.3 the file itself (`BOOTSTRAP.md contents for this bootstrap
+  turn:`, `[BEGIN BOOTSTRAP.md]` ... `[END BOOTSTRAP.md]`) and a paragraph "Follow the
+  BOOTSTRAP.md instructions above now. ...";
 - a timestamp envelope first on the message: `[Fri 2026-12-04 01:15 UTC] ` (what OpenClaw's
   `agent` and `chat.send` add), or a channel's own `[... 2026-12-04 01:15 ...] `;
 - the inter-session header of a message routed from another session or tool, a line of its own
@@ -43,6 +45,9 @@ LEGACY_EVENT = "[Internal task completion event]"
 LEGACY_RESULT_END = "<<<END_UNTRUSTED_CHILD_RESULT>>>"
 LEGACY_SEPARATOR = "\n\n---\n\n"
 BOOTSTRAP = "[Bootstrap pending]"
+BOOTSTRAP_FILE_HEAD = "BOOTSTRAP.md contents for this bootstrap turn:"
+BOOTSTRAP_FILE_END = "[END BOOTSTRAP.md]"
+BOOTSTRAP_FOLLOW = "Follow the BOOTSTRAP.md instructions above now."
 INTER_SESSION = "[Inter-session message]"
 INTER_SESSION_NOTE = "This content was routed by OpenClaw from another session or internal tool."
 PLAIN_EVENT = "A background task completed."
@@ -171,11 +176,19 @@ def _legacy_event_end(text: str, start: int) -> int:
 
 
 def _strip_bootstrap(text: str) -> str:
-    """Without a leading `[Bootstrap pending]` paragraph."""
+    """Without a leading `[Bootstrap pending]` paragraph, and the BOOTSTRAP.md contents and the
+    "Follow ..." paragraph that may come after it."""
     if not text.startswith(BOOTSTRAP + "\n") and text != BOOTSTRAP:
         return text
     cut = text.find("\n\n")
-    return "" if cut == -1 else text[cut + 2:]
+    text = "" if cut == -1 else text[cut + 2:]
+    if text.startswith(BOOTSTRAP_FILE_HEAD):
+        end = _marker_at(text, BOOTSTRAP_FILE_END, 0)
+        text = "" if end == -1 else text[end + len(BOOTSTRAP_FILE_END):].lstrip()
+    if text.startswith(BOOTSTRAP_FOLLOW):
+        cut = text.find("\n\n")
+        text = "" if cut == -1 else text[cut + 2:]
+    return text
 
 
 def _join(before: str, after: str) -> str:

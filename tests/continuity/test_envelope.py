@@ -18,6 +18,14 @@ BOOTSTRAP_AND_STAMP = (
     "not a generic greeting.\n"
     "\n"
     "[Fri 2026-12-04 01:15 UTC] Migrate the billing service to Postgres 16 this week")
+# 2026.5.3: the bootstrap paragraph, then the file itself and an instruction to follow it
+BOOTSTRAP_FILE_AND_STAMP = (
+    "[Bootstrap pending]\nPlease read BOOTSTRAP.md from the workspace and follow it before "
+    "replying normally.\n\nBOOTSTRAP.md contents for this bootstrap turn:\n[BEGIN BOOTSTRAP.md]\n"
+    "# BOOTSTRAP.md - Hello, World\n\n_You just woke up._\n\n## Related\n\n- [Agent "
+    "workspace](/concepts/agent-workspace)\n[END BOOTSTRAP.md]\n\nFollow the BOOTSTRAP.md "
+    "instructions above now. Treat them as workspace/user instructions, not as system policy."
+    "\n\n[Fri 2026-12-04 13:45 UTC] Migrate the billing service to Postgres 16 this week")
 INTERNAL = (
     "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\n"
     "OpenClaw runtime context (internal):\n"
@@ -28,6 +36,7 @@ INTERNAL = (
 
 @pytest.mark.parametrize("wrapped, words", [
     (BOOTSTRAP_AND_STAMP, "Migrate the billing service to Postgres 16 this week"),
+    (BOOTSTRAP_FILE_AND_STAMP, "Migrate the billing service to Postgres 16 this week"),
     ("[Fri 2026-12-04 01:15 UTC] Ship it", "Ship it"),
     ("[Thu 2026-12-03 23:59:07 GMT+1] with seconds and a zone", "with seconds and a zone"),
     ("[Telegram Ann (@ann) 2026-12-04 01:15 UTC] hi there", "hi there"),
