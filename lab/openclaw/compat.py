@@ -29,6 +29,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -221,10 +222,6 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
         with lock:
             say(line)
 
-    if todo:
-        shutil.rmtree(WORK / "releases", ignore_errors=True)
-    releases = scenario.build_releases(WORK / "releases") if todo else None
-
     def one(release: str) -> dict | None:
         try:
             return run_release(release, releases, WORK, sources, report, keep)
@@ -232,8 +229,11 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
             report(f"{release}: not run: {exc}")
             return None
 
-    with ThreadPoolExecutor(jobs) as pool:
-        rows = dict(zip(todo, pool.map(one, todo)))
+    # built outside the checkout: a snapshot inside it would take the checkout's git status
+    with tempfile.TemporaryDirectory(prefix="fleet-compat-builds-") as builds:
+        releases = scenario.build_releases(Path(builds)) if todo else None
+        with ThreadPoolExecutor(jobs) as pool:
+            rows = dict(zip(todo, pool.map(one, todo)))
     everything = _all_releases(declared_range)
     proof = write_proof(everything, sources)
     PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")

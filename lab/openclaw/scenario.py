@@ -218,6 +218,11 @@ class Scenario:
         assert res.result == "installed", f"{res.result}: {res.note}"
         loaded = self.driver.loaded()
         assert loaded == self._versions(self.releases.base), f"plugins answer {loaded}"
+        # the lab's own precondition: without the probe there is no corpus to record
+        wait_for(f"the {PROBE_ID} plugin to load beside fleet's (its manifest is not one this "
+                 "release loads?)", lambda: any(r.get("hook") == "register"
+                                                for r in probe_records(self.probe_log)),
+                 timeout=60, every=1.0)
 
     def _turn(self, message: str) -> None:
         run = self.driver.agent(message)
