@@ -4,7 +4,9 @@ OpenClaw 2026.9.6 has no `before_agent_start`; `before_prompt_build` returning
 `prependSystemContext` is its system-context hook. Fixed from the original plugin: a subagent reads
 its own per-child file; its parent is the requester session (recorded at `subagent_spawned`, see
 `lineage`; else the key's parent chain), not the agent named in its own key; the seed is given
-even when the child's own state is empty; and a child never gets its own file back as "parent".
+even when the child's own state is empty; a child never gets its own file back as "parent";
+and the seed carries the request its parent's running turn asks (`runorigin.in_flight`), which
+that turn's checkpoint holds only once it ends, after the child started.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from fleet.continuity import paths, store
-from fleet.continuity.document import StateDocument
+from fleet.continuity.document import StateDocument, to_iso
 from fleet.continuity.history import related_history
 from fleet.continuity.snapshot import build_snapshot
+from fleet.continuity.tokens import truncate_tokens
 
-from . import lineage, runorigin, settings
+from . import clock, lineage, runorigin, settings
+from .extraction import OBJECTIVE_BUDGET
 from .locate import Locator
 
 IMPORTANT_LINE = (
@@ -59,6 +63,10 @@ def parent_seed(
     if parent_file.resolve() == own_file.resolve():
         return None
     doc = read_doc(parent_file)
+    asked = runorigin.in_flight(parent.normalized)
+    if asked:  # the parent's turn that spawned this child has not checkpointed it yet
+        doc = doc or StateDocument.new(to_iso(clock.now()))
+        doc.set("Objective", truncate_tokens(asked, OBJECTIVE_BUDGET))
     snapshot = build_snapshot(doc) if doc is not None else None
     if snapshot is None:
         return None

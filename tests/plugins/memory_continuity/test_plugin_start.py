@@ -99,6 +99,23 @@ def test_fresh_child_gets_parent_seed(api, state_dir):
                    + snap_of(parent) + "\n=== END PARENT CONTEXT ===\n\n" + IMPORTANT_LINE)
 
 
+def test_a_child_spawned_by_a_running_turn_is_seeded_with_what_that_turn_asks(api, state_dir):
+    """The parent's model is still answering when its child starts (the turn's checkpoint comes
+    at its agent_end): the seed carries that turn's request, then the checkpoint takes over."""
+    write_state(ws_main(state_dir) / "memory" / "CURRENT_STATE.md", objective="Earlier request")
+    asked = "Check the replication lag on db-2 before the switch"
+    api.fire("before_prompt_build", {"prompt": f"[Fri 2026-12-04 13:45 UTC] {asked}"},
+             main_ctx(state_dir, runId="p1"))
+    seeded = child_start(api, state_dir)
+    seed = seeded.split("=== PARENT AGENT CONTEXT ===", 1)[1]
+    assert f"Objective: {asked}" in seed and "Earlier request" not in seed
+    api.fire("agent_end", {"messages": [{"role": "user", "content": "Another thing entirely"},
+                                        {"role": "assistant", "content": "Done."}]},
+             main_ctx(state_dir, runId="p1"))  # its checkpoint holds the request from here on
+    later = child_start(api, state_dir, key="agent:main:subagent:c9")
+    assert "Objective: Another thing entirely" in later and asked not in later
+
+
 # Fixed flaw of the original plugin: a same-agent child reads its own per-child file, not the
 # parent's, and the parent seed is the parent's file, so nothing is duplicated.
 def test_same_agent_child_reads_own_file_and_seed_is_the_parents(api, state_dir):
