@@ -320,11 +320,19 @@ class Scenario:
         return SPAWN_TURN if SPAWN_TURN in self.outcome.turns.values() else FIRST_TURN
 
     def mc(self, command: str, answer: str) -> None:
-        self.driver.chat(command)
         # A settings change may make the gateway restart (2026.4.x restarts on any plugin
-        # config change): its chat is back a few seconds later, as its user sees it.
-        wait_for(f"the {command} answer", lambda: answer in self.driver.history_text(),
-                 timeout=180, tolerate=(RpcError,))
+        # config change): its chat is back a few seconds later, as its user sees it. An answer
+        # OpenClaw lost (2026.5.20 once failed to append it to the transcript: "file lock
+        # stale") is asked for again, once, as its user would.
+        for attempt, wait in enumerate((60, 180)):
+            self.driver.chat(command)
+            try:
+                wait_for(f"the {command} answer", lambda: answer in self.driver.history_text(),
+                         timeout=wait, tolerate=(RpcError,))
+                return
+            except AssertionError:
+                if attempt:
+                    raise
 
     def mc_settings(self) -> None:
         self.mc("/mc settings", "MC Settings")
