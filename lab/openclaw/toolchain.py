@@ -247,16 +247,25 @@ def complete_lifecycle(tool: Toolchain, timeout: float = 300.0) -> None:
     Its first start writes into its own package dir; run first by another user (a harness host's
     login user, given a read-only copy of this dir) it fails with "package lifecycle is
     incomplete ... permission denied". `openclaw --version` completes it and changes nothing else.
+    Releases whose install guard only their `preinstall` script removes (2026.8.1: "OpenClaw
+    package preinstall has not completed") get that script run too, with the install's own npm
+    (`npm run preinstall`: the step `--ignore-scripts` skipped).
     """
     if not lifecycle_pending(tool):
         return
-    try:
-        out = subprocess.run(tool.argv("--version"), env=tool.env(), capture_output=True,
-                             text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                             cwd=tool.root)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ToolchainError(f"finishing OpenClaw's install in {tool.root} failed: {exc}; run "
-                             "`invoke openclaw.install` again") from exc
+    package = tool.openclaw.parent
+    steps = [(tool.argv("--version"), tool.root),
+             ([str(tool.node), str(_npm_beside_node(tool.node.parent.parent) / "bin" /
+                                   "npm-cli.js"), "run", "preinstall"], package)]
+    for argv, cwd in steps:
+        try:
+            out = subprocess.run(argv, env=tool.env(), capture_output=True, text=True,
+                                 timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ToolchainError(f"finishing OpenClaw's install in {tool.root} failed: {exc}; "
+                                 "run `invoke openclaw.install` again") from exc
+        if not lifecycle_pending(tool):
+            return
     if lifecycle_pending(tool):
         tail = "\n".join((out.stdout + out.stderr).strip().splitlines()[-8:])
         raise ToolchainError(f"OpenClaw's install in {tool.root} is incomplete (its package "

@@ -32,10 +32,12 @@ printf 'console.log(1)' > "$m/openclaw/openclaw.mjs"
 echo pending > "$m/openclaw/.openclaw-lifecycle-pending"
 cat > "$m/NODEPKG/bin/node" <<EOF
 #!/bin/sh
-# fake node: running openclaw.mjs finishes its package lifecycle (unless told it cannot)
+# fake node: running openclaw.mjs finishes its package lifecycle (unless told it cannot);
+# npm's `run preinstall` (in the package dir) removes the install guard
 for a; do
   case "\$a" in *openclaw.mjs) [ -z "\$FAKE_LIFECYCLE_STUCK" ] &&
     rm -f "\$(dirname "\$a")/.openclaw-lifecycle-pending";; esac
+  [ "\$a" = "preinstall" ] && [ -z "\$FAKE_LIFECYCLE_STUCK" ] && rm -f dist/openclaw-install-guard
 done
 echo v${FAKE_NODE_RUNS:-NODEVER}
 EOF
@@ -154,6 +156,18 @@ def test_install_finishes_openclaws_own_install_steps(tmp_path, fake_npm):
     tool = toolchain.install(tmp_path / "cache")
     assert not (tool.openclaw.parent / ".openclaw-lifecycle-pending").exists()
     assert not toolchain.lifecycle_pending(tool)
+
+
+def test_an_install_guard_only_its_preinstall_removes_is_removed_by_that_step(tmp_path,
+                                                                             fake_npm):
+    """2026.8.1: `dist/openclaw-install-guard` stays after a first start; the package's own
+    preinstall script, which --ignore-scripts skipped, removes it."""
+    tool = toolchain.install(tmp_path / "cache")
+    guard = tool.openclaw.parent / "dist" / "openclaw-install-guard"
+    guard.parent.mkdir(exist_ok=True)
+    guard.write_text("OpenClaw package preinstall has not completed.\n")
+    again = toolchain.install(tmp_path / "cache")
+    assert again == tool and not guard.exists() and not toolchain.lifecycle_pending(tool)
 
 
 def test_an_install_left_pending_is_finished_without_npm(tmp_path, fake_npm):
