@@ -72,8 +72,9 @@ def agent_ctx(state: Path, key: str = "agent:main:main", run_id: str = "r1") -> 
             "modelProviderId": "scripted", "modelId": "m"}
 
 
-def prompt_build(state: Path, key: str = "agent:main:main") -> Dict[str, Any]:
-    return {"hook": "before_prompt_build", "event": {"prompt": "go on", "messages": []},
+def prompt_build(state: Path, key: str = "agent:main:main",
+                 prompt: str = "go on") -> Dict[str, Any]:
+    return {"hook": "before_prompt_build", "event": {"prompt": prompt, "messages": []},
             "ctx": agent_ctx(state, key)}
 
 
@@ -119,13 +120,16 @@ def test_hook_round_trip_reaches_the_python_plugin_and_returns_its_injection(nod
                        "mode": "run", "threadRequested": False},
              "ctx": {"runId": "r2", "childSessionKey": child,
                      "requesterSessionKey": "agent:main:main"}}
-    out = run(node, state, MC_ENTRY, [prompt_build(state), spawn, prompt_build(state, child),
-                                      {"workers": True}])
+    asks = "Split the bridge work between two helpers"
+    out = run(node, state, MC_ENTRY, [prompt_build(state, prompt=asks), spawn,
+                                      prompt_build(state, child), {"workers": True}])
     main, _, seeded, workers = out["steps"]
     text = main["result"]["prependSystemContext"]
     assert "Objective: Ship the OpenClaw bridge" in text and text.endswith(IMPORTANT_LINE)
-    assert SEED_BEGIN in seeded["result"]["prependSystemContext"]
-    assert "Ship the OpenClaw bridge" in seeded["result"]["prependSystemContext"]
+    seed = seeded["result"]["prependSystemContext"]
+    # the child is seeded with what its parent's running turn asks (not yet checkpointed),
+    # and the rest of the parent's state
+    assert SEED_BEGIN in seed and f"Objective: {asks}" in seed and "Next Action: next" in seed
     assert len(workers["pids"]) == 1  # one long-lived worker served all three calls
     assert out["errors"] == []
     assert gone(workers["pids"])  # it exits with the process that started it
