@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 
 from rich.table import Table
-from rich.text import Text
 
 from fleet.continuity.doctor import exit_code, worst
 from fleet.deploy import commands
@@ -21,6 +20,7 @@ from fleet.deploy.api import command_timeout, default_owner, parse_json
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
+from fleet.deploy.terminaltext import cell
 from fleet.installer.protocol import DoctorAnswer, InstallerAnswerError, InstallerResult
 
 SKEW_WARN_S = 5.0
@@ -159,11 +159,14 @@ def rows(results: list[HostResult], verbose: bool = False) -> list[tuple[str, st
 
 
 def table(results: list[HostResult], verbose: bool = False) -> Table:
+    """Every cell is the host's words (a check, a state file's agent, a finding naming a temp
+    file or a lock's owner): shown escaped, never as markup (fleet.deploy.terminaltext)."""
     t = Table(title="fleet doctor")
     for column in ("host", "check", "status", "detail"):
         t.add_column(column, overflow="fold")
     for host, check, severity, detail in rows(results, verbose):
-        t.add_row(host, check, Text(severity.upper(), style=STYLE.get(severity, "white")), detail)
+        t.add_row(cell(host), cell(check), cell(severity.upper(), STYLE.get(severity, "white")),
+                  cell(detail))
     return t
 
 
