@@ -68,8 +68,8 @@ def _show_targets(action: str, hosts: list[Host]) -> dict[str, str]:
     `_confirm` to record what was shown)."""
     where = consent.destinations(hosts)
     sandbox = sum(1 for h in hosts if h.sandbox)
-    print(f"{action} -> {len(hosts)} host(s){f' ({sandbox} in the sandbox)' if sandbox else ''}:",
-          file=sys.stderr)
+    print(f"{visible(action)} -> {len(hosts)} host(s)"  # an --artifact file names the version
+          f"{f' ({sandbox} in the sandbox)' if sandbox else ''}:", file=sys.stderr)
     for host in hosts:  # the inventory's and ssh_config's words: escaped
         print(f"  {visible(where[host.name])}{'' if host.sandbox else '  [outside the sandbox]'}",
               file=sys.stderr)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,18 @@ def fake_release(state: Path, main: str = "") -> None:
     (state / "fleet" / "current").symlink_to("releases/hostile")
 
 
+def hostile_artifact(built: Path, out: Path) -> Path:
+    """A copy of a real artifact whose manifest names a hostile version (`--artifact` takes
+    any file: the version is printed in the task's title)."""
+    with zipfile.ZipFile(built) as src, zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "fleet_manifest.json":
+                data = json.dumps({**json.loads(data), "version": LINE}).encode()
+            dst.writestr(item, data)
+    return out
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
@@ -211,6 +224,8 @@ def exact_lock(doc: dict) -> None:
 
 
 def exact_refusal(doc: dict) -> None:
+    if doc["action"] == "deploy":
+        assert doc["artifact"]["version"] == LINE
     note = hosts_of(doc)[NAME]["note"]
     assert note.startswith(f"locked for maintenance by {TEXT} since ") and f": {TEXT};" in note
     assert note.endswith(f"fleet lock.release -H {NAME}")
@@ -245,7 +260,9 @@ def test_a_task_shows_hostile_host_text_escaped_and_its_json_keeps_it_exact(task
                                                                               request):
     args, exact = TASKS[task]
     if "{artifact}" in args:  # built once per session, only for the task that needs one
-        args = [a.format(artifact=request.getfixturevalue("artifacts")().path) for a in args]
+        built = request.getfixturevalue("artifacts")().path
+        art = hostile_artifact(built, hostile / "hostile.pyz")
+        args = [a.format(artifact=art) for a in args]
     code, out, err = fleet(hostile, *args)
     assert code in (1, 2), (code, out, err)  # refused, failing or unhealthy hosts
     inert(out, f"{task} stdout")
