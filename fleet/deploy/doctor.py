@@ -144,9 +144,11 @@ def rows(results: list[HostResult], verbose: bool = False) -> list[tuple[str, st
             host_rows.append((res.host, c.get("check", "?"), c.get("severity", "ok"),
                               c.get("message", "")))
         for t in (data.get("continuity") or {}).get("targets") or []:
-            label = f"{t['agent']}/{t['child']}" if t.get("child") else t.get("agent", "?")
-            problems = [f["message"] for f in t.get("findings", [])
-                        if f.get("severity") != "ok"]
+            # DoctorAnswer typed these (strings or absent, findings a list of objects)
+            agent = t.get("agent") or "?"
+            label = f"{agent}/{t['child']}" if t.get("child") else agent
+            problems = [f.get("message") or "" for f in t.get("findings") or []
+                        if f.get("severity", "ok") != "ok"]
             host_rows.append((res.host, f"state {label}", t.get("severity", "ok"),
                               "; ".join(problems) or "healthy"))
         shown = [r for r in host_rows if verbose or r[2] != "ok"]

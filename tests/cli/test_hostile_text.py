@@ -337,3 +337,95 @@ def test_an_inventory_error_quoting_hostile_text_is_escaped_and_exact_in_json(tm
     code, out, _ = fleet(tmp_path, task, "--json")
     inert(out, f"{task} --json: the inventory's error")
     assert code == 2 and TEXT in json.loads(out)["error"]
+
+
+# A host whose answer has the right top-level shape but wrong types inside (issue 30 follow-up):
+# `h1` answers as the case says, `h2` answers well; each task reports h1 as failing with the
+# field named, on one line, and still shows h2.
+ANSWERING_INSTALLER = """\
+import json, sys, time
+from pathlib import Path
+command, state = sys.argv[1], Path(sys.argv[sys.argv.index("--state-dir") + 1])
+answer = json.loads((state / (command + ".json")).read_text())
+if command == "doctor":
+    answer["time"] = time.time()  # the host's clock agrees with ours
+print(json.dumps(answer))
+"""
+GOOD_STATUS = {
+    "ok": True, "result": "status", "ready": True, "problem": None, "disk_free_bytes": 1 << 30,
+    "current": {"release": "1.0.0-abcdefabcdef", "version": "1.0.0", "sha256": "ab" * 32,
+                "components": {"fleet": "1.0.0"}},
+    "gateway": {"pid": 4242, "uptime_s": 12.5, "plugins": {"memory-continuity": {
+        "version": "1.0.0", "status": "loaded"}}},
+    "lock": None, "last_audit": {"time": "2026-01-01T00:00:00Z", "action": "install",
+                                 "result": "installed", "who": "ops"},
+}
+GOOD_DOCTOR = {
+    "ok": True, "result": "doctor",
+    "checks": [{"check": "disk", "severity": "ok", "message": "1.0 GiB free"}],
+    "continuity": {"severity": "ok", "targets": [
+        {"agent": "main", "child": None, "path": "workspace/memory/CURRENT_STATE.md",
+         "severity": "ok", "findings": [{"check": "format", "severity": "ok",
+                                          "message": "well-formed"}]}]},
+}
+
+
+def answer_with(answer: dict, path: tuple, value: object) -> dict:
+    """A copy of `answer` with the field at `path` (keys and list indexes) set to `value`."""
+    out = json.loads(json.dumps(answer))
+    inner = out
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    return out
+
+
+MALFORMED = {  # task, field, wrong value, the reason shown for h1
+    "uptime": ("status", ("gateway", "uptime_s"), "x",
+               "'gateway.uptime_s' must be a number or null, got 'x'"),
+    "plugins": ("status", ("gateway", "plugins"), ["memory-continuity"],
+                "'gateway.plugins' must be an object or null, got ['memory-continuity']"),
+    "components": ("status", ("current", "components"), ["fleet"],
+                   "'current.components' must be an object or null, got ['fleet']"),
+    "findings": ("doctor", ("continuity", "targets", 0, "findings"), "none",
+                 "'continuity.targets[0].findings' must be a list or null, got 'none'"),
+    "finding": ("doctor", ("continuity", "targets", 0, "findings", 0), ["format"],
+                "'continuity.targets[0].findings[0]' must be an object, got ['format']"),
+    "message": ("doctor", ("continuity", "targets", 0, "findings", 0, "message"), 7,
+                "'continuity.targets[0].findings[0].message' must be a string or null, got 7"),
+    "agent": ("doctor", ("continuity", "targets", 0, "agent"), {"id": "main"},
+              "'continuity.targets[0].agent' must be a string or null, got {'id': 'main'}"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_host_answer_of_wrong_nested_types_is_that_hosts_readable_failure(tmp_path, case):
+    task, path, value, reason = MALFORMED[case]
+    good = {"status": GOOD_STATUS, "doctor": GOOD_DOCTOR}
+    for name in ("h1", "h2"):
+        state = tmp_path / ".fleet" / "sandbox" / name
+        fake_release(state, ANSWERING_INSTALLER)
+        for command, answer in good.items():
+            if name == "h1" and command == task:
+                answer = answer_with(answer, path, value)
+            (state / f"{command}.json").write_text(json.dumps(answer))
+    (tmp_path / "inventory.yaml").write_text(
+        "vars: {connection: local, gateway: {manager: fleet}}\n"
+        "hosts:\n  h1: {state_dir: .fleet/sandbox/h1}\n  h2: {state_dir: .fleet/sandbox/h2}\n"
+        "groups:\n  sandbox: {hosts: [h1, h2]}\n")
+    why = f"{task} gave an answer fleet cannot read: host h1: {reason}"
+
+    code, out, _ = fleet(tmp_path, task, terminal=True)  # a wide terminal: no cell folds
+    plain = SGR.sub("", out)
+    assert code in (1, 2), plain
+    assert any("h1" in line and why in line for line in plain.splitlines()), plain
+    h2 = [line for line in plain.splitlines() if "│ h2 " in line]
+    if task == "status":
+        assert h2 and "1.0.0-abcdefabcdef" in h2[0] and "yes" in h2[0], plain
+    else:
+        assert h2 and "summary" in h2[0] and "OK" in h2[0], plain
+
+    code, out, _ = fleet(tmp_path, task, "--json")
+    hosts = hosts_of(json.loads(out))
+    assert hosts["h1"]["ok"] is False and hosts["h1"]["note"] == why
+    assert hosts["h2"]["ok"] is True
