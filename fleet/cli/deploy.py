@@ -25,7 +25,7 @@ from fleet.cli.taskrun import Run
 from fleet.deploy import api, consent, deploylog, report
 from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import RunOptions
-from fleet.deploy.terminaltext import visible
+from fleet.terminal.text import visible
 
 HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
               "(default: sandbox)")

@@ -16,7 +16,7 @@ def down(c, inventory="", purge=False):
     from fleet.deploy.inventory import InventoryError, default_inventory, load  # noqa: PLC0415
     from fleet.deploy.sandbox import down as take_down  # noqa: PLC0415
     from fleet.deploy.sandbox import sandbox_root  # noqa: PLC0415
-    from fleet.deploy.terminaltext import visible  # noqa: PLC0415
+    from fleet.terminal.text import visible  # noqa: PLC0415
 
     try:
         inv = load(inventory) if inventory else default_inventory()

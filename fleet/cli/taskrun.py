@@ -4,7 +4,7 @@ Every task that takes `--json` prints exactly one document of one shape (report.
 schema in docs/operations.md) for every way it ends, usage errors included: `guard()` turns a
 bad flag, inventory or selection into exit 2 (with its error document under `--json`), and
 `finish()` prints the results and exits 1 unless every host succeeded. An error's message may
-quote the inventory or ssh_config: the terminal gets it escaped (fleet.deploy.terminaltext),
+quote the inventory or ssh_config: the terminal gets it escaped (fleet.terminal.text),
 the `--json` document exact.
 """
 
@@ -19,7 +19,7 @@ from invoke import Exit
 from fleet.cli.flags import USAGE_ERROR
 from fleet.deploy import report
 from fleet.deploy.inventory import InventoryError
-from fleet.deploy.terminaltext import visible
+from fleet.terminal.text import visible
 
 
 class Run:

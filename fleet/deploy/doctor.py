@@ -20,8 +20,8 @@ from fleet.deploy.api import command_timeout, default_owner, parse_json
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
-from fleet.deploy.terminaltext import cell
 from fleet.installer.protocol import DoctorAnswer, InstallerAnswerError, InstallerResult
+from fleet.terminal.text import cell
 
 SKEW_WARN_S = 5.0
 SKEW_CRITICAL_S = 120.0  # locks, leases and staleness checks compare clocks across hosts
@@ -162,7 +162,7 @@ def rows(results: list[HostResult], verbose: bool = False) -> list[tuple[str, st
 
 def table(results: list[HostResult], verbose: bool = False) -> Table:
     """Every cell is the host's words (a check, a state file's agent, a finding naming a temp
-    file or a lock's owner): shown escaped, never as markup (fleet.deploy.terminaltext)."""
+    file or a lock's owner): shown escaped, never as markup (fleet.terminal.text)."""
     t = Table(title="fleet doctor")
     for column in ("host", "check", "status", "detail"):
         t.add_column(column, overflow="fold")

@@ -9,7 +9,7 @@ on daemon threads, so a poll still in flight never holds the exit up. The snippe
 nothing; the control side keeps, per host, the log file's inode and the offset read so far.
 When the gateway rotated the log between two polls (fleet/gateway/logfile.py: `gateway.log`
 becomes `gateway.log.1`), the rest of the old file is read from `.1` first, so no line is lost;
-only whole lines are returned. Lines and host names are printed escaped (fleet.deploy.terminaltext),
+only whole lines are returned. Lines and host names are printed escaped (fleet.terminal.text),
 `--json` keeps them exact."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.report import JSON_SCHEMA
-from fleet.deploy.terminaltext import json_text, visible
+from fleet.terminal.text import json_text, visible
 
 LOG_FILE = StateLayout.GATEWAY_LOG
 POLL_S = 1.0

@@ -4,7 +4,7 @@ Live lines go to stderr (rich Live on a terminal; otherwise one timestamped line
 host's step, never the same line twice) so that `--json` output on stdout stays clean for
 machines. The final table has one row per host: host, from -> to, result, duration, note, then a
 summary line with the run's total time; status tables highlight drift between hosts. Everything a
-host or the inventory says is shown through fleet.deploy.terminaltext (escaped, never markup);
+host or the inventory says is shown through fleet.terminal.text (escaped, never markup);
 `--json` keeps it exact.
 
 `--json` prints one document on stdout for every outcome, errors included (schema: JSON_SCHEMA
@@ -27,8 +27,8 @@ from rich.text import Text
 
 from fleet.continuity.openclawrange import OUTSIDE, PROVEN, UNPROVEN, WORDS
 from fleet.deploy.runner import HostResult
-from fleet.deploy.terminaltext import cell, json_text, visible
 from fleet.installer.protocol import HostStatus
+from fleet.terminal.text import cell, json_text, visible
 
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
@@ -135,7 +135,7 @@ def json_document(action: str, results: list[HostResult], ok: bool, duration_s: 
 
 
 def print_json(doc: dict) -> None:
-    """The document with every text exact (JSON escaping only, fleet.deploy.terminaltext)."""
+    """The document with every text exact (JSON escaping only, fleet.terminal.text)."""
     sys.stdout.write(json_text(doc, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 

@@ -1,4 +1,4 @@
-"""fleet.deploy.terminaltext: what a terminal would obey or hide is shown as an escape, what a
+"""fleet.terminal.text: what a terminal would obey or hide is shown as an escape, what a
 reader needs (letters of any script, tabs, line breaks of multi-line text) is left alone, Rich
 never reads host text as markup, and JSON keeps the text exact."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 from rich.console import Console
 
-from fleet.deploy.terminaltext import cell, json_text, visible
+from fleet.terminal.text import cell, json_text, visible
 
 ORDINARY = [
     "",

@@ -1,13 +1,14 @@
-r"""Text from hosts and inventories on the operator's terminal: shown, never obeyed.
+r"""Text fleet did not write, on the operator's terminal: shown, never obeyed.
 
-Whoever can write a host's state dir, answer for its installer, or edit an inventory or
-ssh_config chooses text fleet prints: a log line, a lock's owner and message, a temp file's
-name, a doctor's finding, a release name, a host name. Printed as it is, an ESC sequence clears
-the screen, retitles the window or plants a hyperlink, a C1 control does the same on terminals
-that obey 8-bit controls, a bidi override (U+202E) shows characters in another order than they
-are, and a zero-width or tag character makes two different names look alike; printed as a
-`str` through Rich, `[link=...]` becomes a hyperlink and `[red]` a style. So every task shows
-such text through this module, and `--json` keeps it exact:
+Whoever can write a host's state dir, answer for its installer, edit an inventory or
+ssh_config, or commit to the checkout chooses text fleet prints: a log line, a lock's owner and
+message, a temp file's name, a doctor's finding, a release name, a host name, a version file's
+contents. Printed as it is, an ESC sequence clears the screen, retitles the window or plants a
+hyperlink, a C1 control does the same on terminals that obey 8-bit controls, a bidi override
+(U+202E) shows characters in another order than they are, and a zero-width or tag character
+makes two different names look alike; printed as a `str` through Rich, `[link=...]` becomes a
+hyperlink and `[red]` a style. So every task shows such text through this module, and `--json`
+keeps it exact:
 
 - `visible()` writes every control character (C0 but tab and, in multi-line text, newline;
   DEL; C1), every invisible formatting character (Unicode `Cf`: bidi controls, zero-width and
