@@ -25,6 +25,7 @@ from fleet.cli.taskrun import Run
 from fleet.deploy import api, consent, deploylog, report
 from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import RunOptions
+from fleet.terminal.text import visible
 
 HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
               "(default: sandbox)")
@@ -67,10 +68,10 @@ def _show_targets(action: str, hosts: list[Host]) -> dict[str, str]:
     `_confirm` to record what was shown)."""
     where = consent.destinations(hosts)
     sandbox = sum(1 for h in hosts if h.sandbox)
-    print(f"{action} -> {len(hosts)} host(s){f' ({sandbox} in the sandbox)' if sandbox else ''}:",
-          file=sys.stderr)
-    for host in hosts:
-        print(f"  {where[host.name]}{'' if host.sandbox else '  [outside the sandbox]'}",
+    print(f"{visible(action)} -> {len(hosts)} host(s)"  # an --artifact file names the version
+          f"{f' ({sandbox} in the sandbox)' if sandbox else ''}:", file=sys.stderr)
+    for host in hosts:  # the inventory's and ssh_config's words: escaped
+        print(f"  {visible(where[host.name])}{'' if host.sandbox else '  [outside the sandbox]'}",
               file=sys.stderr)
     return where
 
@@ -85,8 +86,8 @@ def _confirm(inv, hosts: list[Host], where: dict[str, str], yes: bool, as_json: 
         interactive = not as_json and sys.stdin.isatty() and sys.stderr.isatty()
         answer = ""
         if interactive:
-            print(f"First change of host(s) outside the sandbox: {names}. Continue? [y/N] ",
-                  end="", file=sys.stderr, flush=True)
+            print(f"First change of host(s) outside the sandbox: {visible(names)}. Continue? "
+                  "[y/N] ", end="", file=sys.stderr, flush=True)
             answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             raise Exit(f"error: refusing: {names} {'is' if len(new) == 1 else 'are'} outside "
@@ -100,7 +101,7 @@ def _record(inv, action: str, results, artifact: dict | None = None) -> None:
     try:
         deploylog.record(inv.path, action, api.default_owner(), results, artifact)
     except OSError as exc:
-        print(f"warning: could not append to the deploy log: {exc}", file=sys.stderr)
+        print(f"warning: could not append to the deploy log: {visible(exc)}", file=sys.stderr)
 
 
 def _options(parallel: str, batch: str = "", max_fail: str = "") -> RunOptions:

@@ -1,4 +1,9 @@
-"""Tasks for fleet.release: `verify`, `release`, `build`. Thin: parse flags, call the API, print."""
+"""Tasks for fleet.release: `verify`, `release`, `build`. Thin: parse flags, call the API, print.
+
+What they print quotes files of the checkout (a version file's value, a diff of it, a problem
+naming it), which any contributor can write: it reaches the terminal through fleet.terminal.text
+(escaped, never markup), and `--json` keeps it exact.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,19 @@ from fleet.cli import extension
 from fleet.cli.flags import task
 from fleet.cli.taskrun import Run
 from fleet.release.error import ReleaseError
+from fleet.terminal.text import visible
 
 
 def _root() -> Path:
     from fleet.release.component import find_root  # noqa: PLC0415
 
     return find_root(Path.cwd())
+
+
+def _echo(line: str) -> None:
+    """One progress line of a release (a plan with the version files' diffs, a commit message):
+    escaped, its line breaks kept."""
+    print(visible(line, multiline=True))
 
 
 @task(help={"json": "one JSON document on stdout (docs/operations.md): versions, files, "
@@ -29,6 +41,7 @@ def verify(c, json=False):
     whether the OpenClaw matrix proved the plugin sources (current, stale or never proven).
     """
     from rich.console import Console  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
 
     from fleet.release.component import load_project  # noqa: PLC0415
     from fleet.release.verify import render  # noqa: PLC0415
@@ -49,9 +62,10 @@ def verify(c, json=False):
         console = Console()
         console.print(render(report))
         for note in report.notes:
-            console.print(f"note: {note}", markup=False, highlight=False)
+            console.print(Text("note: " + visible(note, multiline=True)))
         for problem in report.problems:
-            console.print(f"[red]problem:[/red] {problem}", markup=True, highlight=False)
+            console.print(Text.assemble(("problem:", "red"),
+                                        " " + visible(problem, multiline=True)))
     if not report.ok:
         raise Exit(code=1)
 
@@ -79,9 +93,9 @@ def release(c, component=None, part=None, version=None, dry_run=False, no_push=F
 
     try:
         run_release(_root(), component=component, part=part, version=version, dry_run=dry_run,
-                    push=not no_push, resume=resume, echo=print, allow_unproven=allow_unproven)
-    except ReleaseError as exc:
-        raise Exit(f"release: {exc}", code=1) from exc
+                    push=not no_push, resume=resume, echo=_echo, allow_unproven=allow_unproven)
+    except ReleaseError as exc:  # Invoke prints the message as it is: it may quote a file
+        raise Exit(visible(f"release: {exc}", multiline=True), code=1) from exc
 
 
 @task(
@@ -116,9 +130,10 @@ def build(c, out=None, check=False, json=False):
                             "check": check})
     else:
         state = "current" if check else "built"
-        print(f"{state} {artifact.path}")
+        print(visible(f"{state} {artifact.path}"))
         print(f"sha256 {artifact.sha256}")
-        print("components " + ", ".join(f"{k} {v}" for k, v in artifact.components.items()))
+        print(visible("components " + ", ".join(f"{k} {v}"
+                                                for k, v in artifact.components.items())))
 
 
 TASKS = [verify, release, build]

@@ -3,7 +3,9 @@
 Every task that takes `--json` prints exactly one document of one shape (report.json_document,
 schema in docs/operations.md) for every way it ends, usage errors included: `guard()` turns a
 bad flag, inventory or selection into exit 2 (with its error document under `--json`), and
-`finish()` prints the results and exits 1 unless every host succeeded.
+`finish()` prints the results and exits 1 unless every host succeeded. An error's message may
+quote the inventory or ssh_config: the terminal gets it escaped (fleet.terminal.text),
+the `--json` document exact.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from invoke import Exit
 from fleet.cli.flags import USAGE_ERROR
 from fleet.deploy import report
 from fleet.deploy.inventory import InventoryError
+from fleet.terminal.text import visible
 
 
 class Run:
@@ -33,21 +36,24 @@ class Run:
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[Run]:
-        """Usage errors become `Exit(..., 2)`; with --json also the error document on stdout."""
+        """Usage errors become `Exit(..., 2)`; with --json also the error document on stdout.
+        The message Invoke prints is escaped (it may quote an inventory), the document's exact."""
         try:
             yield self
         except Exit as exc:
-            if self.as_json and exc.message:
-                report.print_json(report.json_document(
-                    self.action, [], False, self.elapsed, error=str(exc.message).strip(),
-                    exit_code=exc.code))
+            if exc.message:
+                if self.as_json:
+                    report.print_json(report.json_document(
+                        self.action, [], False, self.elapsed, error=str(exc.message).strip(),
+                        exit_code=exc.code))
+                exc.message = visible(exc.message, multiline=True)
             raise
         except (InventoryError, ValueError) as exc:
             message = f"error: {exc}"
             if self.as_json:
                 report.print_json(report.json_document(self.action, [], False, self.elapsed,
                                                        error=message, exit_code=USAGE_ERROR))
-            raise Exit(message, USAGE_ERROR) from None
+            raise Exit(visible(message, multiline=True), USAGE_ERROR) from None
 
     def finish(self, title: str, results, extra: dict | None = None) -> None:
         report.print_results(title, results, self.as_json, extra, self.elapsed)

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 
 from rich.table import Table
-from rich.text import Text
 
 from fleet.continuity.doctor import exit_code, worst
 from fleet.deploy import commands
@@ -22,6 +21,7 @@ from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, Progress, RunOptions, run
 from fleet.installer.protocol import DoctorAnswer, InstallerAnswerError, InstallerResult
+from fleet.terminal.text import cell
 
 SKEW_WARN_S = 5.0
 SKEW_CRITICAL_S = 120.0  # locks, leases and staleness checks compare clocks across hosts
@@ -144,9 +144,11 @@ def rows(results: list[HostResult], verbose: bool = False) -> list[tuple[str, st
             host_rows.append((res.host, c.get("check", "?"), c.get("severity", "ok"),
                               c.get("message", "")))
         for t in (data.get("continuity") or {}).get("targets") or []:
-            label = f"{t['agent']}/{t['child']}" if t.get("child") else t.get("agent", "?")
-            problems = [f["message"] for f in t.get("findings", [])
-                        if f.get("severity") != "ok"]
+            # DoctorAnswer typed these (strings or absent, findings a list of objects)
+            agent = t.get("agent") or "?"
+            label = f"{agent}/{t['child']}" if t.get("child") else agent
+            problems = [f.get("message") or "" for f in t.get("findings") or []
+                        if f.get("severity", "ok") != "ok"]
             host_rows.append((res.host, f"state {label}", t.get("severity", "ok"),
                               "; ".join(problems) or "healthy"))
         shown = [r for r in host_rows if verbose or r[2] != "ok"]
@@ -159,11 +161,14 @@ def rows(results: list[HostResult], verbose: bool = False) -> list[tuple[str, st
 
 
 def table(results: list[HostResult], verbose: bool = False) -> Table:
+    """Every cell is the host's words (a check, a state file's agent, a finding naming a temp
+    file or a lock's owner): shown escaped, never as markup (fleet.terminal.text)."""
     t = Table(title="fleet doctor")
     for column in ("host", "check", "status", "detail"):
         t.add_column(column, overflow="fold")
     for host, check, severity, detail in rows(results, verbose):
-        t.add_row(host, check, Text(severity.upper(), style=STYLE.get(severity, "white")), detail)
+        t.add_row(cell(host), cell(check), cell(severity.upper(), STYLE.get(severity, "white")),
+                  cell(detail))
     return t
 
 

@@ -9,7 +9,8 @@ on daemon threads, so a poll still in flight never holds the exit up. The snippe
 nothing; the control side keeps, per host, the log file's inode and the offset read so far.
 When the gateway rotated the log between two polls (fleet/gateway/logfile.py: `gateway.log`
 becomes `gateway.log.1`), the rest of the old file is read from `.1` first, so no line is lost;
-only whole lines are returned."""
+only whole lines are returned. Lines and host names are printed escaped (fleet.terminal.text),
+`--json` keeps them exact."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.report import JSON_SCHEMA
+from fleet.terminal.text import json_text, visible
 
 LOG_FILE = StateLayout.GATEWAY_LOG
 POLL_S = 1.0
@@ -146,14 +148,15 @@ Emit = Callable[[str, str, bool], None]  # (host, line, is_error)
 
 
 def printer(names: list[str], out=None, err=None) -> Emit:
-    """`host | line` on stdout (errors on stderr), host names padded to one width."""
-    width = max((len(n) for n in names), default=0)
+    """`host | line` on stdout (errors on stderr), host names padded to one width; both are
+    the host's or the inventory's words, so escaped: a log line never drives the terminal."""
+    width = max((len(visible(n)) for n in names), default=0)
     lock = threading.Lock()
 
     def emit(host: str, line: str, is_error: bool) -> None:
         stream = (err or sys.stderr) if is_error else (out or sys.stdout)
         with lock:
-            stream.write(f"{host:<{width}} | {line}\n")
+            stream.write(f"{visible(host):<{width}} | {visible(line)}\n")
             stream.flush()
 
     return emit
@@ -163,7 +166,7 @@ def json_lines(out=None) -> Emit:
     """One JSON object per line on stdout (`logs --json`, also while following): `{"schema",
     "action": "logs", "host", "line", "error"}`, `error` true for what fleet says about a host
     (unreachable, back again) rather than a line of its log. A stream, not one document, so a
-    script can read `-f` as it comes."""
+    script can read `-f` as it comes. Each line's text is exact (JSON escaping only)."""
     lock = threading.Lock()
 
     def emit(host: str, line: str, is_error: bool) -> None:
@@ -171,7 +174,7 @@ def json_lines(out=None) -> Emit:
                   "error": is_error}
         with lock:
             stream = out or sys.stdout
-            stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+            stream.write(json_text(record, ensure_ascii=False) + "\n")
             stream.flush()
 
     return emit

@@ -3,7 +3,9 @@
 Live lines go to stderr (rich Live on a terminal; otherwise one timestamped line per change of a
 host's step, never the same line twice) so that `--json` output on stdout stays clean for
 machines. The final table has one row per host: host, from -> to, result, duration, note, then a
-summary line with the run's total time; status tables highlight drift between hosts.
+summary line with the run's total time; status tables highlight drift between hosts. Everything a
+host or the inventory says is shown through fleet.terminal.text (escaped, never markup);
+`--json` keeps it exact.
 
 `--json` prints one document on stdout for every outcome, errors included (schema: JSON_SCHEMA
 below, documented in docs/operations.md); the exit code is the same as without `--json`:
@@ -13,7 +15,6 @@ refused confirmation).
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -27,6 +28,7 @@ from rich.text import Text
 from fleet.continuity.openclawrange import OUTSIDE, PROVEN, UNPROVEN, WORDS
 from fleet.deploy.runner import HostResult
 from fleet.installer.protocol import HostStatus
+from fleet.terminal.text import cell, json_text, visible
 
 RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yellow",
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
@@ -57,13 +59,14 @@ class LiveReport:
         self.live = None
 
     def _render(self) -> Table:
-        table = Table(title=self.title, show_header=False, box=None, pad_edge=False)
+        table = Table(title=_title(self.title), show_header=False, box=None, pad_edge=False)
         now = time.monotonic()
         for host in self.hosts:
             step, note, t0 = self.state[host]
             elapsed = f"{now - t0:5.1f}s" if t0 else ""
-            table.add_row(Text(host, style="bold"),
-                          Text(step, style=RESULT_STYLE.get(step, "white")), elapsed, note[:80])
+            table.add_row(Text(visible(host), style="bold"),
+                          Text(visible(step), style=RESULT_STYLE.get(step, "white")), elapsed,
+                          Text(visible(note[:80])))
         return table
 
     def __enter__(self) -> LiveReport:
@@ -86,8 +89,8 @@ class LiveReport:
             elif not self.quiet and (step, note) != (before, before_note):
                 stamp = time.strftime("%H:%M:%S")
                 line = Text(f"{stamp} ", style="dim")
-                line.append(host, style="bold")
-                line.append(f" {step} {note}".rstrip())
+                line.append(visible(host), style="bold")
+                line.append(visible(f" {step} {note}".rstrip()))
                 self.console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -97,8 +100,14 @@ def stdout_console() -> Console:
     return console if console.is_terminal else Console(width=200)
 
 
+def _title(title: str) -> Text:
+    """A table's title as Rich styles a `str` title, without reading it as markup (it names the
+    artifact's version, which an `--artifact` file says)."""
+    return Text(visible(title), style="table.title")
+
+
 def results_table(title: str, results: list[HostResult]) -> Table:
-    table = Table(title=title)
+    table = Table(title=_title(title))
     table.add_column("host", no_wrap=True)
     table.add_column("from -> to", overflow="fold")
     table.add_column("result", no_wrap=True)
@@ -106,8 +115,9 @@ def results_table(title: str, results: list[HostResult]) -> Table:
     table.add_column("note", overflow="fold")
     for res in results:
         style = RESULT_STYLE.get(res.result, "white")
-        table.add_row(res.host, f"{_release(res.from_release)} -> {_release(res.to_release)}",
-                      Text(res.result, style=style), f"{res.duration_s:.1f}s", res.note)
+        table.add_row(cell(res.host),
+                      cell(f"{_release(res.from_release)} -> {_release(res.to_release)}"),
+                      cell(res.result, style), f"{res.duration_s:.1f}s", cell(res.note))
     return table
 
 
@@ -125,17 +135,19 @@ def json_document(action: str, results: list[HostResult], ok: bool, duration_s: 
 
 
 def print_json(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    """The document with every text exact (JSON escaping only, fleet.terminal.text)."""
+    sys.stdout.write(json_text(doc, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
 
 
-def summary_line(results: list[HostResult], duration_s: float, ok: bool | None = None) -> str:
-    """`OK: 3 installed in 4.2s` / `FAILED: 1 failed, 2 installed in 9.0s` (rich markup)."""
+def summary_line(results: list[HostResult], duration_s: float, ok: bool | None = None) -> Text:
+    """`OK: 3 installed in 4.2s` / `FAILED: 1 failed, 2 installed in 9.0s` (results are the
+    hosts' words: escaped, never markup)."""
     ok = all(r.ok for r in results) if ok is None else ok
     counts = Counter(r.result for r in results)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no hosts"
-    return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'FAILED'}[/]: {summary} "
-            f"in {duration_s:.1f}s")
+    return Text.assemble(("OK" if ok else "FAILED", "green" if ok else "bold red"),
+                         f": {visible(summary)} in {duration_s:.1f}s")
 
 
 def print_results(title: str, results: list[HostResult], as_json: bool,
@@ -179,10 +191,10 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
         table.add_column(column, no_wrap=column in ("host", "release", "free disk"),
                          overflow="fold", min_width=5 if column == "ready" else None)
     for res, st in rows:
-        cells: dict = {"host": res.host}
+        cells: dict = {"host": cell(res.host)}
         if not res.ok:
-            cells["release"] = Text(res.result, style="bold red")
-            cells["ready"] = res.note
+            cells["release"] = cell(res.result, "bold red")
+            cells["ready"] = cell(res.note)
             table.add_row(*(cells.get(c, "") for c in columns))
             continue
         current = st.current
@@ -192,28 +204,29 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
         uptime = gw.get("uptime_s")
         components = ", ".join(f"{k} {v}" for k, v in sorted(
             ((current or {}).get("components") or {}).items()))
-        gateway = (f"pid {gw['pid']}, up {uptime:.0f}s" if gw.get("pid")
+        gateway = (f"pid {visible(gw['pid'])}, up {uptime:.0f}s" if gw.get("pid")
                    and uptime is not None else "-")
         if gw.get("openclaw"):  # an OpenClaw host: its version, and what its gateway loaded
-            gateway = f"openclaw {gw['openclaw']} pid {gw.get('gateway_pid') or '?'}"
-            gateway += "\nloaded: " + ", ".join(
+            # each line is the host's words, escaped one by one: only fleet breaks lines here
+            gateway = visible(f"openclaw {gw['openclaw']} pid {gw.get('gateway_pid') or '?'}")
+            gateway += "\nloaded: " + visible(", ".join(
                 f"{k} {v.get('version')} {v.get('status')}"
-                for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict))
+                for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict)))
             if gw.get("rpc", "direct") != "direct":  # why fleet boots the CLI for each RPC
-                gateway += f"\nrpc: {gw['rpc']}"
+                gateway += "\nrpc: " + visible(gw["rpc"])
         cells.update({
-            "release": Text(release + (" (drift)" if drift else ""),
-                            style="bold red" if drift else "green"),
-            "components": components,
-            "gateway": gateway,
-            "ready": Text("yes" if st.ready else f"no: {st.problem}",
-                          style="green" if st.ready else "bold red"),
+            "release": cell(release + (" (drift)" if drift else ""),
+                            "bold red" if drift else "green"),
+            "components": cell(components),
+            "gateway": Text(gateway),
+            "ready": cell("yes" if st.ready else f"no: {st.problem}",
+                          "green" if st.ready else "bold red"),
             "openclaw": openclaw_cell(st.openclaw_support),
             "free disk": human_bytes(st.disk_free_bytes),
-            "lock": "-" if not lock else (f"{lock.owner} pid {lock.pid}"
-                                          + (f" (stale: {lock.stale})" if lock.stale else "")),
-            "last change": (f"{audit.get('time', '')} {audit.get('action', '')} "
-                            f"{audit.get('result', '')} by {audit.get('who', '?')}")
+            "lock": "-" if not lock else cell(f"{lock.owner} pid {lock.pid}"
+                                              + (f" (stale: {lock.stale})" if lock.stale else "")),
+            "last change": cell(f"{audit.get('time', '')} {audit.get('action', '')} "
+                                f"{audit.get('result', '')} by {audit.get('who', '?')}")
             if audit else "-"})
         table.add_row(*(cells[c] for c in columns))
     return table
@@ -228,12 +241,13 @@ def openclaw_cell(support: dict | None) -> Text:
     if not support:
         return Text("-")
     state = str(support.get("state"))
-    return Text(f"{support.get('version')}: {WORDS.get(state, state)}",
-                style=SUPPORT_STYLE.get(state, "white"))
+    return cell(f"{support.get('version')}: {WORDS.get(state, state)}",
+                SUPPORT_STYLE.get(state, "white"))
 
 
-def status_summary(results: list[HostResult], duration_s: float) -> str:
-    """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`."""
+def status_summary(results: list[HostResult], duration_s: float) -> Text:
+    """`3 hosts: 3 ready, 0 not ready, 0 unreachable; 1 release (5.0.0-ab12...) in 0.4s`
+    (release names are the hosts' words: escaped, never markup)."""
     ready = sum(1 for r in results if r.ok and _status(r).ready)
     down = sum(1 for r in results if not r.ok)
     releases = sorted({_release(_status(r).current) for r in results if r.ok})
@@ -242,10 +256,11 @@ def status_summary(results: list[HostResult], duration_s: float) -> str:
         "state", PROVEN) != PROVEN)
     drift = (f"; {unproven} on an OpenClaw their release was not proven on (invoke doctor "
              "says what to do)" if unproven else "")
-    return (f"[{'green' if ok else 'bold red'}]{'OK' if ok else 'ATTENTION'}[/]: "
-            f"{len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "
-            f"{down} unreachable or failing; {len(releases)} release(s): "
-            f"{', '.join(releases) or '-'}{drift}; in {duration_s:.1f}s")
+    return Text.assemble(
+        ("OK" if ok else "ATTENTION", "green" if ok else "bold red"),
+        f": {len(results)} host(s): {ready} ready, {len(results) - ready - down} not ready, "
+        f"{down} unreachable or failing; {len(releases)} release(s): "
+        f"{visible(', '.join(releases)) or '-'}{drift}; in {duration_s:.1f}s")
 
 
 def human_bytes(value) -> str:

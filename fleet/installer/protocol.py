@@ -184,7 +184,11 @@ class LockHolder:
 @dataclass(frozen=True)
 class HostStatus(_Answer):
     """A host's `status` answer: what runs there. Fields missing from the answer read as
-    "nothing" (an empty status is a host with nothing installed); `data` keeps it whole."""
+    "nothing" (an empty status is a host with nothing installed); `data` keeps it whole.
+    Inside `current` and `gateway` the fields the control side computes with are typed too
+    (`current.components`, `gateway.uptime_s`, `gateway.plugins`), so a wrong one is this
+    host's error naming it, not a crash of the report that shows every host; the others are
+    shown as text, whatever their type."""
 
     current: Optional[Dict[str, Any]] = None  # the active release (`release_summary`)
     ready: bool = False  # the gateway is ready on it
@@ -205,11 +209,18 @@ class HostStatus(_Answer):
         if support is not None and not isinstance(support.get("state"), str):
             raise _bad(host, f"'openclaw_support.state' must be a string, got "
                              f"{support.get('state')!r:.80}")
-        return cls(current=_optional(data, "current", dict, "an object", host),
+        current = _optional(data, "current", dict, "an object", host)
+        if current is not None:  # listed component by component
+            _optional(current, "components", dict, "an object", host, "current.")
+        gateway = _optional(data, "gateway", dict, "an object", host) or {}
+        # what the status table computes with: the uptime as a number, the plugins one by one
+        _optional(gateway, "uptime_s", (int, float), "a number", host, "gateway.")
+        _optional(gateway, "plugins", dict, "an object", host, "gateway.")
+        return cls(current=current,
                    ready=bool(_optional(data, "ready", bool, "true or false", host)),
                    problem=_optional(data, "problem", str, "a string", host),
                    lock=None if lock is None else LockHolder.from_dict(lock, host),
-                   gateway=_optional(data, "gateway", dict, "an object", host) or {},
+                   gateway=gateway,
                    last_audit=_optional(data, "last_audit", dict, "an object", host) or {},
                    disk_free_bytes=_optional(data, "disk_free_bytes", int, "an integer", host),
                    openclaw_support=support, data=data)
@@ -218,7 +229,9 @@ class HostStatus(_Answer):
 @dataclass(frozen=True)
 class DoctorAnswer(_Answer):
     """A host's `doctor` answer: its checks (`{check, severity, message, ...}`), the continuity
-    doctor's report (`{severity, targets}`) and the host's clock (`time`, for the skew)."""
+    doctor's report (`{severity, targets}`) and the host's clock (`time`, for the skew). Each
+    target's `agent`, `child` and `findings` (`[{check, severity, message}]`) are typed as
+    far as the doctor's table reads them, for the same reason as `HostStatus`'s."""
 
     checks: Tuple[Dict[str, Any], ...]
     continuity: Dict[str, Any]
@@ -256,10 +269,20 @@ class DoctorAnswer(_Answer):
         continuity["severity"] = severity(continuity, "continuity.")
         targets = _optional(continuity, "targets", list, "a list", host, "continuity.") or []
         for i, target in enumerate(targets):
+            where = f"continuity.targets[{i}]"
             if not isinstance(target, dict):
-                raise _bad(host, f"'continuity.targets[{i}]' must be an object, got "
-                                 f"{target!r:.80}")
-            severity(target, f"continuity.targets[{i}].")
+                raise _bad(host, f"'{where}' must be an object, got {target!r:.80}")
+            severity(target, f"{where}.")
+            # what the doctor's table shows: whose state file, and each finding's message
+            for key in ("agent", "child"):
+                _optional(target, key, str, "a string", host, f"{where}.")
+            findings = _optional(target, "findings", list, "a list", host, f"{where}.") or []
+            for j, finding in enumerate(findings):
+                if not isinstance(finding, dict):
+                    raise _bad(host, f"'{where}.findings[{j}]' must be an object, got "
+                                     f"{finding!r:.80}")
+                severity(finding, f"{where}.findings[{j}].")
+                _optional(finding, "message", str, "a string", host, f"{where}.findings[{j}].")
         continuity["targets"] = targets
         clock = _optional(data, "time", (int, float), "a number", host)
         return cls(checks=tuple(checks), continuity=continuity,

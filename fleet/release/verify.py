@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -21,6 +21,9 @@ from fleet.continuity import openclawrange
 from fleet.release import compatproof, ecosystem, entries
 from fleet.release.component import Project
 from fleet.release.error import ReleaseError
+
+if TYPE_CHECKING:  # rich is imported when printing only
+    from rich.table import Table
 
 
 @dataclass
@@ -225,14 +228,18 @@ def dependency_problems(project: Project, versions: dict) -> list:
     return problems
 
 
-def render(report: Report):
-    """A rich table: component x file x key x version x status."""
+def render(report: Report) -> Table:
+    """A rich table: component x file x key x version x status. Every cell is the checkout's
+    text (a version file's value, a problem quoting it): shown escaped, never as markup."""
     from rich.table import Table  # noqa: PLC0415  (control side only, imported when printing)
+
+    from fleet.terminal.text import cell  # noqa: PLC0415  (imports rich: the same reason)
 
     table = Table(title="fleet versions")
     for col in ("component", "file", "key", "version", "status"):
         table.add_column(col, overflow="fold")
     for row in report.rows:
-        status = "[green]ok[/green]" if row.problem is None else f"[red]{row.problem}[/red]"
-        table.add_row(row.component, row.path, row.key, row.version or "-", status)
+        status = cell("ok", "green") if row.problem is None else cell(row.problem, "red")
+        table.add_row(cell(row.component), cell(row.path), cell(row.key),
+                      cell(row.version or "-"), status)
     return table

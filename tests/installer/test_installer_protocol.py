@@ -115,6 +115,12 @@ def test_a_status_answer_is_typed_down_to_the_lock_holder():
     ({"openclaw_support": "proven"}, "host edge-1: 'openclaw_support' must be an object"),
     ({"openclaw_support": {"version": "2026.9.6"}},
      "host edge-1: 'openclaw_support.state' must be a string"),
+    ({"gateway": {"uptime_s": "x"}}, "host edge-1: 'gateway.uptime_s' must be a number"),
+    ({"gateway": {"uptime_s": True}}, "host edge-1: 'gateway.uptime_s' must be a number"),
+    ({"gateway": {"plugins": ["memory-continuity"]}},
+     "host edge-1: 'gateway.plugins' must be an object"),
+    ({"current": {"components": ["fleet"]}}, "host edge-1: 'current.components' must be an "
+                                             "object"),
 ])
 def test_a_bad_status_names_the_host_and_the_field(change, named):
     with pytest.raises(InstallerAnswerError, match=named):
@@ -136,6 +142,18 @@ def test_a_doctor_answer_gives_every_severity():
     ({"continuity": {"severity": "ok", "targets": [{"severity": 3}]}},
      "'continuity.targets[0].severity' must be one of"),
     ({"time": "noon"}, "'time' must be a number"),
+    ({"continuity": {"severity": "ok", "targets": [{"agent": 3}]}},
+     "'continuity.targets[0].agent' must be a string"),
+    ({"continuity": {"severity": "ok", "targets": [{"agent": "a", "child": ["c"]}]}},
+     "'continuity.targets[0].child' must be a string"),
+    ({"continuity": {"severity": "ok", "targets": [{"findings": {"check": "x"}}]}},
+     "'continuity.targets[0].findings' must be a list"),
+    ({"continuity": {"severity": "ok", "targets": [{"findings": ["x"]}]}},
+     "'continuity.targets[0].findings[0]' must be an object"),
+    ({"continuity": {"severity": "ok", "targets": [{"findings": [{"severity": "odd"}]}]}},
+     "'continuity.targets[0].findings[0].severity' must be one of"),
+    ({"continuity": {"severity": "ok", "targets": [{"findings": [{"message": None}, {
+        "message": 7}]}]}}, "'continuity.targets[0].findings[1].message' must be a string"),
 ])
 def test_a_bad_doctor_answer_names_the_host_and_the_field(change, named):
     with pytest.raises(InstallerAnswerError, match="host edge-1: " + named.replace("[", r"\[")):

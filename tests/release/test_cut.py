@@ -585,3 +585,29 @@ def test_task_refuses_unproven_sources_unless_allowed(repo):
     proc = run_task(repo, "-c", "mc", "--no-push", "--allow-unproven")
     assert proc.returncode == 0, proc.stderr
     assert STALE_LINE in repo.read("CHANGELOG.md")
+
+
+HOSTILE = "[link=http://evil.example]x[/link]\x1b]0;pwned\x07\x1b[2J\u202e"
+SHOWN = r"[link=http://evil.example]x[/link]\x1b]0;pwned\x07\x1b[2J\u202e"
+
+
+def test_task_shows_the_checkouts_text_escaped(repo):
+    """The files a release rewrites are anyone's text: a dry run's diff quoting a changelog
+    line, and a refusal quoting a version file, reach the terminal escaped."""
+    text = repo.read("CHANGELOG.md")
+    cut = text.index("\n## ") + 1 if "\n## " in text else len(text)
+    commit_file(repo.path, "CHANGELOG.md", f"{text[:cut]}{HOSTILE}\n{text[cut:]}",
+                "a contributor's changelog line")
+    proc = run_task(repo, "--component", "mc", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(char in proc.stdout + proc.stderr for char in "\x1b\x07\u202e"), proc.stdout
+    assert f" {SHOWN}\n" in proc.stdout  # a context line of the changelog's diff
+
+    rel = "fleet/plugins/mc/package.json"
+    data = json.loads(repo.read(rel))
+    commit_file(repo.path, rel, json.dumps({**data, "version": HOSTILE}, indent=2) + "\n",
+                "a contributor's version")
+    proc = run_task(repo, "--component", "mc", "--dry-run")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not any(char in proc.stdout + proc.stderr for char in "\x1b\x07\u202e"), proc.stderr
+    assert SHOWN in proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,35 @@ def test_a_missing_entry_is_a_problem_with_or_without_node(repo, tmp_path):
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["problems"] == [
         f"mc: {MC_ENTRY}: entry named by openclaw.extensions is missing"]
+
+
+# A contributor's version file: Rich markup, an OSC window title, a clear screen, a bidi override
+HOSTILE_VERSION = "[link=http://evil.example]x[/link]\x1b]0;pwned\x07\x1b[2J\u202e"
+SHOWN_VERSION = r"[link=http://evil.example]x[/link]\x1b]0;pwned\x07\x1b[2J\u202e"
+RAW = ("\x1b", "\x07", "\u202e")  # what must not reach the terminal but as Rich's own colours
+
+
+def test_a_hostile_version_file_is_shown_escaped_never_as_markup_and_exact_in_json(repo):
+    set_json(repo, MC_PKG, "version", HOSTILE_VERSION)
+    wide = {**os.environ, "COLUMNS": "5000"}  # no cell folds, so each text is one line
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        wide.pop(name, None)
+    proc = run_verify(repo, env=wide)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for char in RAW:
+        assert char not in proc.stdout + proc.stderr, repr(proc.stdout)
+    assert any(MC_PKG in line and SHOWN_VERSION in line for line in proc.stdout.splitlines())
+    assert any(line.startswith("problem: ") and SHOWN_VERSION in line
+               for line in proc.stdout.splitlines()), proc.stdout
+
+    # as on a terminal: Rich's colours come out, a hyperlink (OSC 8) or the title never does
+    proc = run_verify(repo, env={**wide, "FORCE_COLOR": "1", "TTY_COMPATIBLE": "1",
+                                 "TERM": "xterm-256color"})
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
+    assert "\x1b[" in proc.stdout and not any(char in plain for char in RAW), repr(plain)
+    assert SHOWN_VERSION in plain
+
+    proc = run_verify(repo, "--json", env=wide)
+    assert not any(char in proc.stdout for char in RAW)  # JSON-escaped
+    files = json.loads(proc.stdout)["files"]
+    assert HOSTILE_VERSION in [f["version"] for f in files if f["path"] == MC_PKG]
