@@ -1,0 +1,109 @@
+"""Limits on what a user types, through the `fleet` script as a user runs it: `--parallel`
+within what the pool can run, a run that fails while starting its threads gives its leases
+back, `--expires` bounded (and a lock written before that bound still reads), inventory
+timeouts bounded, and inventory host names that are invisible, or one name spelled twice, are
+refused naming the file and the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deploy_helpers import stop_gateways
+
+FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+# Makes threads fail to start, as a process out of threads does ("can't start new thread"):
+# FAIL_THREADS=pool fails the run's pool threads, FAIL_THREADS=take the second lease take.
+FAIL_THREADS = """\
+import os, threading
+_start = threading.Thread.start
+_takes = []
+def _failing_start(self):
+    what = os.environ.get("FAIL_THREADS")
+    if what == "pool" and self.name.startswith("fleet-host-"):
+        raise RuntimeError("can't start new thread")
+    if what == "take" and getattr(getattr(self, "_target", None), "__name__", "") == "one":
+        _takes.append(self)
+        if len(_takes) == 2:
+            raise RuntimeError("can't start new thread")
+    return _start(self)
+threading.Thread.start = _failing_start
+"""
+INVENTORY = """\
+vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
+hosts:
+  box1: {state_dir: .fleet/sandbox/box1}
+  box2: {state_dir: .fleet/sandbox/box2}
+  box3: {state_dir: .fleet/sandbox/box3}
+groups:
+  sandbox: {hosts: [box1, box2, box3]}
+"""
+BOXES = ("box1", "box2", "box3")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "inventory.yaml").write_text(INVENTORY)
+    yield tmp_path
+    stop_gateways([tmp_path / ".fleet" / "sandbox" / n for n in BOXES])
+
+
+def fleet(cwd: Path, *args: str, env: dict | None = None,
+          prelude: str = "") -> tuple[int, dict, str]:
+    proc = subprocess.run([sys.executable, "-c", prelude + FLEET, *args, "--json"], cwd=cwd,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, **(env or {})))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def results(doc: dict) -> dict:
+    return {h["host"]: h["result"] for h in doc["hosts"]}
+
+
+def leases(workdir: Path) -> list[str]:
+    return [n for n in BOXES
+            if (workdir / ".fleet" / "sandbox" / n / "fleet" / "run.lease").exists()]
+
+
+@pytest.mark.parametrize("task", ["deploy", "restart", "rollback", "status", "doctor"])
+def test_parallel_above_what_the_pool_runs_is_refused_naming_flag_and_limit(workdir, task):
+    code, doc, _ = fleet(workdir, task, "--parallel", "100000")
+    assert code == 2 and doc["hosts"] == []
+    assert "--parallel 100000: at most 256" in doc["error"]
+    assert "use --parallel 256 or less" in doc["error"]
+    assert not (workdir / ".fleet" / "sandbox").exists()  # no host was touched
+
+
+def test_parallel_at_its_maximum_runs(workdir):
+    code, doc, _ = fleet(workdir, "status", "--parallel", "256")
+    assert code == 1 and set(results(doc)) == set(BOXES)  # every host answered (none ready)
+
+
+def test_a_run_whose_threads_cannot_start_fails_each_host_and_leaves_no_lease(workdir):
+    code, doc, _ = fleet(workdir, "restart", env={"FAIL_THREADS": "pool"},
+                         prelude=FAIL_THREADS)
+    assert code == 1 and results(doc) == dict.fromkeys(BOXES, "failed")
+    note = doc["hosts"][0]["note"]
+    assert "could not start" in note and "can't start new thread" in note
+    assert "nothing was done on this host" in note and "Lower --parallel" in note
+    assert leases(workdir) == []  # every lease the run took was given back
+    code, doc, _ = fleet(workdir, "lock.acquire", "-m", "right after")
+    assert code == 0 and results(doc) == dict.fromkeys(BOXES, "locked")
+
+
+def test_a_lease_take_whose_thread_cannot_start_leaves_that_host_alone_and_no_lease(workdir):
+    code, doc, _ = fleet(workdir, "restart", env={"FAIL_THREADS": "take"},
+                         prelude=FAIL_THREADS)
+    assert code == 1
+    by_host = {h["host"]: h for h in doc["hosts"]}
+    assert by_host["box2"]["result"] == "failed"
+    assert "could not start a thread to take the fleet lease" in by_host["box2"]["note"]
+    assert "not tried again" in by_host["box2"]["note"]
+    assert by_host["box1"]["ok"] and by_host["box3"]["ok"]  # the others ran, as usual
+    assert leases(workdir) == []
+    assert fleet(workdir, "lock.status")[0] == 0
