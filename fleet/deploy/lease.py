@@ -291,14 +291,23 @@ class Lease:
         return self.unreached.get(host.name)
 
 
+def _utc(stamp: object) -> str | None:
+    """A lease file's time as `YYYY-MM-DD HH:MM UTC`; None when it is not a time at all, and
+    the raw number when no calendar holds it (a lock written with an absurd `--expires` before
+    that was bounded must still be shown, and released)."""
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        return None
+    try:
+        return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(stamp)))
+    except (OverflowError, OSError, ValueError):
+        return f"{stamp:.0f} (seconds since 1970)"
+
+
 def describe_holder(holder: dict) -> str:
     if holder.get("manual"):
-        since = holder.get("since")
-        when = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(since)))
-                if isinstance(since, (int, float)) else "?")
-        expires = holder.get("expires")
-        until = (", until " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(expires)))
-                 if isinstance(expires, (int, float)) else "")
+        when = _utc(holder.get("since")) or "?"
+        expires = _utc(holder.get("expires"))
+        until = f", until {expires}" if expires else ""
         return (f"{holder.get('owner', '?')} since {when}{until}: "
                 f"{holder.get('message') or '(no message)'}")
     return ("{} (pid {} on {}, {}s ago, lease {}s)".format(

@@ -107,3 +107,38 @@ def test_a_lease_take_whose_thread_cannot_start_leaves_that_host_alone_and_no_le
     assert by_host["box1"]["ok"] and by_host["box3"]["ok"]  # the others ran, as usual
     assert leases(workdir) == []
     assert fleet(workdir, "lock.status")[0] == 0
+
+
+@pytest.mark.parametrize("expires, words", [
+    ("99999999999999h", "--expires '99999999999999h': at most 30d"),
+    ("31d", "--expires '31d': at most 30d"),
+    ("2592001", "--expires '2592001': at most 30d"),
+])
+def test_expires_beyond_its_maximum_is_refused_and_takes_nothing(workdir, expires, words):
+    code, doc, _ = fleet(workdir, "lock.acquire", "-m", "upgrade", "--expires", expires)
+    assert code == 2 and words in doc["error"], doc
+    assert "leave out --expires" in doc["error"]  # a lock without an end is the other way
+    assert not (workdir / ".fleet" / "sandbox").exists()
+    code, doc, _ = fleet(workdir, "lock.acquire", "-H", "box1", "-m", "upgrade",
+                         "--expires", "30d")
+    assert code == 0 and results(doc) == {"box1": "locked"}  # the maximum itself is fine
+
+
+def test_a_lock_with_an_expiry_beyond_any_date_still_reads_and_releases(workdir):
+    """A lock an older fleet wrote with `--expires 99999999999999h`: status, deploys and the
+    release name it instead of failing on the date."""
+    code, doc, _ = fleet(workdir, "lock.acquire", "-H", "box1", "-m", "forever-ish")
+    assert code == 0
+    lease = workdir / ".fleet" / "sandbox" / "box1" / "fleet" / "run.lease"
+    record = json.loads(lease.read_text())
+    record["expires"] = record["time"] + 99999999999999 * 3600.0
+    lease.write_text(json.dumps(record))
+    code, doc, _ = fleet(workdir, "lock.status", "-H", "box1")
+    assert code == 0 and results(doc) == {"box1": "locked"}
+    assert "forever-ish" in doc["hosts"][0]["note"] and "until" in doc["hosts"][0]["note"]
+    code, doc, _ = fleet(workdir, "restart", "-H", "box1")
+    assert code == 1 and results(doc) == {"box1": "refused"}
+    assert "forever-ish" in doc["hosts"][0]["note"]
+    code, doc, _ = fleet(workdir, "lock.release", "-H", "box1")
+    assert code == 0 and results(doc) == {"box1": "unlocked"}
+    assert not lease.exists()
