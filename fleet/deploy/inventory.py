@@ -91,14 +91,26 @@ class Timeouts:
             if key not in TIMEOUT_KEYS:
                 raise InventoryError(f"host {host}: timeouts.{key}: unknown key; use one of "
                                      f"{', '.join(TIMEOUT_KEYS)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InventoryError(f"host {host}: timeouts.{key}: expected a number of "
-                                     f"seconds >= 0, got {value!r}")
+            problem = timeout_problem(value)
+            if problem:
+                raise InventoryError(f"host {host}: timeouts.{key}: {problem}")
             chosen[key] = float(value) or (0.0 if key == "lock" else getattr(defaults, key))
         return cls(**chosen)
 
 
 TIMEOUT_KEYS = tuple(f.name for f in fields(Timeouts))
+MAX_TIMEOUT_S = 86400.0  # a day: longer is a typo, and deadlines and leases are sums of these
+
+
+def timeout_problem(value: Any) -> str | None:
+    """What is wrong with a timeout's value (None if nothing): a number of seconds from 0 to
+    MAX_TIMEOUT_S (beyond it, or inf/nan, a wait overflows or a lease outlives everyone)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return f"expected a number of seconds >= 0, got {value!r}"
+    if not value <= MAX_TIMEOUT_S:
+        return (f"{value!r} seconds: at most {MAX_TIMEOUT_S:.0f} (a day); use a smaller "
+                "number (0 means the default)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -268,9 +280,9 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
         for tkey, tval in value.items():
             if tkey not in TIMEOUT_KEYS:
                 return _unknown(path, here + ["timeouts"], tkey, TIMEOUT_KEYS)
-            if isinstance(tval, bool) or not isinstance(tval, (int, float)) or tval < 0:
-                return InventoryError(f"{_where(path, here + ['timeouts', tkey])}: expected a "
-                                      f"number of seconds >= 0, got {tval!r}")
+            problem = timeout_problem(tval)
+            if problem:
+                return InventoryError(f"{_where(path, here + ['timeouts', tkey])}: {problem}")
     return None
 
 

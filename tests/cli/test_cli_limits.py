@@ -142,3 +142,14 @@ def test_a_lock_with_an_expiry_beyond_any_date_still_reads_and_releases(workdir)
     code, doc, _ = fleet(workdir, "lock.release", "-H", "box1")
     assert code == 0 and results(doc) == {"box1": "unlocked"}
     assert not lease.exists()
+
+
+@pytest.mark.parametrize("key", ["connect", "command", "transfer", "ready", "lock"])
+def test_an_inventory_timeout_beyond_a_day_is_refused_naming_file_and_key(workdir, key):
+    (workdir / "inventory.yaml").write_text(INVENTORY.replace(
+        "box2: {state_dir: .fleet/sandbox/box2}",
+        f"box2: {{state_dir: .fleet/sandbox/box2, timeouts: {{{key}: 1.0e+300}}}}"))
+    code, doc, _ = fleet(workdir, "status")
+    assert code == 2, doc
+    assert f"{workdir / 'inventory.yaml'}: hosts.box2.timeouts.{key}" in doc["error"]
+    assert "at most 86400" in doc["error"]
