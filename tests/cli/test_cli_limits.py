@@ -153,3 +153,43 @@ def test_an_inventory_timeout_beyond_a_day_is_refused_naming_file_and_key(workdi
     assert code == 2, doc
     assert f"{workdir / 'inventory.yaml'}: hosts.box2.timeouts.{key}" in doc["error"]
     assert "at most 86400" in doc["error"]
+
+
+@pytest.mark.parametrize("name, shown, what", [
+    ("box\\u202E1", "box\\u202e1", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+    ("b\\u200Box", "b\\u200box", "U+200B ZERO WIDTH SPACE"),
+    ("box\\e[31m", "box\\u001b[31m", "U+001B a control character"),
+    ("\\u3164", "\\u3164", "U+3164 HANGUL FILLER"),
+])
+def test_a_host_name_with_a_hidden_character_is_refused_naming_file_and_host(workdir, name,
+                                                                             shown, what):
+    inventory = workdir / "inventory.yaml"
+    inventory.write_text(INVENTORY.replace("box3: {", f'"{name}": {{'))
+    code, doc, _ = fleet(workdir, "status", "-H", "box1")
+    assert code == 2 and doc["hosts"] == []
+    assert f"{inventory}: hosts.{shown}: host name '{shown}'" in doc["error"], doc["error"]
+    assert what in doc["error"] and "rename this host with visible characters" in doc["error"]
+    assert not (workdir / ".fleet").exists()
+
+
+def test_two_spellings_of_one_host_name_are_refused_naming_both(workdir):
+    inventory = workdir / "inventory.yaml"
+    inventory.write_text(INVENTORY.replace("box3: {", '"caf\\u00e9": {').replace(
+        "box2: {", '"cafe\\u0301": {').replace("[box1, box2, box3]", "[box1]"))
+    code, doc, _ = fleet(workdir, "status", "-H", "box1")
+    assert code == 2
+    assert (f"{inventory}: hosts.caf\u00e9: 'caf\u00e9' (c a f U+00E9) and 'cafe\u0301' "
+            "(c a f e U+0301) are one name after Unicode normalisation (NFKC); keep one "
+            "spelling") in doc["error"], doc["error"]
+    inventory.write_text(INVENTORY.replace("box3: {", '"\\uff42\\uff4f\\uff58\\uff11": {'))
+    code, doc, _ = fleet(workdir, "status", "-H", "box1")
+    assert code == 2 and "'box1' are one name after Unicode normalisation" in doc["error"]
+
+
+def test_any_spelling_of_a_name_selects_the_one_the_file_defines(workdir):
+    (workdir / "inventory.yaml").write_text(INVENTORY.replace("box3: {", '"caf\\u00e9": {')
+                                            .replace("box3]", '"cafe\\u0301"]'))
+    code, doc, _ = fleet(workdir, "status", "-H", "\uff42\uff4f\uff58\uff11,cafe\u0301")
+    assert code == 1 and [h["host"] for h in doc["hosts"]] == ["box1", "caf\u00e9"]
+    code, doc, _ = fleet(workdir, "status")  # the group's member spelled the other way
+    assert [h["host"] for h in doc["hosts"]] == ["box1", "box2", "caf\u00e9"]
