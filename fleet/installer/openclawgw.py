@@ -238,6 +238,18 @@ class OpenclawManager(Manager):
             return openclaw_refusal(where, verdict.message, not verdict.too_old), []
         return None, [] if verdict.state == PROVEN else [openclaw_note(where, verdict.message)]
 
+    def before_change(self) -> Optional[str]:
+        """openclaw.json as a deploy will rewrite it: readable as fleet reads it, and neither
+        it nor its directory read-only (openclawconfig.load, check_writable); said before the
+        release is unpacked, so the refusal leaves the host as it was."""
+        target = paths.config_write_target(self.config_path)
+        try:
+            openclawconfig.load(target)
+            openclawconfig.check_writable(target)
+        except openclawconfig.ConfigError as exc:
+            return f"{exc}; nothing was changed"
+        return None
+
     def support(self, release: Optional[Path], health: Optional[dict]) -> Optional[dict]:
         """This host's OpenClaw against the proof of `release` (the active one), for status and
         doctor: `{state, version, message}`; None without a release or a version to compare."""
@@ -304,6 +316,10 @@ class OpenclawManager(Manager):
                                                  str(StateLayout(self.state_dir).releases_dir))
             if wanted == current:
                 return False
+            try:  # a rollback or restart comes here without the install's before_change
+                openclawconfig.check_writable(target)
+            except openclawconfig.ConfigError as exc:
+                raise ManagerError(f"{exc}; {self.config_path} was not changed") from None
             candidate = openclawconfig.write_candidate(target, wanted)
             try:
                 # Going back (a rollback in this same transaction) to the content this manager
