@@ -55,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from fleet.installer import textfile
 from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S
 
 CONNECTIONS = ("ssh", "local")
@@ -618,14 +619,27 @@ def _inside(path: Path, parent: Path) -> bool:
         return False
 
 
+# ~90,000 hosts of one line each; YAML is parsed in pure Python (about a minute for this much),
+# so a file far larger is a mistake to refuse, not to parse for an hour.
+MAX_BYTES = 4 * textfile.MIB
+
+
 def load(path: str | Path) -> Inventory:
-    """Read and validate an inventory file."""
+    """Read and validate an inventory file: a regular file of at most MAX_BYTES, UTF-8 (a byte
+    that is not is named by line and column, fleet/installer/textfile.py)."""
     path = Path(path).absolute()
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror}); pass "
-                             "--inventory with an existing file") from None
+        data = textfile.read_bytes(path, MAX_BYTES)
+        if data is None:
+            raise InventoryError(f"{path}: cannot read the inventory (No such file or "
+                                 "directory); pass --inventory with an existing file")
+        text = textfile.decode(data, path)
+    except textfile.TextFileError as exc:
+        fix = {textfile.TOO_BIG: f"an inventory is at most {textfile.size_text(MAX_BYTES)}; "
+                                 "split the fleet into several inventories",
+               textfile.NOT_UTF8: "an inventory is UTF-8 YAML; fix that line"
+               }.get(exc.kind, "pass --inventory with an existing file")
+        raise InventoryError(f"{exc}; {fix}") from None
     return parse(text, path)
 
 
@@ -642,7 +656,7 @@ def default_inventory(cwd: Path | None = None, env: dict | None = None) -> Inven
     if env.get(ENV_VAR):
         return load(env[ENV_VAR])
     found = cwd / DEFAULT_NAME
-    if found.is_file():
+    if found.exists():  # a FIFO or a directory there is refused by load(), naming it
         return load(found)
     raise InventoryError(f"no inventory: --inventory not given, ${ENV_VAR} not set and no "
                          f"{found}; pass --inventory FILE (or run from a directory with an "

@@ -193,3 +193,21 @@ def test_any_spelling_of_a_name_selects_the_one_the_file_defines(workdir):
     assert code == 1 and [h["host"] for h in doc["hosts"]] == ["box1", "caf\u00e9"]
     code, doc, _ = fleet(workdir, "status")  # the group's member spelled the other way
     assert [h["host"] for h in doc["hosts"]] == ["box1", "box2", "caf\u00e9"]
+
+
+def test_an_inventory_that_is_not_utf8_or_too_large_is_refused_naming_where(workdir):
+    inventory = workdir / "inventory.yaml"
+    inventory.write_bytes(INVENTORY.encode().replace(b"box2: {", b"box2: {user: op\xe9, "))
+    code, doc, _ = fleet(workdir, "status")
+    assert code == 2 and f"{inventory}:4: not UTF-8 (byte 0xe9 at line 4, column 18" in \
+        doc["error"], doc["error"]
+    assert "fix that line" in doc["error"]
+    with inventory.open("w") as fh:
+        fh.write(INVENTORY + "# padding\n" * 500_000)  # 5 MB of comments
+    code, doc, _ = fleet(workdir, "status")
+    assert code == 2 and "bytes, larger than 4 MiB" in doc["error"]
+    assert "split the fleet into several inventories" in doc["error"]
+    inventory.unlink()
+    os.mkfifo(inventory)
+    code, doc, _ = fleet(workdir, "status")
+    assert code == 2 and f"{inventory}: a FIFO, not a regular file" in doc["error"]
