@@ -56,7 +56,7 @@ from typing import Any
 import yaml
 
 from fleet.installer import textfile
-from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S
+from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, wait_problem
 
 CONNECTIONS = ("ssh", "local")
 POLICIES = ("strict", "accept-new")
@@ -109,18 +109,13 @@ class Timeouts:
 
 
 TIMEOUT_KEYS = tuple(f.name for f in fields(Timeouts))
-MAX_TIMEOUT_S = 86400.0  # a day: longer is a typo, and deadlines and leases are sums of these
 
 
 def timeout_problem(value: Any) -> str | None:
     """What is wrong with a timeout's value (None if nothing): a number of seconds from 0 to
-    MAX_TIMEOUT_S (beyond it, or inf/nan, a wait overflows or a lease outlives everyone)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        return f"expected a number of seconds >= 0, got {value!r}"
-    if not value <= MAX_TIMEOUT_S:
-        return (f"{value!r} seconds: at most {MAX_TIMEOUT_S:.0f} (a day); use a smaller "
-                "number (0 means the default)")
-    return None
+    MAX_WAIT_S, a day (beyond it, or inf/nan, a wait overflows or a lease outlives everyone)."""
+    problem = wait_problem(value)
+    return problem and (problem + " (0 means the default)" if "at most" in problem else problem)
 
 
 @dataclass(frozen=True)
