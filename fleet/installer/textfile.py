@@ -87,9 +87,3 @@ def decode(data: bytes, path: PathLike) -> str:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise TextFileError(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x} at line "
                             f"{line}, column {column}, offset {exc.start})", NOT_UTF8) from None
-
-
-def read_text(path: PathLike, max_bytes: int) -> Optional[str]:
-    """`read_bytes` then `decode`: the file as text, None when nothing is there."""
-    data = read_bytes(path, max_bytes)
-    return None if data is None else decode(data, path)
