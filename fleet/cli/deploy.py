@@ -24,7 +24,7 @@ from fleet.cli.flags import USAGE_ERROR, number, task
 from fleet.cli.taskrun import Run
 from fleet.deploy import api, consent, deploylog, report
 from fleet.deploy.inventory import Host, default_inventory, load
-from fleet.deploy.runner import RunOptions
+from fleet.deploy.runner import MAX_PARALLEL, RunOptions
 from fleet.terminal.text import visible
 
 HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
@@ -104,9 +104,15 @@ def _record(inv, action: str, results, artifact: dict | None = None) -> None:
         print(f"warning: could not append to the deploy log: {visible(exc)}", file=sys.stderr)
 
 
+PARALLEL_HELP = f"hosts at once (default 10, at most {MAX_PARALLEL})"
+PARALLEL_WHY = ("hosts worked on at once, each with a thread and an SSH session on this "
+                "machine; docs/operations.md, Limits")
+
+
 def _options(parallel: str, batch: str = "", max_fail: str = "") -> RunOptions:
-    return RunOptions(parallel=number(parallel, "--parallel"), batch=batch or None,
-                      max_fail=max_fail or None)
+    return RunOptions(parallel=number(parallel, "--parallel", maximum=MAX_PARALLEL,
+                                      why=PARALLEL_WHY),
+                      batch=batch or None, max_fail=max_fail or None)
 
 
 def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool) -> api.ArtifactRef:
@@ -144,7 +150,7 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
-            "parallel": "hosts at once (default 10)",
+            "parallel": PARALLEL_HELP,
             "batch": "rolling batches of N hosts or N%: a batch starts when the one before "
                      "finished within the failure budget",
             "max_fail": BUDGET_HELP,
@@ -195,7 +201,7 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
         run.finish(title, results, {"artifact": art_doc, "dry_run": dry_run})
 
 
-@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "json": JSON_HELP})
 def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
     """What runs where: release, versions, gateway pid and uptime, free disk, lock, last change."""
@@ -216,7 +222,7 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
             raise Exit(code=1)
 
 
-@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "to": "release to go back to: version, release dir or SHA-256 prefix (4+ hex "
                   "digits); one that names several is refused, listing them (default previous)",
             "yes": YES_HELP, "json": JSON_HELP})
@@ -233,7 +239,7 @@ def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, 
         run.finish("rollback", results)
 
 
-@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "batch": "rolling restart in batches of N or N%", "max_fail": BUDGET_HELP,
             "yes": YES_HELP, "json": JSON_HELP})
 def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", yes=False,

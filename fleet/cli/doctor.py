@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, _options, select_hosts
+from fleet.cli.deploy import HOSTS_HELP, INV_HELP, PARALLEL_HELP, _options, select_hosts
 from fleet.cli.flags import task
 from fleet.cli.taskrun import Run
 from fleet.deploy import doctor as fleet_doctor
 from fleet.deploy import report
 
 
-@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": "hosts at once",
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "json": "one JSON document on stdout (docs/operations.md; per host: result = its "
                     "severity, data.checks, data.continuity)",
             "verbose": "list passing checks too"})

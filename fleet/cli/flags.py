@@ -33,8 +33,10 @@ def task(*args: Any, **kwargs: Any):
     return invoke_task(*args, **kwargs)
 
 
-def number(value: Any, flag: str, minimum: int = 1) -> int:
-    """A whole-number flag value, or a clear usage error naming the flag."""
+def number(value: Any, flag: str, minimum: int = 1, maximum: int | None = None,
+           why: str = "") -> int:
+    """A whole-number flag value within [minimum, maximum], or a clear usage error naming the
+    flag and the bound it broke (`why`: what sets the maximum, said with it)."""
     try:
         result = int(str(value).strip())
     except ValueError:
@@ -42,4 +44,7 @@ def number(value: Any, flag: str, minimum: int = 1) -> int:
                    USAGE_ERROR) from None
     if result < minimum:
         raise Exit(f"error: {flag} {result}: use {minimum} or more", USAGE_ERROR)
+    if maximum is not None and result > maximum:
+        raise Exit(f"error: {flag} {result}: at most {maximum}{f' ({why})' if why else ''}; "
+                   f"use {flag} {maximum} or less", USAGE_ERROR)
     return result

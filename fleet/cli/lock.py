@@ -15,20 +15,27 @@ from fleet.deploy import api, maintenance, report
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_EXPIRES_S = 30 * 86400  # a maintenance window; a lock without an end needs no --expires
 
 
 def duration_s(value: str) -> float:
-    """`90`, `30m`, `2h`, `1d` in seconds; a usage error naming the flag otherwise."""
+    """`90`, `30m`, `2h`, `1d` in seconds, at most 30 days (a date beyond any calendar made
+    every later `lock.status` fail); a usage error naming the flag otherwise."""
     m = _DURATION.match(value or "")
     if not m or float(m.group(1)) <= 0:
         raise Exit(f"error: --expires {value!r}: use a duration such as 30m, 2h or 1d",
                    USAGE_ERROR)
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+    if seconds > MAX_EXPIRES_S:
+        raise Exit(f"error: --expires {value!r}: at most 30d; for a lock that holds until "
+                   "`fleet lock.release`, leave out --expires", USAGE_ERROR)
+    return seconds
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP,
             "message": "why (shown to everyone the lock refuses); required",
-            "expires": "let it lapse after this long (30m, 2h, 1d); default: until released",
+            "expires": "let it lapse after this long (30m, 2h, 1d; at most 30d); default: "
+                       "until released",
             "json": JSON_HELP})
 def acquire(c, hosts="sandbox", inventory="", message="", expires="", json_=False):
     """Lock hosts for maintenance: every deploy, rollback and restart there is refused."""

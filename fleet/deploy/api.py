@@ -26,7 +26,7 @@ from fleet.deploy import commands, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
-from fleet.deploy.runner import HostResult, Progress, RunOptions, run
+from fleet.deploy.runner import HostResult, Progress, RunOptions, check_parallel, run
 from fleet.installer.protocol import (
     HostStatus,
     InstallerAnswerError,
@@ -383,6 +383,7 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
     reported, not tried again. One connection per host (`conns`) serves the take, the work and
     the release. With `artifact`, the take also asks each host whether it has it
     (`Lease.artifact`)."""
+    check_parallel((options or RunOptions()).parallel)  # before any host is leased
     try:  # one socket per host from the take to the release: the default 1,024 is too few
         open_files_limit(hosts)
     except ValueError as exc:

@@ -31,6 +31,14 @@ every host *outside the sandbox*. Sandbox hosts are local hosts whose state dir 
 `.fleet/` directory beside the inventory file (they can never touch the operator's own
 `~/.openclaw`); they are reached only by naming them or their group (`sandbox`). `all` is reserved
 and so are names with commas or spaces (the selector syntax), for hosts and groups alike.
+
+Names are what people read in reports and type after `-H`, so a name must look like itself: one
+with a control, invisible or bidi character (U+202E, a zero-width space, an escape) is refused,
+and names are compared after Unicode NFKC normalisation, the form Python compares identifiers
+in and IDNA maps host names with: `café` typed precomposed or with a combining accent, or `ｐｉ`
+typed in full-width forms, is the one host the file defines (shown as the file spells it). Two
+definitions that normalise to one name are an error naming both spellings, as a key given twice
+is: which of the two hosts' settings to keep is the operator's call, not fleet's.
 Relative paths (state_dir of local hosts, identity_file, known_hosts) are relative to the inventory
 file. Every error names the file, the key path and what would fix it.
 """
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -46,7 +55,8 @@ from typing import Any
 
 import yaml
 
-from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S
+from fleet.installer import textfile
+from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, wait_problem
 
 CONNECTIONS = ("ssh", "local")
 POLICIES = ("strict", "accept-new")
@@ -91,14 +101,21 @@ class Timeouts:
             if key not in TIMEOUT_KEYS:
                 raise InventoryError(f"host {host}: timeouts.{key}: unknown key; use one of "
                                      f"{', '.join(TIMEOUT_KEYS)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InventoryError(f"host {host}: timeouts.{key}: expected a number of "
-                                     f"seconds >= 0, got {value!r}")
+            problem = timeout_problem(value)
+            if problem:
+                raise InventoryError(f"host {host}: timeouts.{key}: {problem}")
             chosen[key] = float(value) or (0.0 if key == "lock" else getattr(defaults, key))
         return cls(**chosen)
 
 
 TIMEOUT_KEYS = tuple(f.name for f in fields(Timeouts))
+
+
+def timeout_problem(value: Any) -> str | None:
+    """What is wrong with a timeout's value (None if nothing): a number of seconds from 0 to
+    MAX_WAIT_S, a day (beyond it, or inf/nan, a wait overflows or a lease outlives everyone)."""
+    problem = wait_problem(value)
+    return problem and (problem + " (0 means the default)" if "at most" in problem else problem)
 
 
 @dataclass(frozen=True)
@@ -156,10 +173,12 @@ class Inventory:
             raise InventoryError(f"{self.path}: no hosts selected (--hosts {spec!r}); pass "
                                  f"--hosts with one of: {', '.join(self.names())}")
         chosen: list[str] = []
+        spelled = {name_key(n): n for n in (*self.groups, *self.hosts)}
         for raw in items:
             item = raw.strip()
             if not item:
                 continue
+            item = spelled.get(name_key(item), item)  # `ｐｉ` (full-width) selects `pi`
             if item == "all":
                 members = [n for n, h in self.hosts.items() if not h.sandbox]
                 if not members:
@@ -268,9 +287,9 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
         for tkey, tval in value.items():
             if tkey not in TIMEOUT_KEYS:
                 return _unknown(path, here + ["timeouts"], tkey, TIMEOUT_KEYS)
-            if isinstance(tval, bool) or not isinstance(tval, (int, float)) or tval < 0:
-                return InventoryError(f"{_where(path, here + ['timeouts', tkey])}: expected a "
-                                      f"number of seconds >= 0, got {tval!r}")
+            problem = timeout_problem(tval)
+            if problem:
+                return InventoryError(f"{_where(path, here + ['timeouts', tkey])}: {problem}")
     return None
 
 
@@ -289,15 +308,73 @@ def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
     return user or None, host, None
 
 
+# Characters that do not show, or reorder what is around them, where a name is printed: the
+# general categories of controls, format characters (bidi controls, zero-width characters),
+# surrogates, private use, unassigned code points and separators, plus the default-ignorable
+# marks and fillers outside them (combining grapheme joiner, Hangul fillers, Khmer inherent
+# vowels, Mongolian and other variation selectors).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+_HIDDEN_EXTRA = frozenset(chr(c) for c in (
+    0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810),
+    *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)))
+
+
+def _hidden(c: str) -> bool:
+    return unicodedata.category(c) in _HIDDEN_CATEGORIES or c in _HIDDEN_EXTRA
+
+
+def visible(name: str) -> str:
+    """`name` with each hidden character written as `\\uXXXX`, for messages about it."""
+    return "".join(f"\\u{ord(c):04x}" if _hidden(c) else c for c in name)
+
+
+def name_key(name: str) -> str:
+    """What two spellings of one name have in common: its NFKC form (see the module doc)."""
+    return unicodedata.normalize("NFKC", name)
+
+
+def _spelling(name: str) -> str:
+    """A name with the code points that tell it apart from a look-alike."""
+    if name.isascii():
+        return f"'{name}'"
+    return (f"'{visible(name)}' (" + " ".join(c if c.isascii() else f"U+{ord(c):04X}"
+                                               for c in name) + ")")
+
+
 def _name_problem(path: Path, keys: list[str], name: str, what: str) -> InventoryError | None:
-    """Selector syntax owns `all`, commas and spaces: such a name could never be selected."""
+    """Selector syntax owns `all`, commas and spaces: such a name could never be selected; and
+    a name with a hidden character would print as another name, or as nothing."""
     if name in RESERVED:
         return InventoryError(f"{_where(path, keys)}: '{name}' is reserved (--hosts all selects "
                               f"every host outside the sandbox); rename this {what}")
-    if not name or "," in name or any(c.isspace() for c in name):
+    if not name or "," in name or any(c.isspace() for c in name if c.isascii()):
         return InventoryError(f"{_where(path, keys)}: {what} name {name!r} cannot be selected "
                               "with --hosts (no commas or spaces); rename it")
+    hidden = [c for c in name if _hidden(c)]
+    if hidden:
+        which = ", ".join(dict.fromkeys(
+            f"U+{ord(c):04X} {unicodedata.name(c, '') or 'a control character'}"
+            for c in hidden))
+        return InventoryError(f"{_where(path, keys)}: {what} name '{visible(name)}' has a "
+                              f"control, invisible or bidi character ({which}): it would print "
+                              f"as another name, or as nothing; rename this {what} with "
+                              "visible characters")
     return None
+
+
+def _same_names(path: Path, section: str, names: list[str],
+                canon: dict[str, str]) -> list[InventoryError]:
+    """Names of `section` equal to an earlier one after normalisation (`canon`: key -> the
+    spelling seen first, filled here)."""
+    errors = []
+    for name in names:
+        first = canon.setdefault(name_key(name), name)
+        if first != name:
+            errors.append(InventoryError(
+                f"{_where(path, [section, visible(name)])}: {_spelling(name)} and "
+                f"{_spelling(first)} are one name after Unicode normalisation (NFKC); keep one "
+                "spelling"))
+    return errors
 
 
 MAX_GROUP_DEPTH = 32  # groups nested deeper than this are an error, not a RecursionError
@@ -327,7 +404,8 @@ def _flatten_groups(path: Path, groups: dict, hosts: dict) -> dict[str, list[str
                 hint = difflib.get_close_matches(str(host), list(hosts), n=1)
                 maybe = f"did you mean '{hint[0]}'? " if hint else ""
                 raise InventoryError(
-                    f"{_where(path, ['groups', name, 'hosts', str(i)])}: unknown host '{host}'; "
+                    f"{_where(path, ['groups', name, 'hosts', str(i)])}: unknown host "
+                    f"'{visible(str(host))}'; "
                     f"{maybe}define it under `hosts:` (known: {', '.join(sorted(hosts))})")
             if host not in seen:
                 seen.add(host)
@@ -413,19 +491,30 @@ def parse(text: str, path: Path) -> Inventory:
         raise InventoryError(f"{_where(path, ['hosts'])}: no hosts defined; add at least one")
     hosts = {}
     for n, v in raw_hosts.items():
-        problem = _name_problem(path, ["hosts", str(n)], str(n), "host")
+        problem = _name_problem(path, ["hosts", visible(str(n))], str(n), "host")
         if problem is not None:
             errors.append(problem)
-        hosts[str(n)] = _check_vars(path, ["hosts", str(n)], v, errors)
+        hosts[str(n)] = _check_vars(path, ["hosts", visible(str(n))], v, errors)
+    canon: dict[str, str] = {}  # NFKC form -> the file's spelling
+    errors += _same_names(path, "hosts", list(hosts), canon)
     groups: dict[str, dict] = {}
     try:
         raw_groups = _mapping(path, ["groups"], data.get("groups"))
     except InventoryError as exc:
         errors.append(exc)
         raw_groups = {}
+    for name in raw_groups:
+        host = canon.get(name_key(str(name)))
+        if host in hosts:
+            errors.append(InventoryError(f"{_where(path, ['groups', visible(str(name))])}: "
+                                         f"{_spelling(str(name))} is already a host name"
+                                         f"{'' if host == str(name) else f' ({_spelling(host)})'}"
+                                         "; rename the group"))
+        else:
+            errors += _same_names(path, "groups", [str(name)], canon)
     for name, spec in raw_groups.items():
         try:
-            spec = _mapping(path, ["groups", str(name)], spec)
+            spec = _mapping(path, ["groups", visible(str(name))], spec)
         except InventoryError as exc:
             errors.append(exc)
             continue
@@ -439,12 +528,13 @@ def parse(text: str, path: Path) -> Inventory:
                 errors.append(InventoryError(f"{_where(path, ['groups', str(name), key])}: "
                                              f"expected a list of names, got {value!r}"))
                 ok = False
-        if str(name) in hosts:
-            errors.append(InventoryError(f"{_where(path, ['groups', str(name)])}: '{name}' is "
-                                         "already a host name; rename the group"))
-        problem = _name_problem(path, ["groups", str(name)], str(name), "group")
+        problem = _name_problem(path, ["groups", visible(str(name))], str(name), "group")
         if problem is not None:
             errors.append(problem)
+        for key in ("hosts", "groups"):  # members as the file defines them, however spelled
+            if isinstance(spec.get(key), list):
+                spec = dict(spec, **{key: [canon.get(name_key(m), m) if isinstance(m, str)
+                                           else m for m in spec[key]]})
         spec = dict(spec, vars=_check_vars(path, ["groups", str(name), "vars"], spec.get("vars"),
                                            errors))
         if ok:
@@ -524,14 +614,27 @@ def _inside(path: Path, parent: Path) -> bool:
         return False
 
 
+# ~90,000 hosts of one line each; YAML is parsed in pure Python (about a minute for this much),
+# so a file far larger is a mistake to refuse, not to parse for an hour.
+MAX_BYTES = 4 * textfile.MIB
+
+
 def load(path: str | Path) -> Inventory:
-    """Read and validate an inventory file."""
+    """Read and validate an inventory file: a regular file of at most MAX_BYTES, UTF-8 (a byte
+    that is not is named by line and column, fleet/installer/textfile.py)."""
     path = Path(path).absolute()
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror}); pass "
-                             "--inventory with an existing file") from None
+        data = textfile.read_bytes(path, MAX_BYTES)
+        if data is None:
+            raise InventoryError(f"{path}: cannot read the inventory (No such file or "
+                                 "directory); pass --inventory with an existing file")
+        text = textfile.decode(data, path)
+    except textfile.TextFileError as exc:
+        fix = {textfile.TOO_BIG: f"an inventory is at most {textfile.size_text(MAX_BYTES)}; "
+                                 "split the fleet into several inventories",
+               textfile.NOT_UTF8: "an inventory is UTF-8 YAML; fix that line"
+               }.get(exc.kind, "pass --inventory with an existing file")
+        raise InventoryError(f"{exc}; {fix}") from None
     return parse(text, path)
 
 
@@ -548,7 +651,7 @@ def default_inventory(cwd: Path | None = None, env: dict | None = None) -> Inven
     if env.get(ENV_VAR):
         return load(env[ENV_VAR])
     found = cwd / DEFAULT_NAME
-    if found.is_file():
+    if found.exists():  # a FIFO or a directory there is refused by load(), naming it
         return load(found)
     raise InventoryError(f"no inventory: --inventory not given, ${ENV_VAR} not set and no "
                          f"{found}; pass --inventory FILE (or run from a directory with an "

@@ -291,14 +291,23 @@ class Lease:
         return self.unreached.get(host.name)
 
 
+def _utc(stamp: object) -> str | None:
+    """A lease file's time as `YYYY-MM-DD HH:MM UTC`; None when it is not a time at all, and
+    the raw number when no calendar holds it (a lock written with an absurd `--expires` before
+    that was bounded must still be shown, and released)."""
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        return None
+    try:
+        return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(stamp)))
+    except (OverflowError, OSError, ValueError):
+        return f"{stamp:.0f} (seconds since 1970)"
+
+
 def describe_holder(holder: dict) -> str:
     if holder.get("manual"):
-        since = holder.get("since")
-        when = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(since)))
-                if isinstance(since, (int, float)) else "?")
-        expires = holder.get("expires")
-        until = (", until " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(expires)))
-                 if isinstance(expires, (int, float)) else "")
+        when = _utc(holder.get("since")) or "?"
+        expires = _utc(holder.get("expires"))
+        until = f", until {expires}" if expires else ""
         return (f"{holder.get('owner', '?')} since {when}{until}: "
                 f"{holder.get('message') or '(no message)'}")
     return ("{} (pid {} on {}, {}s ago, lease {}s)".format(
@@ -319,10 +328,17 @@ def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
         with lock:
             out[host.name] = value
 
-    threads = [threading.Thread(target=work, args=(h,), daemon=True) for h in hosts]
-    for t in threads:
-        t.start()
+    threads, here = [], []
+    for h in hosts:
+        thread = threading.Thread(target=work, args=(h,), daemon=True)
+        try:
+            thread.start()
+            threads.append(thread)
+        except RuntimeError:  # out of threads: this host's turn comes in this one, below
+            here.append(h)
     deadline = time.monotonic() + timeout
+    for h in here:  # each bounded by its own command timeout: a lease is never left behind
+        work(h)      # for want of a thread
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     with lock:
@@ -435,18 +451,28 @@ def take(hosts: list[Host], owner: str, lease_s: float,
             times.append(lease.answered_s[h.name])
             lease._cond.notify_all()
 
-    for h in hosts:
-        threading.Thread(target=one, args=(h,), daemon=True).start()
-    with lease._cond:
-        while len(lease._answers) < len(hosts):
-            elapsed = time.monotonic() - started
-            pending = [h.name for h in hosts if h.name not in lease._answers]
-            if elapsed >= longest or (not connected.intersection(pending)
-                                      and _go_on(times, len(hosts), elapsed)):
-                break
-            lease._cond.wait(0.05)
-        answers = dict(lease._answers)
     lease.targets = list(hosts)
+    try:
+        for h in hosts:
+            try:
+                threading.Thread(target=one, args=(h,), daemon=True).start()
+            except RuntimeError as exc:  # out of threads: no take runs there, nothing to give
+                with lease._cond:        # back; the run reports the host and leaves it alone
+                    lease._answers[h.name] = Unreached(RuntimeError(
+                        f"fleet could not start a thread to take the fleet lease ({exc})"))
+                    lease.answered_s[h.name] = time.monotonic() - started
+        with lease._cond:
+            while len(lease._answers) < len(hosts):
+                elapsed = time.monotonic() - started
+                pending = [h.name for h in hosts if h.name not in lease._answers]
+                if elapsed >= longest or (not connected.intersection(pending)
+                                          and _go_on(times, len(hosts), elapsed)):
+                    break
+                lease._cond.wait(0.05)
+            answers = dict(lease._answers)
+    except BaseException:  # Ctrl-C or a bug while taking: give back whatever a take landed
+        _give_back(lease, hosts, conns)
+        raise
     for host in hosts:
         if host.name in answers:
             lease._record(host, answers[host.name])
@@ -460,6 +486,18 @@ def take(hosts: list[Host], owner: str, lease_s: float,
         lease.held = []
         lease.targets = []
     return lease
+
+
+def _give_back(lease: Lease, hosts: list[Host], conns: Connections | None) -> None:
+    """After a take failed as a whole: let the takes still under way land (each gives up at
+    its own deadline), then release every host by run id."""
+    with lease._cond:
+        while len(lease._answers) < len(hosts) and time.monotonic() < lease._deadline:
+            lease._cond.wait(max(0.01, lease._deadline - time.monotonic()))
+        for host in hosts:
+            if isinstance(lease._answers.get(host.name), Unreached):
+                lease.unreached[host.name] = lease._answers[host.name]
+    release(lease, conns)
 
 
 def answer_of(res: object) -> dict | None:

@@ -5,6 +5,11 @@ timeout, and one exception ends the run as a raw traceback. Here every host gets
 failing host never stops the others unless the failure budget (`max_fail`) is spent, in which case
 hosts not yet started are reported `skipped`; a host still running past its deadline is reported
 `failed` ("deadline exceeded") and never waited for.
+
+Limits: at most MAX_PARALLEL hosts run at once (`--parallel`), and the pool starts no more
+threads than there are hosts. A pool that cannot start its threads (the process or the machine
+is out of them) fails every host of the run with that reason, before any host is worked on, so
+the caller's `finally` (the fleet lease's release) runs as for any other failed run.
 """
 
 from __future__ import annotations
@@ -65,12 +70,31 @@ def parse_count(value: str | int | None, total: int, what: str) -> int | None:
                          "like 25%") from None
 
 
+# Hosts worked on at once, at most: each holds a thread and, for an ssh host, an SSH session
+# (paramiko's transport thread, a socket, its crypto) on this machine. Beyond a few hundred the
+# control machine's CPU, not the pool, sets the pace; larger fleets go in `--batch`es.
+MAX_PARALLEL = 256
+
+
+def check_parallel(parallel: int) -> None:
+    """ValueError naming `--parallel` and its bounds unless 1 <= parallel <= MAX_PARALLEL."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"--parallel {parallel!r}: use 1 or more")
+    if parallel > MAX_PARALLEL:
+        raise ValueError(f"--parallel {parallel}: at most {MAX_PARALLEL} hosts run at once; "
+                         f"use --parallel {MAX_PARALLEL} or less (docs/operations.md, Limits)")
+
+
 @dataclass
 class RunOptions:
-    parallel: int = 10
+    parallel: int = 10                  # hosts at once, 1..MAX_PARALLEL
     batch: str | int | None = None      # hosts per rolling batch (N or N%)
     max_fail: str | int | None = None   # failures tolerated before stopping (N or N%)
     deadline: Callable[[Host], float] = lambda host: 600.0
+
+
+class PoolError(RuntimeError):
+    """The pool could not start its threads; nothing was run."""
 
 
 class _Pool:
@@ -79,10 +103,16 @@ class _Pool:
 
     def __init__(self, size: int):
         self.jobs: queue.Queue = queue.Queue()
-        self.threads = [threading.Thread(target=self._work, daemon=True, name=f"fleet-host-{i}")
-                        for i in range(size)]
-        for thread in self.threads:
-            thread.start()
+        self.threads: list[threading.Thread] = []
+        try:
+            for i in range(size):
+                thread = threading.Thread(target=self._work, daemon=True, name=f"fleet-host-{i}")
+                thread.start()
+                self.threads.append(thread)
+        except Exception as exc:  # "can't start new thread", MemoryError: out of threads
+            self.shutdown()  # the ones that did start end at once
+            raise PoolError(f"fleet could not start {size} worker thread(s) on this machine "
+                            f"({len(self.threads)} started: {exc})") from exc
 
     def submit(self, fn, arg) -> Future:
         fut: Future = Future()
@@ -126,13 +156,13 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
     budget = parse_count(options.max_fail, total, "--max-fail")
     if batch and budget is None:
         budget = 0  # rolling batches stop after the first batch with a failure, unless told
-    if options.parallel < 1:
-        raise ValueError(f"--parallel {options.parallel}: use 1 or more")
+    check_parallel(options.parallel)
     results: dict[str, HostResult] = {}
     failures = 0
-    pool = _Pool(options.parallel)
+    pool: _Pool | None = None
     interrupted = threading.Event()
     try:
+        pool = _Pool(min(options.parallel, max(1, total)))
         for group in _batches(hosts, batch):
             if budget is not None and failures > budget:
                 break
@@ -143,8 +173,15 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
         for host in hosts:
             if host.name not in results:
                 results[host.name] = HostResult(host.name, "interrupted", False, note=INTERRUPTED)
+    except PoolError as exc:  # before any host started: each is told why, nothing was done
+        note = (f"not started: {exc}; nothing was done on this host. Lower --parallel (now "
+                f"{options.parallel}) or raise this machine's process limit (ulimit -u)")
+        for host in hosts:
+            results[host.name] = HostResult(host.name, "failed", False, note=note)
+            progress(host.name, "failed", note)
     finally:
-        pool.shutdown()
+        if pool is not None:
+            pool.shutdown()
     for host in hosts:
         if host.name not in results:
             results[host.name] = HostResult(host.name, "skipped", False,

@@ -23,6 +23,12 @@ before it connects, so an alias goes where `ssh alias` would, by OpenSSH's rules
 
 Inventory keys win where set (`host` is the name looked up; `port`, `user` act as `ssh -p`/`-l`;
 `identity_file`, `jump`, `known_hosts`, `host_key_policy`); ssh_config fills in the rest.
+
+Each file is read as fleet/installer/textfile.py reads a file people edit: a regular file (a
+named `$FLEET_SSH_CONFIG` that is missing or is a FIFO, a directory, ... is an error, as with
+`ssh -F`), at most MAX_FILE_BYTES per file (Include'd files too) and MAX_TOTAL_BYTES in all, and
+UTF-8: a byte that is not is an error naming the file and line, never a replacement character
+in a value fleet would then use.
 `tests/deploy/test_sshconfig_conformance.py` holds this module to `ssh -G` case by case.
 """
 
@@ -34,11 +40,13 @@ import os
 import pwd
 import re
 import socket
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from fleet.deploy.inventory import VAR_TYPES, Host, parse_jump
+from fleet.installer import textfile
 
 ENV_VAR = "FLEET_SSH_CONFIG"
 VAR_KEYS = tuple(VAR_TYPES)
@@ -51,6 +59,10 @@ DEFAULT_IDENTITIES = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
                       "~/.ssh/id_dsa")
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 MAX_INCLUDE_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
+# A Host block is a few lines: 1 MiB per file holds ~10,000 hosts and reads in a fraction of a
+# second; split a larger one with Include. The total keeps a glob of many files bounded too.
+MAX_FILE_BYTES = textfile.MIB
+MAX_TOTAL_BYTES = 16 * textfile.MIB
 MAX_JUMPS = 8
 # Keywords whose first value wins (single-valued here); identityfile accumulates.
 FIRST_WINS = ("hostname", "port", "user", "userknownhostsfile", "stricthostkeychecking")
@@ -126,16 +138,29 @@ class SshConfig:
     def __init__(self, files: list[tuple[Path, bool]] | None = None):
         self.files = files or []       # (path, is the system file)
         self._cache: dict[str, list[_Line]] = {}
+        self._read_bytes = 0
 
     # -- reading -------------------------------------------------------------------------
     def _lines(self, path: Path) -> list[_Line]:
         key = str(path)
         if key not in self._cache:
+            ignore = f"or set {ENV_VAR}= (empty) to read no ssh_config"
             try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError as exc:
-                raise SshConfigError(f"{path}: cannot read this ssh_config ({exc.strerror}); "
-                                     f"fix it, or set {ENV_VAR}= to ignore it") from None
+                data = textfile.read_bytes(path, MAX_FILE_BYTES)
+                if data is None:
+                    raise textfile.TextFileError(f"{path}: no such file", textfile.UNREADABLE)
+                text = textfile.decode(data, path)
+            except textfile.TextFileError as exc:
+                fix = {textfile.NOT_UTF8: "ssh_config is read as UTF-8; fix that line",
+                       textfile.TOO_BIG: f"fleet reads at most {textfile.size_text(MAX_FILE_BYTES)}"
+                                         " per ssh_config file; split it with Include",
+                       textfile.NOT_REGULAR: "point it at a regular file"}.get(exc.kind, "fix it")
+                raise SshConfigError(f"{exc}; {fix}, {ignore}") from None
+            self._read_bytes += len(data)
+            if self._read_bytes > MAX_TOTAL_BYTES:
+                raise SshConfigError(f"{path}: the ssh_config files read add up to more than "
+                                     f"{textfile.size_text(MAX_TOTAL_BYTES)}; read fewer "
+                                     f"(Include globs), {ignore}")
             self._cache[key] = list(_parse(text, key))
         return self._cache[key]
 
@@ -220,9 +245,25 @@ def _split_args(text: str, where: str) -> list[str]:
     return out
 
 
-def _pattern(pattern: str) -> re.Pattern:
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c)
-                              for c in pattern) + r"\Z", re.S)
+def _glob(pattern: str, value: str) -> bool:
+    """OpenSSH's match_pattern: `*` any run of characters, `?` one, the rest as written. No
+    regex per pattern: compiling one for every `Host` line of a large file, on every lookup,
+    took seconds per host."""
+    if "*" not in pattern and "?" not in pattern:
+        return pattern == value
+    p = v = 0
+    star, mark = -1, 0
+    while v < len(value):
+        if p < len(pattern) and pattern[p] in ("?", value[v]) and pattern[p] != "*":
+            p, v = p + 1, v + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark, p = p, v, p + 1
+        elif star >= 0:  # let the last `*` take one more character
+            p, mark = star + 1, mark + 1
+            v = mark
+        else:
+            return False
+    return pattern[p:].strip("*") == ""
 
 
 def _any_matches(value: str, patterns) -> bool:
@@ -230,7 +271,7 @@ def _any_matches(value: str, patterns) -> bool:
     hit = False
     for pattern in patterns:
         negated = pattern.startswith("!")
-        if _pattern(pattern[1:] if negated else pattern).match(value):
+        if _glob(pattern[1:] if negated else pattern, value):
             if negated:
                 return False
             hit = True
@@ -354,13 +395,30 @@ def _tokens(hostname: str, port: int, user: str, original: str) -> dict[str, str
 
 # -- files --------------------------------------------------------------------------------
 def config_path(env: dict | None = None) -> Path | None:
-    """The user's file: `$FLEET_SSH_CONFIG` if set (empty: none), else `~/.ssh/config`."""
+    """The user's file: `$FLEET_SSH_CONFIG` if set (empty: none), else `~/.ssh/config` when
+    there is one. A file named in `$FLEET_SSH_CONFIG` that is missing, or anything but a
+    regular file, is an SshConfigError (as `ssh -F` fails), never a silent fallback to none."""
     env = os.environ if env is None else env
     raw = env.get(ENV_VAR, DEFAULT_PATH)
     if not raw:
         return None
     path = Path(raw).expanduser()
-    return path if path.is_file() else None
+    named = ENV_VAR in env
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        if not named:
+            return None
+        raise SshConfigError(f"{path} (${ENV_VAR}): no such file; point {ENV_VAR} at your "
+                             f"ssh_config, or set {ENV_VAR}= (empty) to read none") from None
+    except OSError as exc:
+        raise SshConfigError(f"{path}: cannot read this ssh_config ({exc.strerror}); fix it, "
+                             f"or set {ENV_VAR}= (empty) to read none") from None
+    if not stat.S_ISREG(st.st_mode):
+        fix = f"point {ENV_VAR} at your ssh_config file" if named else "fix it"
+        raise SshConfigError(f"{path}{f' (${ENV_VAR})' if named else ''}: not a regular file; "
+                             f"{fix}, or set {ENV_VAR}= (empty) to read none")
+    return path
 
 
 def load(path: Path | None, system: bool = False) -> SshConfig:

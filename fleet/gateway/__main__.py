@@ -13,6 +13,21 @@ from fleet.continuity.paths import resolve_state_dir
 from fleet.gateway import client, daemon
 from fleet.gateway.layout import Layout
 
+MAX_SECONDS = 86400.0  # a day, as the installer's waits (fleet/installer/protocol.py)
+
+
+def seconds(text: str) -> float:
+    """A `--timeout`/`--retry` value: 0 to a day of seconds (1e300 overflowed the waits);
+    argparse names the flag in the error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: use 0 to {MAX_SECONDS:.0f} seconds "
+                                         "(a day)")
+    return value
+
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -30,13 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, parents=[common], help=f"{name} detached; wait until ready")
         sp.add_argument("--expect", action="append", default=[], metavar="ID=VERSION",
                         help="fail unless this plugin runs at this version (repeatable)")
-        sp.add_argument("--timeout", type=float, default=30.0, help="readiness deadline (s)")
+        sp.add_argument("--timeout", type=seconds, default=30.0, help="readiness deadline (s)")
         sp.add_argument("--release", type=Path, default=None, metavar="DIR",
                         help="run the fleet package under DIR (default: the one running this "
                              "command); its realpath is used, so a later switch of a "
                              "`current` symlink does not change the running code")
     sp = sub.add_parser("stop", parents=[common], help="SIGTERM, then SIGKILL after --timeout")
-    sp.add_argument("--timeout", type=float, default=daemon.STOP_GRACE_S)
+    sp.add_argument("--timeout", type=seconds, default=daemon.STOP_GRACE_S)
     sub.add_parser("status", parents=[common], help="pid, uptime, versions, plugin health")
     sp = sub.add_parser(
         "call", parents=[common], help="send one request to the control socket",
@@ -45,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("args", nargs="*", metavar="key=value|key:=json",
                     help="request arguments: key=value sends a string, key:=json sends JSON")
     sp.add_argument("--json-args", help="request arguments as a JSON object ('-' = stdin)")
-    sp.add_argument("--timeout", type=float, default=client.DEFAULT_TIMEOUT_S)
-    sp.add_argument("--retry", type=float, default=client.DEFAULT_RETRY_S,
+    sp.add_argument("--timeout", type=seconds, default=client.DEFAULT_TIMEOUT_S)
+    sp.add_argument("--retry", type=seconds, default=client.DEFAULT_RETRY_S,
                     help="keep retrying a missing/refusing socket this long (s)")
     sp.add_argument("--pretty", action="store_true")
     sp = sub.add_parser("init", parents=[common], help="create a dev state dir, link plugins")

@@ -33,7 +33,10 @@ from fleet.installer.protocol import (
     ALLOW_UNPROVEN_OPENCLAW,
     FLEET_MANAGER,
     MANAGERS,
+    MAX_LEASE_S,
+    MAX_WAIT_S,
     READY_TIMEOUT_S,
+    wait_problem,
     worst_case_s,
 )
 
@@ -62,6 +65,24 @@ def _pairs(items: List[str], flag: str) -> Dict[str, str]:
     return out
 
 
+def seconds(text: str, maximum: float = MAX_WAIT_S) -> float:
+    """A duration flag: a number of seconds from 0 to `maximum` (argparse names the flag in
+    the error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
+    problem = wait_problem(value, maximum)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def lease_seconds(text: str) -> float:
+    """`--lease`: seconds, at most MAX_LEASE_S."""
+    return seconds(text, MAX_LEASE_S)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fleet-<version>.pyz", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the embedded manifest")
@@ -71,13 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--manager", default=FLEET_MANAGER, choices=MANAGERS)
     common.add_argument("--manager-opt", action="append", default=[], metavar="K=V")
     common.add_argument("--owner", default=None, help="who runs this (audit and lock)")
-    common.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
-                        help="seconds for each restart and readiness wait")
-    common.add_argument("--lease", type=float, default=None,
+    common.add_argument("--timeout", type=seconds, default=READY_TIMEOUT_S,
+                        help="seconds for each restart and readiness wait (at most a day)")
+    common.add_argument("--lease", type=lease_seconds, default=None,
                         help="lock lease in seconds (default: 900, or longer than the worst "
-                             "case of restart + switch-back with this --timeout)")
-    common.add_argument("--lock-wait", type=float, default=0.0,
-                        help="seconds to wait for a busy lock before refusing")
+                             "case of restart + switch-back with this --timeout; at most 7 "
+                             "days)")
+    common.add_argument("--lock-wait", type=seconds, default=0.0,
+                        help="seconds to wait for a busy lock before refusing (at most a day)")
     inst = sub.add_parser("install", parents=[common])
     inst.add_argument("--sha256", required=True)
     inst.add_argument("--artifact", default=None, help="default: this .pyz")

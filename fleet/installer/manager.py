@@ -121,6 +121,12 @@ class Manager:
         gateway the release was not proven on (--allow-unproven-openclaw)."""
         return None, []
 
+    def before_change(self) -> Optional[str]:
+        """Why this manager could not make a deploy's change on this host (a file it must
+        rewrite that it may not, or cannot read), found before anything changes; None where
+        nothing stops it (ours: it rewrites nothing of the user's)."""
+        return None
+
     def support(self, release: Optional[Path], health: Optional[dict]) -> Optional[dict]:
         """Whether the gateway here is one `release` was proven on (`{state, version,
         message}`, fleet.continuity.openclawrange), for status and doctor; None where any

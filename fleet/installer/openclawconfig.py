@@ -10,7 +10,10 @@ under `config`) is kept as it is; paths of older fleet releases are replaced, ne
 
 The file is rewritten temp + fsync + rename, with the original's mode. A file fleet cannot read
 as plain JSON (OpenClaw also accepts JSON5 comments) or whose `plugins` keys have the wrong
-shape is refused before anything is written, naming the file, the key and the fix.
+shape is refused before anything is written, naming the file, the key and the fix; so is one
+that is not a regular file, larger than MAX_BYTES or not UTF-8 (fleet/installer/textfile.py),
+and one its owner made read-only, or whose directory is (`check_writable`): a rename would
+replace it anyway.
 """
 
 from __future__ import annotations
@@ -19,11 +22,28 @@ import copy
 import hashlib
 import json
 import os
+import shlex
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from fleet.continuity.atomicfile import fsync_dir
+from fleet.installer import textfile
+
+# OpenClaw writes a few KB (agents, models, plugins); a thousand times that is not a config it
+# wrote, and parsing and rewriting 150 MB took minutes and a GiB of memory.
+MAX_BYTES = 4 * textfile.MIB
+_FIX = {
+    textfile.NOT_REGULAR: "openclaw.json must be a regular file (or a symlink to one); put the "
+                          "config there and deploy again",
+    textfile.TOO_BIG: "fleet edits an openclaw.json of at most {limit} (docs/openclaw.md); "
+                      "a config this large is not one OpenClaw wrote: find what filled it, "
+                      "shrink it and deploy again",
+    textfile.NOT_UTF8: "openclaw.json is UTF-8 JSON; fix or remove the bytes there "
+                       "(`openclaw config validate` checks the file) and deploy again",
+    textfile.UNREADABLE: "make it readable for this user and deploy again",
+}
 
 
 class ConfigError(RuntimeError):
@@ -33,11 +53,11 @@ class ConfigError(RuntimeError):
 def load(path: Path) -> Dict[str, Any]:
     """The config as a dict ({} when the file does not exist yet)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it: {exc}") from exc
+        raw = textfile.read_bytes(path, MAX_BYTES)
+        text = "" if raw is None else textfile.decode(raw, path)
+    except textfile.TextFileError as exc:
+        raise ConfigError(f"{exc}; {_FIX[exc.kind].format(limit=textfile.size_text(MAX_BYTES))}"
+                          ) from None
     if not text.strip():
         return {}
     try:
@@ -109,6 +129,34 @@ def with_plugins(data: Dict[str, Any], plugin_dirs: Dict[str, str], releases_roo
     if isinstance(allow, list):
         allow.extend(i for i in plugin_dirs if i not in allow)
     return out
+
+
+def check_writable(path: Path) -> None:
+    """ConfigError naming the file and the fix when fleet may not replace `path`: a file its
+    owner made read-only (a rename would replace it all the same), or one this user cannot
+    write, or a directory where the temp file and the lock cannot be made. Checked by mode bits
+    as well as access(2), so a root deploy honours a 0444 file too. Changes nothing."""
+    try:
+        st: Optional[os.stat_result] = os.stat(str(path))
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot inspect it ({exc.strerror or exc})") from None
+    if st is not None and (not st.st_mode & 0o222 or not os.access(str(path), os.W_OK)):
+        raise ConfigError(
+            f"{path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}): "
+            "a deploy rewrites it to load the release's plugins, and fleet does not replace a "
+            f"file its owner made read-only; make it writable (chmod u+w {shlex.quote(str(path))}"
+            ") and deploy again")
+    directory = path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent  # write_candidate creates what is missing below it
+    dst = os.stat(str(directory))
+    if not dst.st_mode & 0o222 or not os.access(str(directory), os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{directory} is read-only (mode {stat.S_IMODE(dst.st_mode):04o}): fleet replaces "
+            f"{path} through a temp file beside it, and locks it there; make the directory "
+            f"writable (chmod u+w {shlex.quote(str(directory))}) and deploy again")
 
 
 def render(data: Dict[str, Any]) -> str:

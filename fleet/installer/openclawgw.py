@@ -54,13 +54,28 @@ from fleet.installer import (
     releasedirs,
 )
 from fleet.installer.manager import Manager, ManagerError
-from fleet.installer.protocol import openclaw_note, openclaw_refusal
+from fleet.installer.protocol import openclaw_note, openclaw_refusal, wait_problem
 
 DEFAULT_PORT = 18789
 ACTIVE = "active"
 DIRECT = "direct"
 VALIDATED_KEEP = 16  # verdicts remembered (openclaw-validated.json)
 CONFIG_ATTEMPTS = 3  # read-validate-commit rounds when the file keeps changing meanwhile
+
+
+def _seconds(opts: Dict[str, str], key: str, default: float) -> float:
+    """A duration option (inventory `gateway.options`), 0 to MAX_WAIT_S seconds, or a
+    ManagerError naming the option."""
+    raw = opts.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        problem = wait_problem(float(raw))
+    except ValueError:
+        problem = "expected a number of seconds"
+    if problem:
+        raise ManagerError(f"openclaw manager: option {key}={raw!r}: {problem}")
+    return float(raw)
 
 
 class OpenclawManager(Manager):
@@ -77,8 +92,8 @@ class OpenclawManager(Manager):
                                "supervised")
         self.config_path = Path(os.path.expanduser(opts.get("config") or
                                                    str(state_dir / "openclaw.json")))
-        self.cli_timeout = float(opts.get("cli_timeout", "120"))
-        self.stop_grace = float(opts.get("stop_grace", "60"))
+        self.cli_timeout = _seconds(opts, "cli_timeout", 120.0)
+        self.stop_grace = _seconds(opts, "stop_grace", 60.0)
         self.process = SupervisedGateway(state_dir, self) if self.mode == "supervised" else None
         self._version: Optional[str] = None  # the CLI's
         self._gateway_version: Optional[str] = None  # the running gateway's (its hello-ok)
@@ -238,6 +253,18 @@ class OpenclawManager(Manager):
             return openclaw_refusal(where, verdict.message, not verdict.too_old), []
         return None, [] if verdict.state == PROVEN else [openclaw_note(where, verdict.message)]
 
+    def before_change(self) -> Optional[str]:
+        """openclaw.json as a deploy will rewrite it: readable as fleet reads it, and neither
+        it nor its directory read-only (openclawconfig.load, check_writable); said before the
+        release is unpacked, so the refusal leaves the host as it was."""
+        target = paths.config_write_target(self.config_path)
+        try:
+            openclawconfig.load(target)
+            openclawconfig.check_writable(target)
+        except openclawconfig.ConfigError as exc:
+            return f"{exc}; nothing was changed"
+        return None
+
     def support(self, release: Optional[Path], health: Optional[dict]) -> Optional[dict]:
         """This host's OpenClaw against the proof of `release` (the active one), for status and
         doctor: `{state, version, message}`; None without a release or a version to compare."""
@@ -304,6 +331,10 @@ class OpenclawManager(Manager):
                                                  str(StateLayout(self.state_dir).releases_dir))
             if wanted == current:
                 return False
+            try:  # a rollback or restart comes here without the install's before_change
+                openclawconfig.check_writable(target)
+            except openclawconfig.ConfigError as exc:
+                raise ManagerError(f"{exc}; {self.config_path} was not changed") from None
             candidate = openclawconfig.write_candidate(target, wanted)
             try:
                 # Going back (a rollback in this same transaction) to the content this manager

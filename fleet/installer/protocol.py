@@ -32,6 +32,11 @@ MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
 FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
 READY_TIMEOUT_S = 60.0  # default `--timeout` (one restart's readiness wait) = timeouts.ready
 STEP_SLACK_S = 5.0  # beyond --timeout, for one restart or one readiness wait
+# The longest wait anyone may ask for: an inventory's timeouts, the installer's --timeout and
+# --lock-wait, an OpenClaw host's cli_timeout and stop_grace. Longer is a typo (1e300 overflowed
+# every wait built from it), and deadlines and leases are sums of these.
+MAX_WAIT_S = 86400.0
+MAX_LEASE_S = 7 * 86400.0  # a lock's lease: outlives worst_case_s(MAX_WAIT_S)
 # `install` (and `invoke deploy`): go ahead on an OpenClaw the release was not proven on
 ALLOW_UNPROVEN_OPENCLAW = "--allow-unproven-openclaw"
 
@@ -42,6 +47,22 @@ def worst_case_s(timeout: float) -> float:
     `timeout` plus a little. The installer's lock lease must outlive it (or a peer takes over
     mid-run), and the control side must wait for it (or it cuts a host off mid-rollback)."""
     return 4 * (timeout + STEP_SLACK_S)
+
+
+def wait_problem(value: Any, maximum: float = MAX_WAIT_S) -> Optional[str]:
+    """What is wrong with a number of seconds someone typed (None if nothing): it must be a
+    finite number from 0 to `maximum`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return f"expected a number of seconds >= 0, got {value!r}"
+    if not value <= maximum:
+        return (f"{value!r} seconds: at most {maximum:.0f} ({_days(maximum)}); use a smaller "
+                "number")
+    return None
+
+
+def _days(seconds: float) -> str:
+    days = seconds / 86400
+    return "a day" if days == 1 else f"{days:g} days"
 
 
 def sha_mismatch(path: object, actual: str, expected: str, note: str) -> str:

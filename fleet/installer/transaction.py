@@ -228,6 +228,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
             return tx.finish()
     with tx.step("compat"):  # whether this host's gateway can take it, before any change
         refusal, notes = tx.manager.preflight(artifact, allow_unproven)
+        refusal = refusal or tx.manager.before_change()
     tx.notes.extend(notes)
     if refusal:
         res.update(result="refused", reason=refusal)
