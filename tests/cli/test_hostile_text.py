@@ -3,7 +3,8 @@
 A hostile sandbox host serves hostile text in every field it owns: its gateway log, its
 maintenance lock (owner, message), its deploy lock, a leftover temp file's name, a state file,
 and an installer whose every `status` and `doctor` field is hostile; a second host answers
-every command with hostile errors; the inventory names the first one with hostile text too.
+every command with hostile errors. (An inventory that names a host with such text is refused,
+the refusal quoting it escaped: the last tests.)
 Every task that prints host text runs against them through the `fleet` script, as a user runs
 it: on a pipe no raw ESC, C1, bidi or invisible character comes out at all; on a terminal
 (Rich's colours on) only fleet's own colour codes do, and the hostile text is shown escaped
@@ -35,7 +36,7 @@ SHOWN = r"\x1b[2J\x1b]0;pwned\x07\x1b]8;;http://evil.example\x07\x9b31m\u202e\u2
         r"\U000e0041" + MARKUP  # how the terminal must show CONTROLS + MARKUP
 LINE = CONTROLS + MARKUP  # fits on one log line (no character str.splitlines splits at)
 TEXT = LINE + "\r\u2028\x85!"  # any other field: carriage return, line separator, NEL too
-NAME = "evil" + LINE  # a host name the inventory accepts (no commas, no spaces)
+NAME = "evil"  # host names with control, invisible or bidi characters are refused
 TEMP = f".{CONTROLS.replace('http://', '')}[link=evil]CLICK.tmp"  # a file name: no slash
 ORDINARY = "gateway ready\tpid 4242 é 日本 👍"
 # what must never reach a terminal raw: C0 but tab and newline, DEL, C1, bidi controls,
@@ -285,9 +286,9 @@ def test_logs_show_hostile_lines_escaped_and_ordinary_lines_as_they_are(hostile)
     assert code == 1  # the broken host cannot be read
     inert(out, "logs")
     inert(err, "logs stderr")
-    width = len(SHOWN) + len("evil")
-    assert out.splitlines() == [f"{'evil' + SHOWN:<{width}} | {ORDINARY}",
-                                f"{'evil' + SHOWN:<{width}} | {SHOWN}"]
+    width = len("broken")
+    assert out.splitlines() == [f"{'evil':<{width}} | {ORDINARY}",
+                                f"{'evil':<{width}} | {SHOWN}"]
     assert "broken" in err and SHOWN in err  # the host's error, escaped too
 
     _, out, _ = fleet(hostile, "logs", terminal=True)
@@ -314,7 +315,7 @@ def test_logs_follow_shows_new_hostile_lines_escaped(hostile):
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(f"followed {LINE}\n")
         line = proc.stdout.readline()  # blocks until the follower prints it
-        assert line.endswith(f" | followed {SHOWN}\n") and line.startswith("evil" + SHOWN)
+        assert line.endswith(f" | followed {SHOWN}\n") and line.startswith("evil")
         inert(line, "logs -f")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0
@@ -337,6 +338,15 @@ def test_an_inventory_error_quoting_hostile_text_is_escaped_and_exact_in_json(tm
     code, out, _ = fleet(tmp_path, task, "--json")
     inert(out, f"{task} --json: the inventory's error")
     assert code == 2 and TEXT in json.loads(out)["error"]
+
+
+@pytest.mark.parametrize("task", ["status", "logs"])
+def test_a_hostile_host_name_is_refused_and_its_refusal_is_inert(tmp_path, task):
+    (tmp_path / "inventory.yaml").write_text(
+        f"hosts:\n  {yaml_string('evil' + LINE)}: {{connection: local}}\n")
+    code, out, err = fleet(tmp_path, task)
+    assert code == 2 and "inventory.yaml" in err and "evil" in err
+    inert(out + err, f"{task}: the refused host name")
 
 
 # A host whose answer has the right top-level shape but wrong types inside (issue 30 follow-up):
