@@ -231,9 +231,16 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         with timer.step("connect"):
             conn = _open(host, conns)
         if not dry_run:
-            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
-                                   stored, allow_unproven)
-            failed = False
+            try:
+                result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
+                                       stored, allow_unproven)
+            except ConnectionError_ as exc:  # dropped mid-upload or mid-install
+                if conns is not None:
+                    conns.drop(host)
+                result = _failure(host, exc, timer, t0)
+            if not result.ok and _unanswered(result):  # say what the host runs now
+                _read_back(host, result, owner, conns)
+            failed = False  # a dropped connection was dropped above
             return result
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
@@ -303,6 +310,50 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     result = _installer_result(host, res, timer, t0, "installer")
     result.data["uploaded"] = False
     return result
+
+
+READ_BACK_S = 30.0  # at most, for the status read after an install that gave no answer
+
+
+def _unanswered(result: HostResult) -> bool:
+    """An install that ended without the installer's answer: the connection dropped, or the
+    installer died (killed, power cut) and printed nothing; the host may have switched."""
+    return (result.result == "failed" and result.from_release is None
+            and result.to_release is None)
+
+
+def _read_back(host: Host, result: HostResult, owner: str, conns: Connections | None) -> None:
+    """Fill in what the host runs after an unanswered install (`to` and a note), read with the
+    installed release's `status` over a fresh connection; nothing when it cannot be read. A
+    report of `- -> - failed` for a host that did switch would hide what runs there."""
+    conn = None
+    try:
+        conn = _open(host, conns)
+        res = conn.run(commands.status(host, owner), min(command_timeout(host), READ_BACK_S))
+        answer = InstallerResult.from_dict(parse_json(res.stdout), host.name)
+    except Exception:  # unreadable: the report stays as it was
+        if conns is not None:
+            conns.drop(host)
+        elif conn is not None:
+            conn.close()
+        return
+    if conns is None:
+        conn.close()
+    found = answer.status
+    if found is None:
+        return
+    result.to_release = found.current
+    state = "gateway ready" if found.ready else f"gateway not ready: {found.problem or '?'}"
+    runs = (found.current or {}).get("release") or "no release"
+    lock = found.lock
+    held = "" if lock is None else (
+        f"; the installer's lock is still there ({lock.owner}, pid {lock.pid}"
+        + (f", stale: {lock.stale})" if lock.stale else ", still running)"))
+    result.note = (result.note + "; " if result.note else "") + (
+        f"read afterwards, the host runs {runs} ({state}){held}")
+    result.data["host_after"] = {"current": found.current, "ready": found.ready,
+                                 "problem": found.problem,
+                                 "lock": None if lock is None else lock.owner}
 
 
 def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,

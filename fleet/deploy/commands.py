@@ -173,7 +173,10 @@ def noop_check(sha256: str, version: str) -> str:
     - `run/ready.json` names the pid in `run/gateway.pid` (fleet's pidfile record, `{"pid": N,
       ...}`, or the bare pid an older gateway wrote) and this release dir, marked ready;
     - that pid is alive (`kill -0`) and, where /proc is there, is a `fleet.gateway` process
-      (a pid reused after a crash is not our gateway).
+      (a pid reused after a crash is not our gateway);
+    - no installer lock (`fleet/deploy.lock`) is there: one left by an installer killed after
+      its switch means its audit line is missing, and only the installer reconciles the log and
+      clears the lock (fleet.installer.transaction, `Transaction.reconcile`).
 
     Needs `$S` (state dir) and `$M`; leaves the release file's line in `$MJ`. The files are read
     with the shell's `read` (one line each: both writers write one line) and matched with
@@ -191,6 +194,7 @@ def noop_check(sha256: str, version: str) -> str:
             f'RJ=; read -r RJ < {_in_state(StateLayout.READY)}; }} 2>/dev/null; '
             f'P=${{P#\'{{"pid": \'}}; P=${{P%%,*}}; '
             f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
+            f'[ ! -e {_in_state(StateLayout.LOCK)} ] && '
             f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
             f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '
             f'{{ [ ! -e "/proc/$P/cmdline" ] || grep -qs fleet.gateway "/proc/$P/cmdline"; }}')

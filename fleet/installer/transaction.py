@@ -101,6 +101,36 @@ class Transaction:
             self.result["lock_takeover"] = self.lock.takeover
             self.notes.append("took over a stale lock from {} ({})".format(
                 self.lock.takeover.get("owner"), self.lock.takeover.get("reason")))
+        self.reconcile()
+
+    def reconcile(self) -> None:
+        """Make the audit log say what this host runs before this run changes anything.
+
+        An installer killed after its switch (power cut, `kill -9`) left the host on its new
+        release with no audit line for it (and its lock, just taken over); the line written
+        here records the release the host was found on, so the log and `current` agree again.
+        Best effort: a log that cannot be written (full disk) must not block the deploy."""
+        current = releasedirs.current_release(self.state_dir)
+        running = current.name if current is not None else None
+        known, recorded = audit.recorded_release(self.state_dir)
+        if known and recorded == running:
+            return
+        dead = self.lock.takeover
+        why = ("an installer stopped before recording its outcome" + (
+            " ({}, {})".format(dead.get("owner"), dead.get("reason")) if dead else ""))
+        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "who": self.owner, "host": self.result["host"], "action": "reconcile",
+                 "result": "reconciled", "from": recorded if known else None,
+                 "to": running, "reason": why, "duration_s": 0.0}
+        try:
+            audit.append(self.state_dir, entry)
+        except OSError as exc:
+            self.notes.append(f"audit log not reconciled ({exc})")
+            return
+        self.result["reconciled"] = {"from": entry["from"], "to": running}
+        self.notes.append("audit log reconciled: it recorded {}, the host runs {} ({})".format(
+            (recorded or "no release") if known else "an unknown outcome",
+            running or "no release", why))
 
     def lock_or_refuse(self) -> bool:
         """Take the lock; on failure record why (holder named) and return False."""
