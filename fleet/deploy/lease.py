@@ -25,18 +25,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import shlex
-import socket
-import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 
-from fleet.continuity.detached import alive as pid_alive
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
+from fleet.deploy.runtime import process, threading, time  # the real ones, or a simulation's
 from fleet.installer import openclawcli
 from fleet.installer.protocol import OPENCLAW
 
@@ -413,7 +409,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     OPENCLAW_PROBE_S), so a deploy refuses a host its release does not support before the upload.
     """
     lease = Lease(uuid.uuid4().hex)
-    record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
+    record = {"owner": owner, "pid": process.pid(), "from": process.hostname(),
               "lease": float(lease_s)}
     if artifact is not None:
         record["artifact"] = {"sha256": artifact[0], "size": int(artifact[1])}
@@ -485,8 +481,8 @@ def no_verdict(res: object) -> str:
 def _dead_here(holder: dict) -> bool:
     """The holder was a run on this control machine whose process no longer exists."""
     pid = holder.get("pid")
-    return (holder.get("from") == socket.gethostname() and isinstance(pid, int)
-            and pid != os.getpid() and not pid_alive(pid))
+    return (holder.get("from") == process.hostname() and isinstance(pid, int)
+            and pid != process.pid() and not process.alive(pid))
 
 
 def release(lease: Lease, conns: Connections | None = None) -> None:

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, Optional
 
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
-from fleet.installer import audit, faults, releasedirs
+from fleet.installer import audit, faults, machine, releasedirs
 from fleet.installer.lock import (
     DEFAULT_LEASE_S,
     DeployLock,
@@ -75,10 +75,11 @@ class Transaction:
         self.manager = manager
         self.owner = owner
         self.timeout = timeout
-        self.started = time.monotonic()
+        self.host = machine.current()  # the machine's clock and name (a simulated host's)
+        self.started = self.host.monotonic()
         self.lock = DeployLock(state_dir, owner, lease_s)
         self.notes = []
-        self.result = {"action": action, "host": socket.gethostname(), "ok": False,
+        self.result = {"action": action, "host": self.host.hostname(), "ok": False,
                        "result": "failed", "state_dir": str(state_dir), "owner": owner,
                        "steps": {}, "notes": self.notes, "from": None, "to": None,
                        "reason": None, "restarted": False}
@@ -87,12 +88,12 @@ class Transaction:
     def step(self, name: str) -> Iterator[None]:
         announce({"step": name})
         faults.check(self.state_dir, name)
-        t0 = time.monotonic()
+        t0 = self.host.monotonic()
         try:
             yield
         finally:
             steps = self.result["steps"]
-            steps[name] = round(steps.get(name, 0.0) + time.monotonic() - t0, 4)
+            steps[name] = round(steps.get(name, 0.0) + self.host.monotonic() - t0, 4)
 
     def take_lock(self) -> None:
         with self.step("lock"):
@@ -118,7 +119,7 @@ class Transaction:
         dead = self.lock.takeover
         why = ("an installer stopped before recording its outcome" + (
             " ({}, {})".format(dead.get("owner"), dead.get("reason")) if dead else ""))
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        entry = {"time": self.utc_now(),
                  "who": self.owner, "host": self.result["host"], "action": "reconcile",
                  "result": "reconciled", "from": recorded if known else None,
                  "to": running, "reason": why, "duration_s": 0.0}
@@ -157,18 +158,22 @@ class Transaction:
         with self.step("ready"):
             return wait_ready(self.manager, release, expect, self.timeout, old_pid)
 
+    def utc_now(self) -> str:
+        """The machine's time as an audit line writes it."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.host.time()))
+
     def finish(self) -> dict:
-        self.result["duration_s"] = round(time.monotonic() - self.started, 4)
+        self.result["duration_s"] = round(self.host.monotonic() - self.started, 4)
         return self.result
 
     def record(self) -> None:
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        entry = {"time": self.utc_now(),
                  "who": self.owner, "host": self.result["host"],
                  "action": self.result["action"], "result": self.result["result"],
                  "from": (self.result["from"] or {}).get("release"),
                  "to": (self.result["to"] or {}).get("release"),
                  "reason": self.result["reason"],
-                 "duration_s": round(time.monotonic() - self.started, 4)}
+                 "duration_s": round(self.host.monotonic() - self.started, 4)}
         with self.step("audit"):
             audit.append(self.state_dir, entry)
 
@@ -176,7 +181,7 @@ class Transaction:
                     previous: Optional[Path]) -> None:
         """Put the host back on `target` (or on no release) and check that it answers."""
         self.result["reason"] = reason
-        t0 = time.monotonic()
+        t0 = self.host.monotonic()
         try:
             if target is None:
                 with contextlib.suppress(ManagerError, OSError):
@@ -195,7 +200,7 @@ class Transaction:
             self.result.update(result="failed")
             self.result["reason"] = f"{reason}; rollback also failed: {exc}"
         finally:
-            self.result["steps"]["rollback"] = round(time.monotonic() - t0, 4)
+            self.result["steps"]["rollback"] = round(self.host.monotonic() - t0, 4)
 
 
 def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
@@ -203,9 +208,11 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
     """Wait until the gateway answers from `release` with `expect` (fleet.gateway.process.
     wait_ready): a plugin error, a wrong version or release from a new gateway, or a gateway that
     died fails at once (no 60 s wait before rollback); the error carries the gateway's log."""
+    host = machine.current()
     try:
         return process.wait_ready(lambda: manager.probe(release), expect, timeout, old_pid,
-                                  release.name, exited=manager.failure)
+                                  release.name, exited=manager.failure, now=host.monotonic,
+                                  sleep=host.sleep)
     except process.NotReady as exc:
         tail = "" if exc.readiness.state == process.DEAD else manager.log_tail()
         raise ManagerError(f"{exc}{tail}") from None
@@ -393,7 +400,8 @@ def status(state_dir: Path, manager: Manager) -> dict:
         holder.pop("token", None)
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
-    answer = {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
+    answer = {"action": "status", "ok": True, "result": "status",
+              "host": machine.current().hostname(),
               "state_dir": str(state_dir), "current": release_summary(meta),
               "previous": release_summary(releasedirs.read_meta(
                   releasedirs.previous_release(state_dir))),
