@@ -218,11 +218,12 @@ def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                 force: bool = False, dry_run: bool = False,
                 conns: Connections | None = None, stored: str | None = None,
-                allow_unproven: bool = False) -> HostResult:
+                allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
     With `conns`, over the run's shared connection to the host (see Connections); `stored`:
     what the host said of the artifact when the lease was taken (fleet.deploy.lease);
-    `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW."""
+    `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW; `lease_run`: the run's fleet
+    lease, which the installer must still find on the host when it switches."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -233,7 +234,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         if not dry_run:
             try:
                 result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
-                                       stored, allow_unproven)
+                                       stored, allow_unproven, lease_run)
             except ConnectionError_ as exc:  # dropped mid-upload or mid-install
                 if conns is not None:
                     conns.drop(host)
@@ -273,19 +274,20 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                   force: bool, conn, timer: _Timer, t0: float,
-                  stored: str | None = None, allow_unproven: bool = False) -> HostResult:
+                  stored: str | None = None, allow_unproven: bool = False,
+                  lease_run: str | None = None) -> HostResult:
     """Run the installer on the stored artifact; upload first only when the host lacks it (or
     the stored copy is not this artifact). 1 round trip for a redeploy; for a new release 1
     (upload and install in one, when the lease take said the host lacks the artifact) or 2; no
     status or hash process: the installer verifies the SHA-256 itself."""
     if stored == "missing":  # said by the lease take, under this run's lease: nothing to try
         return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
-                                   allow_unproven)
+                                   allow_unproven, lease_run)
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
                                         version=artifact.version,
-                                        allow_unproven=allow_unproven),
+                                        allow_unproven=allow_unproven, lease_run=lease_run),
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
@@ -306,7 +308,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
     if first == commands.MISSING or unrunnable or is_sha_mismatch(reason):
         return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
-                                   allow_unproven)
+                                   allow_unproven, lease_run)
     result = _installer_result(host, res, timer, t0, "installer")
     result.data["uploaded"] = False
     return result
@@ -358,7 +360,7 @@ def _read_back(host: Host, result: HostResult, owner: str, conns: Connections | 
 
 def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                         force: bool, conn, timer: _Timer, t0: float,
-                        allow_unproven: bool = False) -> HostResult:
+                        allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
     """Send the artifact as the stdin of the command that stores it and runs the installer
     (commands.upload_and_install): one round trip; the steps `upload` (until the host has every
     byte) and `install` (the rest) are timed apart."""
@@ -374,7 +376,7 @@ def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, o
     try:
         res = conn.send_and_run(artifact.path,
                                 commands.upload_and_install(host, artifact.sha256, size, owner,
-                                                            force, allow_unproven),
+                                                            force, allow_unproven, lease_run),
                                 host.timeouts.transfer, install_timeout(host),
                                 on_stderr_line=_step_relay(progress), on_sent=sent)
     finally:  # the step under way when it ended: still the upload, or the install after it
@@ -500,7 +502,7 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
             if refused is not None:
                 return refused
         return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
-                           allow_unproven_openclaw)
+                           allow_unproven_openclaw, held.run_id if held is not None else None)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
                                                                     sink, artifact)

@@ -233,7 +233,7 @@ class Lease:
     # host -> an audit line its `release` appends: the run refused that host before changing it
     audit: dict[str, dict] = field(default_factory=dict)
     _answers: dict[str, object] = field(default_factory=dict)
-    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _cond: threading.Condition = field(default_factory=lambda: threading.Condition())  # at use
     _deadline: float = 0.0
 
     @property
@@ -256,7 +256,10 @@ class Lease:
             found = reply.get("openclaw")
             if isinstance(found, dict) and isinstance(found.get("version"), str):
                 self.openclaw[host.name] = found
-        elif isinstance(reply.get("holder"), dict):
+        elif not isinstance(reply.get("holder"), dict):  # took nothing: ran after its deadline
+            self.unanswered[host.name] = ("the take ran after its deadline (the host paused, or "
+                                          "its clock is ahead of this machine's): nothing taken")
+        else:
             holder = reply["holder"]
             if holder.get("manual"):
                 self.refusals[host.name] = (

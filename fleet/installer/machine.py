@@ -6,17 +6,17 @@ expired), its readiness wait, its audit times and its fault points all ask the m
 deterministic simulation of rollouts (the checkout's `lab/sim`) runs the real transaction on
 many simulated hosts in one process, each with its own clock (skewed), pids, boot and faults
 chosen by a seed. Everything here defaults to the real machine; `use(machine)` puts another in
-place for the calling thread only (the simulation runs each host's processes on threads of
-their own), so a real install never pays more than one attribute lookup per call.
+place for the calling context only (a thread's, or a simulated process's: `contextvars`), so a
+real install never pays more than one lookup per call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Iterator, Optional
@@ -74,23 +74,19 @@ class Machine:
 
 
 REAL = Machine()
-_local = threading.local()
+_current: contextvars.ContextVar[Machine] = contextvars.ContextVar("fleet_machine", default=REAL)
 
 
 def current() -> Machine:
-    """The machine of the calling thread: the real one unless `use` put another in place."""
-    return getattr(_local, "machine", REAL)
+    """The machine of the calling context: the real one unless `use` put another in place."""
+    return _current.get()
 
 
 @contextlib.contextmanager
 def use(machine: Machine) -> Iterator[Machine]:
-    """Run the calling thread's installer code on `machine` (a simulated host)."""
-    before = getattr(_local, "machine", None)
-    _local.machine = machine
+    """Run the calling context's installer code on `machine` (a simulated host)."""
+    token = _current.set(machine)
     try:
         yield machine
     finally:
-        if before is None:
-            del _local.machine
-        else:
-            _local.machine = before
+        _current.reset(token)

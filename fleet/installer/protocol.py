@@ -34,6 +34,9 @@ READY_TIMEOUT_S = 60.0  # default `--timeout` (one restart's readiness wait) = t
 STEP_SLACK_S = 5.0  # beyond --timeout, for one restart or one readiness wait
 # `install` (and `invoke deploy`): go ahead on an OpenClaw the release was not proven on
 ALLOW_UNPROVEN_OPENCLAW = "--allow-unproven-openclaw"
+# `install --fleet-lease RUN`: the run's fleet lease (`<state>/fleet/run.lease`, fleet.deploy.lease)
+# must still be there when the installer switches; a run that gave up on a hung host released it
+FLEET_LEASE = "--fleet-lease"
 
 
 def worst_case_s(timeout: float) -> float:

@@ -221,15 +221,17 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
             expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
             keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0,
-            allow_unproven: bool = False) -> dict:
+            allow_unproven: bool = False, fleet_run: Optional[str] = None) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune.
-    `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight)."""
+    `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight);
+    `fleet_run`: switch only while that deploy run holds the host's fleet lease."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven)
+        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven,
+                               fleet_run)
     except Exception as exc:  # always answer with JSON; the lock is released below
         res["reason"] = res["reason"] or describe(exc)
         return tx.finish()
@@ -237,8 +239,19 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
         tx.lock.release()
 
 
+def fleet_lease_run(state_dir: Path) -> Optional[str]:
+    """The run id in the host's fleet lease (`<state>/fleet/run.lease`), None without one."""
+    try:
+        with open(str(StateLayout(state_dir).lease), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data.get("run") if isinstance(data, dict) else None
+
+
 def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[str, str],
-                    force: bool, keep: int, allow_unproven: bool) -> dict:
+                    force: bool, keep: int, allow_unproven: bool,
+                    fleet_run: Optional[str] = None) -> dict:
     state_dir, res = tx.state_dir, tx.result
     with tx.step("verify"):
         releasedirs.verify_artifact(artifact, sha256)
@@ -277,6 +290,11 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     if not tx.lock.still_mine():
         raise RuntimeError("lost the deploy lock (lease expired and another installer took it "
                            "over); not switching")
+    if fleet_run is not None and fleet_lease_run(state_dir) != fleet_run:
+        # its run gave up on this host (a hang, a dropped connection) and released the host,
+        # or the lease expired: another run may be changing the fleet now
+        raise RuntimeError("the deploy run that started this install no longer holds this "
+                           "host's fleet lease (it gave up on the host); not switching")
     if current != release:
         back_to, back_prev = current, previous
     else:  # converging a host already switched to this release (e.g. killed mid-deploy)
