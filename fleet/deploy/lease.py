@@ -107,7 +107,7 @@ if action == "unlock":  # a maintenance lock, whoever took it; never a run's lea
     sys.exit(0)
 record = json.loads(sys.argv[4])
 if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused host): take nothing
-    print(json.dumps({"ok": False, "late": True}))
+    print(json.dumps({"ok": False, "late": True, "now": time.time()}))  # its clock, for a retry
     sys.exit(4)
 takeover = record.pop("takeover", None)  # a holder the control machine saw dead
 probe = record.pop("artifact", None)  # {"sha256", "size"}: a deploy asks what the host has
@@ -366,15 +366,27 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
         record = dict(record, openclaw={"opts": h.manager_options, "budget": OPENCLAW_PROBE_S})
     try:
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
-        res = conn.run(lease_command(h, "take", run_id,
-                                     dict(record, deadline=time.time() + take_timeout(h))),
+        ahead = [0.0]  # how far the host's clock is ahead of ours, once a late answer says
+
+        def deadline() -> float:
+            return time.time() + ahead[0] + take_timeout(h)
+
+        res = conn.run(lease_command(h, "take", run_id, dict(record, deadline=deadline())),
                        take_timeout(h))
         # A holder that ran on this machine and is gone (its release never reached a host that
         # was down or killed) is taken over at once, as a dead installer's lock is.
+        late = answer_of(res) or {}
+        if late.get("late") and isinstance(late.get("now"), (int, float)):
+            # It ran after its deadline by the host's clock, yet this run is still here to use
+            # or release it: the host's clock is ahead of ours (or it paused). Once more, with
+            # the deadline in the host's own time; a second late answer takes nothing.
+            ahead[0] = max(0.0, float(late["now"]) - time.time())
+            res = conn.run(lease_command(h, "take", run_id, dict(record, deadline=deadline())),
+                           take_timeout(h))
         holder = (answer_of(res) or {}).get("holder")
         if isinstance(holder, dict) and _dead_here(holder):
             res = conn.run(lease_command(h, "take", run_id, dict(
-                record, deadline=time.time() + take_timeout(h),
+                record, deadline=deadline(),
                 takeover={"from": holder.get("from"), "pid": holder.get("pid")})),
                 take_timeout(h))
         failed = False

@@ -197,7 +197,10 @@ class Transaction:
                                 self.timeout, None)
             self.result.update(result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:  # the rollback itself failed: say so loudly
-            self.result.update(result="failed")
+            # and say where `current` was left (switched back or not), never the release it
+            # tried to leave: the audit line and the report must name what the host runs
+            left = releasedirs.current_release(self.state_dir)
+            self.result.update(result="failed", to=release_summary(releasedirs.read_meta(left)))
             self.result["reason"] = f"{reason}; rollback also failed: {exc}"
         finally:
             self.result["steps"]["rollback"] = round(self.host.monotonic() - t0, 4)

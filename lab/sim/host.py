@@ -216,6 +216,9 @@ class SimMachine(Machine):
             self.host.world.switching(self.host, getattr(self.host.sched.running.proc,
                                                          "owner", None))
         word = self.host.world.installer_fault(self.host, step)
+        if not word and self.host.disk_full and step in ("lock", "unpack", "switch", "audit"):
+            self.host.world.count("installer on a full disk")
+            word = "enospc"  # this step writes: on a full disk it fails as a write would
         if word == "hang":  # the installer stalls here (a hung disk, a stopped VM), then goes on
             self.host.sched.sleep(self.host.world.rng.choice((30.0, 300.0, 3000.0)))
             return ""
@@ -242,6 +245,7 @@ class SimHost:
         self.up = True
         self.boots = 1
         self.disk_full = False
+        self.restarts = 0  # gateway restarts so far (a fixed case names the one to break)
         self.procs: dict[int, Proc] = {}
         self.start_times: dict[int, str] = {}
         self._next_pid = 1000

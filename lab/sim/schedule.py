@@ -174,6 +174,10 @@ class World:
         return word
 
     def gateway_fault(self, host: SimHost) -> str:
+        host.restarts += 1
+        forced = self._forced("gateway", host.name, str(host.restarts))
+        if forced:
+            return forced
         if not self._roll("gateway"):
             return ""
         fault = self.rng.choice(("restart_fails", "restart_hangs", "plugin", "silent", "dies",
@@ -337,7 +341,7 @@ def _play(world: World) -> None:
     for i in range(count):
         world.hosts[f"h{i}"] = SimHost(world, f"h{i}", world.root)
     for host in world.hosts.values():
-        host.skew = rng.choice((0.0, 0.0, 0.0, 1.5, -4.0, 12.0, -600.0))
+        host.skew = rng.choice((0.0, 0.0, 0.0, 1.5, -4.0, 12.0, 90.0, -600.0))
     if rng.random() < 0.6:  # most fleets already run the first release
         first = world.start_run(VERSIONS[0], _options(rng))
         wait(world, [first])
@@ -435,6 +439,13 @@ def heal(world: World) -> None:
     procs = [p for h in world.hosts.values() for p in h.procs.values() if not p.done]
     procs += world.controls + world.timers
     world.sched.block(lambda: all(p.done for p in procs), None)
+    deaths = [g.started_at + g.mode.start_s + g.mode.dies_after_s
+              for g in (h.gateway for h in world.hosts.values())
+              if g.pid is not None and g.mode.dies_after_s is not None]
+    if deaths:  # a gateway doomed during the faults dies before the checks, not in the rerun
+        world.sched.sleep(max(0.0, max(deaths) - world.sched.now) + 0.1)
+        for host in world.hosts.values():
+            host.gateway.running  # noqa: B018  (looking is what ends a doomed gateway)
 
 
 def rerun(world: World, target: str) -> None:
