@@ -73,9 +73,6 @@ class Outcome:
     def ok(self) -> bool:
         return not self.violations
 
-    def replay(self) -> str:
-        return f"invoke sim --seed {self.seed}"
-
 
 class _Stderr(io.TextIOBase):
     """sys.stderr while a simulation runs: a simulated host process's writes (the installer's
@@ -238,11 +235,12 @@ class World:
         if self.trace is not None:  # the temp dir's name is the one thing a seed does not fix
             self.trace.append(f"{self.sched.now:10.3f} {text}".replace(str(self.root), "<root>"))
 
-    def answered(self, proc: Proc, host: SimHost) -> None:
-        """A command of `proc`'s run answered: what the host runs now (its report must agree)."""
+    def answered(self, proc: Proc, host: SimHost, current: str | None) -> None:
+        """A command of `proc`'s run answered, the host then running `current` (its report
+        must agree)."""
         run = self.run_of(proc)
         if run is not None:
-            run.seen[host.name] = host.current()
+            run.seen[host.name] = current
 
     def switching(self, host: SimHost, owner: str | None) -> None:
         """An installer is about to switch `current`: the run it works for must hold the host's

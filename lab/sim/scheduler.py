@@ -34,10 +34,6 @@ class SimAbort(BaseException):
     it (a BaseException so the code under test cannot catch it as an error)."""
 
 
-class Deadlock(RuntimeError):
-    """Every simulated thread waits for something no one will do, with no timeout."""
-
-
 class Proc:
     """A simulated process: its threads die with it. `on_death` runs once its last thread
     unwound (a host puts back what the unwinding's `finally` blocks undid)."""
@@ -281,7 +277,7 @@ class SimThreading:
             """No real lock: one simulated thread runs at a time, and the code under test never
             waits while holding one (a wait inside `with cond:` releases it, as here)."""
 
-            def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            def acquire(self, *_args: object, **_kwargs: object) -> bool:
                 return True
 
             def release(self) -> None:
@@ -333,7 +329,7 @@ class SimQueue:
         sched_ = sched
 
         class Queue:
-            def __init__(self, maxsize: int = 0) -> None:
+            def __init__(self, *_args: object) -> None:
                 self._items: list[Any] = []
 
             def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:

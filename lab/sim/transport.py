@@ -51,6 +51,7 @@ class HostRun:
         self.out: list[str] = []
         self.err: list[str] = []
         self.code: int | None = None
+        self.current: str | None = None
 
     @property
     def done(self) -> bool:
@@ -127,7 +128,7 @@ class SimConnection:
             self.active = False  # hung up; an installer finishes its transaction on its own
             raise ConnectionError_(f"{host.name}: command timed out after {timeout:.0f}s "
                                    f"(abandoned): {command[:60]}")
-        world.answered(sched.running.proc, host)
+        world.answered(sched.running.proc, host, run.current)
         world.note(f"{sched.running.proc.name} <- {host.name}: {describe(command)} exit "
                    f"{run.result().exit_code}: {''.join(run.out).strip()[-160:]}")
         sched.sleep(world.latency())
@@ -175,6 +176,7 @@ def start(world: Any, host: SimHost, command: str, stdin: bytes | None) -> HostR
             world.sched.sleep(stall)
         with machine.use(host.machine), world.stderr_to(run.err):
             run.code = execute(world, host, command, stdin, run.out)
+        run.current = host.current()  # what the host ran when it answered
 
     world.sched.spawn(body, f"{host.name}-cmd", proc)
     return run
