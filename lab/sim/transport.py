@@ -128,7 +128,8 @@ class SimConnection:
             self.active = False  # hung up; an installer finishes its transaction on its own
             raise ConnectionError_(f"{host.name}: command timed out after {timeout:.0f}s "
                                    f"(abandoned): {command[:60]}")
-        world.answered(sched.running.proc, host, run.current)
+        if getattr(command, "intent", None) is not None:  # the installer's answers, not the lease's
+            world.answered(sched.running.proc, host, run.current)
         world.note(f"{sched.running.proc.name} <- {host.name}: {describe(command)} exit "
                    f"{run.result().exit_code}: {''.join(run.out).strip()[-160:]}")
         sched.sleep(world.latency())
