@@ -218,11 +218,12 @@ def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                 force: bool = False, dry_run: bool = False,
                 conns: Connections | None = None, stored: str | None = None,
-                allow_unproven: bool = False) -> HostResult:
+                allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
     With `conns`, over the run's shared connection to the host (see Connections); `stored`:
     what the host said of the artifact when the lease was taken (fleet.deploy.lease);
-    `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW."""
+    `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW; `lease_run`: the run's fleet
+    lease, which the installer must still find on the host when it switches."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -231,9 +232,16 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         with timer.step("connect"):
             conn = _open(host, conns)
         if not dry_run:
-            result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
-                                   stored, allow_unproven)
-            failed = False
+            try:
+                result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
+                                       stored, allow_unproven, lease_run)
+            except ConnectionError_ as exc:  # dropped mid-upload or mid-install
+                if conns is not None:
+                    conns.drop(host)
+                result = _failure(host, exc, timer, t0)
+            if not result.ok and _unanswered(result):  # say what the host runs now
+                _read_back(host, result, owner, conns)
+            failed = False  # a dropped connection was dropped above
             return result
         with timer.step("check"):
             res = conn.run(commands.check(host, artifact.sha256, owner, create=not dry_run),
@@ -266,19 +274,20 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                   force: bool, conn, timer: _Timer, t0: float,
-                  stored: str | None = None, allow_unproven: bool = False) -> HostResult:
+                  stored: str | None = None, allow_unproven: bool = False,
+                  lease_run: str | None = None) -> HostResult:
     """Run the installer on the stored artifact; upload first only when the host lacks it (or
     the stored copy is not this artifact). 1 round trip for a redeploy; for a new release 1
     (upload and install in one, when the lease take said the host lacks the artifact) or 2; no
     status or hash process: the installer verifies the SHA-256 itself."""
     if stored == "missing":  # said by the lease take, under this run's lease: nothing to try
         return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
-                                   allow_unproven)
+                                   allow_unproven, lease_run)
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
                                         version=artifact.version,
-                                        allow_unproven=allow_unproven),
+                                        allow_unproven=allow_unproven, lease_run=lease_run),
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
@@ -299,15 +308,59 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
         r"zip|__main__", res.stderr, re.IGNORECASE) is not None
     if first == commands.MISSING or unrunnable or is_sha_mismatch(reason):
         return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
-                                   allow_unproven)
+                                   allow_unproven, lease_run)
     result = _installer_result(host, res, timer, t0, "installer")
     result.data["uploaded"] = False
     return result
 
 
+READ_BACK_S = 30.0  # at most, for the status read after an install that gave no answer
+
+
+def _unanswered(result: HostResult) -> bool:
+    """An install that ended without the installer's answer: the connection dropped, or the
+    installer died (killed, power cut) and printed nothing; the host may have switched."""
+    return (result.result == "failed" and result.from_release is None
+            and result.to_release is None)
+
+
+def _read_back(host: Host, result: HostResult, owner: str, conns: Connections | None) -> None:
+    """Fill in what the host runs after an unanswered install (`to` and a note), read with the
+    installed release's `status` over a fresh connection; nothing when it cannot be read. A
+    report of `- -> - failed` for a host that did switch would hide what runs there."""
+    conn = None
+    try:
+        conn = _open(host, conns)
+        res = conn.run(commands.status(host, owner), min(command_timeout(host), READ_BACK_S))
+        answer = InstallerResult.from_dict(parse_json(res.stdout), host.name)
+    except Exception:  # unreadable: the report stays as it was
+        if conns is not None:
+            conns.drop(host)
+        elif conn is not None:
+            conn.close()
+        return
+    if conns is None:
+        conn.close()
+    found = answer.status
+    if found is None:
+        return
+    result.to_release = found.current
+    state = "gateway ready" if found.ready else f"gateway not ready: {found.problem or '?'}"
+    runs = (found.current or {}).get("release") or "no release"
+    lock = found.lock
+    held = "" if lock is None else (
+        f"; the installer's lock is still there ({lock.owner}, pid {lock.pid}"
+        + (f", stale: {lock.stale})" if lock.stale else ", still running)"))
+    result.note = (result.note + "; " if result.note else "") + (
+        f"read afterwards, the host runs {runs} ({state}){held}")
+    result.data["host_after"] = {"current": found.current, "ready": found.ready,
+                                 "problem": found.problem,
+                                 "lock": None if lock is None else lock.owner}
+
+
 def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                         force: bool, conn, timer: _Timer, t0: float,
-                        allow_unproven: bool = False) -> HostResult:
+                        allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
     """Send the artifact as the stdin of the command that stores it and runs the installer
     (commands.upload_and_install): one round trip; the steps `upload` (until the host has every
     byte) and `install` (the rest) are timed apart."""
@@ -323,7 +376,7 @@ def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, o
     try:
         res = conn.send_and_run(artifact.path,
                                 commands.upload_and_install(host, artifact.sha256, size, owner,
-                                                            force, allow_unproven),
+                                                            force, allow_unproven, lease_run),
                                 host.timeouts.transfer, install_timeout(host),
                                 on_stderr_line=_step_relay(progress), on_sent=sent)
     finally:  # the step under way when it ended: still the upload, or the install after it
@@ -450,7 +503,7 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
             if refused is not None:
                 return refused
         return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
-                           allow_unproven_openclaw)
+                           allow_unproven_openclaw, held.run_id if held is not None else None)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
                                                                     sink, artifact)

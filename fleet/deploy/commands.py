@@ -17,11 +17,24 @@ import shlex
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
-from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW
+from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE
 
 HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
 NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed": false, '
                  '"ready": false, "problem": "not installed"}')
+
+
+class Command(str):
+    """A shell line, plus what it asks of the host (`intent`: the installer's argv, the upload's
+    size): a simulated host (lab/sim) does the same without a shell. Everywhere else a `str`."""
+
+    intent: dict
+
+
+def _command(text: str, **intent: object) -> Command:
+    line = Command(text)
+    line.intent = intent
+    return line
 
 
 def _in_state(rel: str) -> str:
@@ -47,27 +60,29 @@ def _state(host: Host) -> str:
     return shell_path(host.state_dir)
 
 
-def _installer_from_current(host: Host, sub: str, owner: str, extra: list[str]) -> str:
-    args = " ".join(shlex.quote(a) for a in [sub, "--state-dir", host.state_dir,
-                                             *common_args(host, owner), *extra])
-    return (f'S={_state(host)}; if [ -f {_INSTALLER_IN_CURRENT} ]; then '
-            f'cd / && PYTHONPATH={_in_state(StateLayout.CURRENT)} exec {shlex.quote(host.python)} '
-            f"-m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi")
+def _installer_from_current(host: Host, sub: str, owner: str, extra: list[str]) -> Command:
+    argv = [sub, "--state-dir", host.state_dir, *common_args(host, owner), *extra]
+    args = " ".join(shlex.quote(a) for a in argv)
+    return _command(
+        f'S={_state(host)}; if [ -f {_INSTALLER_IN_CURRENT} ]; then '
+        f'cd / && PYTHONPATH={_in_state(StateLayout.CURRENT)} exec {shlex.quote(host.python)} '
+        f"-m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi",
+        op="current", argv=argv)
 
 
-def status(host: Host, owner: str) -> str:
+def status(host: Host, owner: str) -> Command:
     return _installer_from_current(host, "status", owner, [])
 
 
-def rollback(host: Host, owner: str, to: str | None) -> str:
+def rollback(host: Host, owner: str, to: str | None) -> Command:
     return _installer_from_current(host, "rollback", owner, ["--to", to] if to else [])
 
 
-def restart(host: Host, owner: str) -> str:
+def restart(host: Host, owner: str) -> Command:
     return _installer_from_current(host, "restart", owner, [])
 
 
-def doctor(host: Host, owner: str) -> str:
+def doctor(host: Host, owner: str) -> Command:
     """The installed release's `doctor` (read-only health); NOT_INSTALLED when there is none."""
     return _installer_from_current(host, "doctor", owner, [])
 
@@ -112,22 +127,29 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
 
 
 def install(host: Host, sha256: str, owner: str, force: bool = False,
-            if_present: int = 0, version: str = "", allow_unproven: bool = False) -> str:
+            if_present: int = 0, version: str = "", allow_unproven: bool = False,
+            lease_run: str | None = None) -> Command:
     """The installer on the stored artifact. With `if_present=<artifact size>` (and the
     artifact's `version`): first a read-only "already active and ready?" check in shell
     (`noop_check`), then the installer only if a stored copy of that size is there, else MISSING
-    (the control side uploads and calls again). `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW."""
+    (the control side uploads and calls again). `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW;
+    `lease_run`: the run's fleet lease, which the installer must still find before it switches
+    (a run that gave up on a hung host releases it: that installer then changes nothing)."""
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
     if force:
         args.append("--force")
     if allow_unproven:
         args.append(ALLOW_UNPROVEN_OPENCLAW)
+    if lease_run:
+        args += [FLEET_LEASE, lease_run]
     quoted = " ".join(shlex.quote(a) for a in args)
     art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
     run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
+    intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present,
+              "noop": bool(if_present and not force), "version": version}
     if not if_present:
-        return f"S={_state(host)}; {run}"
+        return _command(f"S={_state(host)}; {run}", **intent)
     if not force and not version:
         raise ValueError("install(if_present=...) needs the artifact version for the no-op check")
     # One round trip when the host has the artifact (a redeploy, a retry): no status, no hash
@@ -137,8 +159,9 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
         f'if {noop_check(sha256, version)}; then '
         f'echo {UNCHANGED}; printf "%s\\n" "$MJ"; exit 0; fi; ')
     art_dir = _in_state(StateLayout.ARTIFACTS)
-    return (f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
-            f'then {run}; else mkdir -p {art_dir} || exit 1; echo {MISSING}; fi')
+    return _command(
+        f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
+        f'then {run}; else mkdir -p {art_dir} || exit 1; echo {MISSING}; fi', **intent)
 
 
 UNCHANGED = "FLEET-UNCHANGED"
@@ -146,7 +169,8 @@ INCOMPLETE = "FLEET-UPLOAD-INCOMPLETE"
 
 
 def upload_and_install(host: Host, sha256: str, size: int, owner: str,
-                       force: bool = False, allow_unproven: bool = False) -> str:
+                       force: bool = False, allow_unproven: bool = False,
+                       lease_run: str | None = None) -> Command:
     """Take the artifact on stdin, then run the installer on it: one round trip and one channel
     for the upload and the install (fleet.deploy.connection's `send_and_run`).
 
@@ -161,8 +185,10 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     receive = (f'mkdir -p {_in_state(StateLayout.ARTIFACTS)} && cat > {part} && '
                f'[ "$(wc -c < {part})" -eq {int(size)} ] && mv -f {part} {final} '
                f"|| {{ rm -f {part}; echo {INCOMPLETE}; exit 1; }}")
-    run = install(host, sha256, owner, force, allow_unproven=allow_unproven)
-    return f"S={_state(host)}; {receive}; {run}"
+    run = install(host, sha256, owner, force, allow_unproven=allow_unproven,
+                  lease_run=lease_run)
+    return _command(f"S={_state(host)}; {receive}; {run}", op="upload", size=int(size),
+                    install=run.intent)
 
 
 def noop_check(sha256: str, version: str) -> str:
@@ -173,7 +199,10 @@ def noop_check(sha256: str, version: str) -> str:
     - `run/ready.json` names the pid in `run/gateway.pid` (fleet's pidfile record, `{"pid": N,
       ...}`, or the bare pid an older gateway wrote) and this release dir, marked ready;
     - that pid is alive (`kill -0`) and, where /proc is there, is a `fleet.gateway` process
-      (a pid reused after a crash is not our gateway).
+      (a pid reused after a crash is not our gateway);
+    - no installer lock (`fleet/deploy.lock`) is there: one left by an installer killed after
+      its switch means its audit line is missing, and only the installer reconciles the log and
+      clears the lock (fleet.installer.transaction, `Transaction.reconcile`).
 
     Needs `$S` (state dir) and `$M`; leaves the release file's line in `$MJ`. The files are read
     with the shell's `read` (one line each: both writers write one line) and matched with
@@ -191,6 +220,7 @@ def noop_check(sha256: str, version: str) -> str:
             f'RJ=; read -r RJ < {_in_state(StateLayout.READY)}; }} 2>/dev/null; '
             f'P=${{P#\'{{"pid": \'}}; P=${{P%%,*}}; '
             f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
+            f'[ ! -e {_in_state(StateLayout.LOCK)} ] && '
             f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
             f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '
             f'{{ [ ! -e "/proc/$P/cmdline" ] || grep -qs fleet.gateway "/proc/$P/cmdline"; }}')

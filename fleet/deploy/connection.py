@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.deploy import hostkeys
+from fleet.deploy import hostkeys, runtime
 from fleet.deploy.inventory import Host
 
 LineCallback = Callable[[str], None]
@@ -487,7 +487,10 @@ def open_files_limit(hosts: list[Host]) -> int:
 
 
 def connect(host: Host) -> LocalConnection | SshConnection:
-    """Open the right connection for `host` (errors name the host and the cause)."""
+    """Open the right connection for `host` (errors name the host and the cause): the one place
+    the control side reaches a host, so a simulation's hosts stand in here (runtime.opener)."""
+    if runtime.opener is not None:
+        return runtime.opener(host)
     conn = LocalConnection(host) if host.is_local else SshConnection(host)
     conn.open()
     return conn

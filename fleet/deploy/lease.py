@@ -25,18 +25,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import shlex
-import socket
-import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 
-from fleet.continuity.detached import alive as pid_alive
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
+from fleet.deploy.runtime import process, threading, time  # the real ones, or a simulation's
 from fleet.installer import openclawcli
 from fleet.installer.protocol import OPENCLAW
 
@@ -111,7 +107,7 @@ if action == "unlock":  # a maintenance lock, whoever took it; never a run's lea
     sys.exit(0)
 record = json.loads(sys.argv[4])
 if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused host): take nothing
-    print(json.dumps({"ok": False, "late": True}))
+    print(json.dumps({"ok": False, "late": True, "now": time.time()}))  # its clock, for a retry
     sys.exit(4)
 takeover = record.pop("takeover", None)  # a holder the control machine saw dead
 probe = record.pop("artifact", None)  # {"sha256", "size"}: a deploy asks what the host has
@@ -237,7 +233,7 @@ class Lease:
     # host -> an audit line its `release` appends: the run refused that host before changing it
     audit: dict[str, dict] = field(default_factory=dict)
     _answers: dict[str, object] = field(default_factory=dict)
-    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _cond: threading.Condition = field(default_factory=lambda: threading.Condition())  # at use
     _deadline: float = 0.0
 
     @property
@@ -260,7 +256,10 @@ class Lease:
             found = reply.get("openclaw")
             if isinstance(found, dict) and isinstance(found.get("version"), str):
                 self.openclaw[host.name] = found
-        elif isinstance(reply.get("holder"), dict):
+        elif not isinstance(reply.get("holder"), dict):  # took nothing: ran after its deadline
+            self.unanswered[host.name] = ("the take ran after its deadline (the host paused, or "
+                                          "its clock is ahead of this machine's): nothing taken")
+        else:
             holder = reply["holder"]
             if holder.get("manual"):
                 self.refusals[host.name] = (
@@ -383,15 +382,27 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
         record = dict(record, openclaw={"opts": h.manager_options, "budget": OPENCLAW_PROBE_S})
     try:
         # a take that only runs after its deadline (host paused meanwhile) takes nothing
-        res = conn.run(lease_command(h, "take", run_id,
-                                     dict(record, deadline=time.time() + take_timeout(h))),
+        ahead = [0.0]  # how far the host's clock is ahead of ours, once a late answer says
+
+        def deadline() -> float:
+            return time.time() + ahead[0] + take_timeout(h)
+
+        res = conn.run(lease_command(h, "take", run_id, dict(record, deadline=deadline())),
                        take_timeout(h))
         # A holder that ran on this machine and is gone (its release never reached a host that
         # was down or killed) is taken over at once, as a dead installer's lock is.
+        late = answer_of(res) or {}
+        if late.get("late") and isinstance(late.get("now"), (int, float)):
+            # It ran after its deadline by the host's clock, yet this run is still here to use
+            # or release it: the host's clock is ahead of ours (or it paused). Once more, with
+            # the deadline in the host's own time; a second late answer takes nothing.
+            ahead[0] = max(0.0, float(late["now"]) - time.time())
+            res = conn.run(lease_command(h, "take", run_id, dict(record, deadline=deadline())),
+                           take_timeout(h))
         holder = (answer_of(res) or {}).get("holder")
         if isinstance(holder, dict) and _dead_here(holder):
             res = conn.run(lease_command(h, "take", run_id, dict(
-                record, deadline=time.time() + take_timeout(h),
+                record, deadline=deadline(),
                 takeover={"from": holder.get("from"), "pid": holder.get("pid")})),
                 take_timeout(h))
         failed = False
@@ -429,7 +440,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     OPENCLAW_PROBE_S), so a deploy refuses a host its release does not support before the upload.
     """
     lease = Lease(uuid.uuid4().hex)
-    record = {"owner": owner, "pid": os.getpid(), "from": socket.gethostname(),
+    record = {"owner": owner, "pid": process.pid(), "from": process.hostname(),
               "lease": float(lease_s)}
     if artifact is not None:
         record["artifact"] = {"sha256": artifact[0], "size": int(artifact[1])}
@@ -523,8 +534,8 @@ def no_verdict(res: object) -> str:
 def _dead_here(holder: dict) -> bool:
     """The holder was a run on this control machine whose process no longer exists."""
     pid = holder.get("pid")
-    return (holder.get("from") == socket.gethostname() and isinstance(pid, int)
-            and pid != os.getpid() and not pid_alive(pid))
+    return (holder.get("from") == process.hostname() and isinstance(pid, int)
+            and pid != process.pid() and not process.alive(pid))
 
 
 def release(lease: Lease, conns: Connections | None = None) -> None:

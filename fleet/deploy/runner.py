@@ -15,14 +15,12 @@ the caller's `finally` (the fleet lease's release) runs as for any other failed 
 from __future__ import annotations
 
 import math
-import queue
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from fleet.deploy.inventory import Host
+from fleet.deploy.runtime import queue, threading, time  # the real ones, or a simulation's
 from fleet.installer.protocol import HostStatus
 
 Progress = Callable[[str, str], None]  # (step, note)

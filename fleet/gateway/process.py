@@ -234,14 +234,17 @@ class NotReady(RuntimeError):
 def wait_ready(probe_fn: Callable[[], Optional[Dict[str, Any]]], expect: Dict[str, str],
                timeout_s: float, old_pid: Optional[int] = None, release: Optional[str] = None,
                pid: Optional[int] = None,
-               exited: Callable[[], Optional[str]] = lambda: None) -> Dict[str, Any]:
+               exited: Callable[[], Optional[str]] = lambda: None,
+               now: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
     """Poll `probe_fn` until `judge` says ready and return that health answer.
 
     Raises NotReady at once on a final answer or when `exited()` names why the started process
     is gone, and after `timeout_s` while it is still "not yet". A gateway is ready in ~0.1-0.2 s:
-    look often at first, then back off.
+    look often at first, then back off. `now`/`sleep`: the clock waited on (the installer's
+    machine, fleet.installer.machine: a simulated host's in lab/sim).
     """
-    started = time.monotonic()
+    started = now()
     deadline = started + timeout_s
     while True:
         health = probe_fn()
@@ -253,7 +256,7 @@ def wait_ready(probe_fn: Callable[[], Optional[Dict[str, Any]]], expect: Dict[st
         gone = exited()
         if gone:
             raise NotReady(gone, Readiness(DEAD, gone))
-        now = time.monotonic()
-        if now >= deadline:
+        at = now()
+        if at >= deadline:
             raise NotReady(f"not ready within {timeout_s:.0f}s: {verdict.reason}", verdict)
-        time.sleep(0.02 if now - started < 2.0 else 0.2)
+        sleep(0.02 if at - started < 2.0 else 0.2)

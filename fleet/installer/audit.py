@@ -2,6 +2,11 @@
 
 One JSON object per line in `<state>/fleet/audit.jsonl`, written with a single O_APPEND write so
 concurrent writers never interleave a line. `status` shows the last entry.
+
+The log must agree with what the host runs: an installer killed after its switch (a power cut,
+`kill -9`) never writes its line, so the next installer compares the release the log last
+recorded (`recorded_release`) with the one `current` names and, where they differ, appends a
+`reconcile` line first (fleet.installer.transaction).
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from fleet.continuity.private import open_regular
 from fleet.continuity.statelayout import StateLayout
@@ -43,6 +48,38 @@ def last_entry(state_dir: Path) -> Optional[dict]:
     except OSError:
         return None
     return newest_entry(lines)
+
+
+# results after which the host runs the entry's `to` (a refusal changed nothing: its `from`)
+RUNS_TO = ("installed", "restarted", "rolled_back", "unchanged", "reconciled")
+CHANGING_ACTIONS = ("install", "rollback", "restart", "reconcile")
+
+
+def recorded_release(state_dir: Path) -> Tuple[bool, Optional[str]]:
+    """The release dir name the log last said this host runs: `(True, name)`, `(True, None)`
+    for no release (nothing recorded yet, or a failed first install), or `(False, None)` when
+    the newest entry does not say (a failure whose outcome it could not name)."""
+    path = audit_path(state_dir)
+    try:
+        with open(str(path), "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 262144))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return True, None
+    except OSError:
+        return False, None
+    entry = newest_entry(lines, lambda e: e.get("action") in CHANGING_ACTIONS)
+    if entry is None:
+        return True, None
+    result = entry.get("result")
+    if result in RUNS_TO:
+        return True, entry.get("to")
+    if result == "refused":
+        return True, entry.get("from")
+    if entry.get("to"):  # failed, yet it named where the host was left
+        return True, entry.get("to")
+    return False, None
 
 
 def newest_entry(lines: List[str],

@@ -9,7 +9,7 @@ The answer's fields are documented in fleet/installer/protocol.py (the control s
 with its `InstallerResult`); `doctor` exits with its `exit`: 0 healthy, 1 warnings, 2 critical.
 Extra flags beyond docs/architecture.md: --owner (audit/lock), --timeout (restart and readiness
 deadline), --lease (lock lease), --lock-wait, --keep (releases kept), --artifact,
---allow-unproven-openclaw (protocol.ALLOW_UNPROVEN_OPENCLAW).
+--allow-unproven-openclaw (protocol.ALLOW_UNPROVEN_OPENCLAW), --fleet-lease (protocol.FLEET_LEASE).
 The fault seam for tests is described in fleet/installer/faults.py.
 """
 
@@ -31,6 +31,7 @@ from fleet.installer.manager import ManagerError
 from fleet.installer.managers import make_manager
 from fleet.installer.protocol import (
     ALLOW_UNPROVEN_OPENCLAW,
+    FLEET_LEASE,
     FLEET_MANAGER,
     MANAGERS,
     MAX_LEASE_S,
@@ -106,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     inst.add_argument("--expect", action="append", default=[], metavar="ID=VERSION")
     inst.add_argument("--force", action="store_true", help="restart even if already active")
     inst.add_argument("--keep", type=int, default=5, help="releases to keep")
+    inst.add_argument(FLEET_LEASE, dest="fleet_lease", default=None, metavar="RUN",
+                      help="switch only while the deploy run RUN holds this host's fleet lease")
     inst.add_argument(ALLOW_UNPROVEN_OPENCLAW, dest="allow_unproven_openclaw",
                       action="store_true", help="go ahead on an OpenClaw this release was not "
                       "proven on (never on one older than it supports)")
@@ -174,7 +177,8 @@ def run(args: argparse.Namespace) -> dict:
                                    _pairs(args.expect, "--expect"), force=args.force,
                                    timeout=args.timeout, keep=args.keep, lease_s=args.lease,
                                    lock_wait=args.lock_wait,
-                                   allow_unproven=args.allow_unproven_openclaw)
+                                   allow_unproven=args.allow_unproven_openclaw,
+                                   fleet_run=args.fleet_lease)
     if args.command == "rollback":
         return transaction.rollback(state_dir, manager, owner, to=args.to,
                                     timeout=args.timeout, lease_s=args.lease,

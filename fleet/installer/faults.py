@@ -9,7 +9,12 @@ prune) and acts on its first word:
 - `hold`: sleep while the file exists, at most 60 s (so a test can kill it or race it there),
   with a marker `<step>.held` beside it for as long as it holds, so an observer outside the
   process (the Docker harness) knows exactly when the installer stands at that step;
-- `fail`: raise `InjectedFault`, handled like any other error at that step.
+- `fail`: raise `InjectedFault`, handled like any other error at that step;
+- `enospc`: raise the OSError of a full disk (ENOSPC) there.
+
+Which word applies is the machine's to say (fleet.installer.machine): the real one reads the
+file; a simulated host (lab/sim) chooses by its seed, and its `kill` unwinds the simulated
+process instead of signalling this one.
 
 No file (the normal case) costs one `stat` per step. Unknown content is ignored.
 """
@@ -17,12 +22,13 @@ No file (the normal case) costs one `stat` per step. Unknown content is ignored.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import signal
 import time
 from pathlib import Path
 
 from fleet.continuity.statelayout import StateLayout
+from fleet.installer import machine
 
 STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "audit", "prune")
 HOLD_LIMIT_S = 60.0
@@ -38,15 +44,13 @@ def fault_dir(state_dir: Path) -> Path:
 
 def check(state_dir: Path, step: str) -> None:
     """Act on `<state>/fleet/faults/<step>` if it exists (see the module docstring)."""
-    path = fault_dir(state_dir) / step
-    try:
-        action = path.read_text(encoding="utf-8").strip().split()[:1]
-    except OSError:
+    host = machine.current()  # the real machine reads the file; a simulated one chooses
+    word = host.fault(state_dir, step)
+    if not word:
         return
-    word = action[0] if action else ""
+    path = fault_dir(state_dir) / step
     if word == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(5)  # the signal is asynchronous; never run on past this point
+        host.kill()
     elif word == "hold":
         marker = path.with_name(f"{step}.held")
         try:
@@ -62,3 +66,6 @@ def check(state_dir: Path, step: str) -> None:
                 marker.unlink()
     elif word == "fail":
         raise InjectedFault(f"injected fault at step '{step}' ({path})")
+    elif word == "enospc":
+        raise OSError(errno.ENOSPC, f"No space left on device (injected at step '{step}')",
+                      str(path))

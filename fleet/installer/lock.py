@@ -14,15 +14,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Optional
 
-from fleet.continuity.detached import alive, start_time
 from fleet.continuity.private import NotRegularFile, open_regular
 from fleet.continuity.statelayout import StateLayout
+from fleet.installer import machine
 
 DEFAULT_LEASE_S = 900.0
 
@@ -32,7 +30,7 @@ class LockHeld(RuntimeError):
 
     def __init__(self, holder: dict):
         self.holder = holder
-        age = time.time() - float(holder.get("time", 0) or 0)
+        age = machine.current().time() - float(holder.get("time", 0) or 0)
         super().__init__(
             "deploy lock held by {} (pid {} on {}, {:.0f}s ago, lease {}s); wait for it to finish "
             "or, if it is stuck, stop that process".format(
@@ -71,16 +69,14 @@ def read_holder(state_dir: Path) -> Optional[dict]:
 
 
 def boot_id() -> Optional[str]:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
+    """This boot's id (Linux), to tell a lock taken before a reboot; None where unknown."""
+    return machine.current().boot_id()
 
 
 def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
     """Why this holder no longer owns the lock, or None if it is live."""
-    now = time.time() if now is None else now
+    host = machine.current()
+    now = host.time() if now is None else now
     if holder.get("corrupt"):
         return "lock file unreadable"
     try:
@@ -90,16 +86,16 @@ def stale_reason(holder: dict, now: Optional[float] = None) -> Optional[str]:
         return "lock file has bad time/lease"
     if started + lease < now:
         return "lease expired"
-    if holder.get("host") == socket.gethostname():
+    if holder.get("host") == host.hostname():
         try:
             pid = int(holder.get("pid", 0))
         except (TypeError, ValueError):
             pid = 0
-        if not alive(pid):
+        if not host.alive(pid):
             return f"owner process {pid} is gone"
         if holder.get("boot_id") and boot_id() and holder["boot_id"] != boot_id():
             return f"host rebooted since owner process {pid} took the lock"
-        if holder.get("start") and start_time(pid) not in (None, holder["start"]):
+        if holder.get("start") and host.start_time(pid) not in (None, holder["start"]):
             return f"owner process {pid} is gone (pid now used by another process)"
     return None
 
@@ -116,20 +112,22 @@ class DeployLock:
         self.held = False
 
     def _content(self) -> dict:
-        return {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                "time": time.time(), "lease": self.lease_s, "token": self.token,
-                "boot_id": boot_id(), "start": start_time(os.getpid())}
+        host = machine.current()
+        return {"owner": self.owner, "pid": host.pid(), "host": host.hostname(),
+                "time": host.time(), "lease": self.lease_s, "token": self.token,
+                "boot_id": host.boot_id(), "start": host.start_time(host.pid())}
 
     def acquire(self, wait_s: float = 0.0) -> None:
         """Take the lock; while a live holder has it, retry for up to `wait_s` seconds."""
-        deadline = time.monotonic() + max(0.0, wait_s)
+        host = machine.current()
+        deadline = host.monotonic() + max(0.0, wait_s)
         while True:
             try:
                 return self._acquire_once()
             except LockHeld:
-                if time.monotonic() >= deadline:
+                if host.monotonic() >= deadline:
                     raise
-                time.sleep(0.25)
+                host.sleep(0.25)
 
     def _acquire_once(self) -> None:
         path = lock_path(self.state_dir)

@@ -39,6 +39,9 @@ MAX_WAIT_S = 86400.0
 MAX_LEASE_S = 7 * 86400.0  # a lock's lease: outlives worst_case_s(MAX_WAIT_S)
 # `install` (and `invoke deploy`): go ahead on an OpenClaw the release was not proven on
 ALLOW_UNPROVEN_OPENCLAW = "--allow-unproven-openclaw"
+# `install --fleet-lease RUN`: the run's fleet lease (`<state>/fleet/run.lease`, fleet.deploy.lease)
+# must still be there when the installer switches; a run that gave up on a hung host released it
+FLEET_LEASE = "--fleet-lease"
 
 
 def worst_case_s(timeout: float) -> float:

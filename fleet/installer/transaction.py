@@ -21,7 +21,7 @@ from typing import Dict, Iterator, Optional
 
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
-from fleet.installer import audit, faults, releasedirs
+from fleet.installer import audit, faults, machine, releasedirs
 from fleet.installer.lock import (
     DEFAULT_LEASE_S,
     DeployLock,
@@ -75,10 +75,11 @@ class Transaction:
         self.manager = manager
         self.owner = owner
         self.timeout = timeout
-        self.started = time.monotonic()
+        self.host = machine.current()  # the machine's clock and name (a simulated host's)
+        self.started = self.host.monotonic()
         self.lock = DeployLock(state_dir, owner, lease_s)
         self.notes = []
-        self.result = {"action": action, "host": socket.gethostname(), "ok": False,
+        self.result = {"action": action, "host": self.host.hostname(), "ok": False,
                        "result": "failed", "state_dir": str(state_dir), "owner": owner,
                        "steps": {}, "notes": self.notes, "from": None, "to": None,
                        "reason": None, "restarted": False}
@@ -87,12 +88,12 @@ class Transaction:
     def step(self, name: str) -> Iterator[None]:
         announce({"step": name})
         faults.check(self.state_dir, name)
-        t0 = time.monotonic()
+        t0 = self.host.monotonic()
         try:
             yield
         finally:
             steps = self.result["steps"]
-            steps[name] = round(steps.get(name, 0.0) + time.monotonic() - t0, 4)
+            steps[name] = round(steps.get(name, 0.0) + self.host.monotonic() - t0, 4)
 
     def take_lock(self) -> None:
         with self.step("lock"):
@@ -101,6 +102,36 @@ class Transaction:
             self.result["lock_takeover"] = self.lock.takeover
             self.notes.append("took over a stale lock from {} ({})".format(
                 self.lock.takeover.get("owner"), self.lock.takeover.get("reason")))
+        self.reconcile()
+
+    def reconcile(self) -> None:
+        """Make the audit log say what this host runs before this run changes anything.
+
+        An installer killed after its switch (power cut, `kill -9`) left the host on its new
+        release with no audit line for it (and its lock, just taken over); the line written
+        here records the release the host was found on, so the log and `current` agree again.
+        Best effort: a log that cannot be written (full disk) must not block the deploy."""
+        current = releasedirs.current_release(self.state_dir)
+        running = current.name if current is not None else None
+        known, recorded = audit.recorded_release(self.state_dir)
+        if known and recorded == running:
+            return
+        dead = self.lock.takeover
+        why = ("an installer stopped before recording its outcome" + (
+            " ({}, {})".format(dead.get("owner"), dead.get("reason")) if dead else ""))
+        entry = {"time": self.utc_now(),
+                 "who": self.owner, "host": self.result["host"], "action": "reconcile",
+                 "result": "reconciled", "from": recorded if known else None,
+                 "to": running, "reason": why, "duration_s": 0.0}
+        try:
+            audit.append(self.state_dir, entry)
+        except OSError as exc:
+            self.notes.append(f"audit log not reconciled ({exc})")
+            return
+        self.result["reconciled"] = {"from": entry["from"], "to": running}
+        self.notes.append("audit log reconciled: it recorded {}, the host runs {} ({})".format(
+            (recorded or "no release") if known else "an unknown outcome",
+            running or "no release", why))
 
     def lock_or_refuse(self) -> bool:
         """Take the lock; on failure record why (holder named) and return False."""
@@ -127,18 +158,22 @@ class Transaction:
         with self.step("ready"):
             return wait_ready(self.manager, release, expect, self.timeout, old_pid)
 
+    def utc_now(self) -> str:
+        """The machine's time as an audit line writes it."""
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.host.time()))
+
     def finish(self) -> dict:
-        self.result["duration_s"] = round(time.monotonic() - self.started, 4)
+        self.result["duration_s"] = round(self.host.monotonic() - self.started, 4)
         return self.result
 
     def record(self) -> None:
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        entry = {"time": self.utc_now(),
                  "who": self.owner, "host": self.result["host"],
                  "action": self.result["action"], "result": self.result["result"],
                  "from": (self.result["from"] or {}).get("release"),
                  "to": (self.result["to"] or {}).get("release"),
                  "reason": self.result["reason"],
-                 "duration_s": round(time.monotonic() - self.started, 4)}
+                 "duration_s": round(self.host.monotonic() - self.started, 4)}
         with self.step("audit"):
             audit.append(self.state_dir, entry)
 
@@ -146,7 +181,7 @@ class Transaction:
                     previous: Optional[Path]) -> None:
         """Put the host back on `target` (or on no release) and check that it answers."""
         self.result["reason"] = reason
-        t0 = time.monotonic()
+        t0 = self.host.monotonic()
         try:
             if target is None:
                 with contextlib.suppress(ManagerError, OSError):
@@ -162,10 +197,13 @@ class Transaction:
                                 self.timeout, None)
             self.result.update(result="rolled_back", to=release_summary(meta), gateway=health)
         except Exception as exc:  # the rollback itself failed: say so loudly
-            self.result.update(result="failed")
+            # and say where `current` was left (switched back or not), never the release it
+            # tried to leave: the audit line and the report must name what the host runs
+            left = releasedirs.current_release(self.state_dir)
+            self.result.update(result="failed", to=release_summary(releasedirs.read_meta(left)))
             self.result["reason"] = f"{reason}; rollback also failed: {exc}"
         finally:
-            self.result["steps"]["rollback"] = round(time.monotonic() - t0, 4)
+            self.result["steps"]["rollback"] = round(self.host.monotonic() - t0, 4)
 
 
 def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout: float,
@@ -173,9 +211,11 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
     """Wait until the gateway answers from `release` with `expect` (fleet.gateway.process.
     wait_ready): a plugin error, a wrong version or release from a new gateway, or a gateway that
     died fails at once (no 60 s wait before rollback); the error carries the gateway's log."""
+    host = machine.current()
     try:
         return process.wait_ready(lambda: manager.probe(release), expect, timeout, old_pid,
-                                  release.name, exited=manager.failure)
+                                  release.name, exited=manager.failure, now=host.monotonic,
+                                  sleep=host.sleep)
     except process.NotReady as exc:
         tail = "" if exc.readiness.state == process.DEAD else manager.log_tail()
         raise ManagerError(f"{exc}{tail}") from None
@@ -184,15 +224,17 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
             expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
             keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0,
-            allow_unproven: bool = False) -> dict:
+            allow_unproven: bool = False, fleet_run: Optional[str] = None) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune.
-    `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight)."""
+    `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight);
+    `fleet_run`: switch only while that deploy run holds the host's fleet lease."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
-        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven)
+        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven,
+                               fleet_run)
     except Exception as exc:  # always answer with JSON; the lock is released below
         res["reason"] = res["reason"] or describe(exc)
         return tx.finish()
@@ -200,8 +242,19 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
         tx.lock.release()
 
 
+def fleet_lease_run(state_dir: Path) -> Optional[str]:
+    """The run id in the host's fleet lease (`<state>/fleet/run.lease`), None without one."""
+    try:
+        with open(str(StateLayout(state_dir).lease), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data.get("run") if isinstance(data, dict) else None
+
+
 def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[str, str],
-                    force: bool, keep: int, allow_unproven: bool) -> dict:
+                    force: bool, keep: int, allow_unproven: bool,
+                    fleet_run: Optional[str] = None) -> dict:
     state_dir, res = tx.state_dir, tx.result
     with tx.step("verify"):
         releasedirs.verify_artifact(artifact, sha256)
@@ -241,6 +294,11 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
     if not tx.lock.still_mine():
         raise RuntimeError("lost the deploy lock (lease expired and another installer took it "
                            "over); not switching")
+    if fleet_run is not None and fleet_lease_run(state_dir) != fleet_run:
+        # its run gave up on this host (a hang, a dropped connection) and released the host,
+        # or the lease expired: another run may be changing the fleet now
+        raise RuntimeError("the deploy run that started this install no longer holds this "
+                           "host's fleet lease (it gave up on the host); not switching")
     if current != release:
         back_to, back_prev = current, previous
     else:  # converging a host already switched to this release (e.g. killed mid-deploy)
@@ -364,7 +422,8 @@ def status(state_dir: Path, manager: Manager) -> dict:
         holder.pop("token", None)
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
-    answer = {"action": "status", "ok": True, "result": "status", "host": socket.gethostname(),
+    answer = {"action": "status", "ok": True, "result": "status",
+              "host": machine.current().hostname(),
               "state_dir": str(state_dir), "current": release_summary(meta),
               "previous": release_summary(releasedirs.read_meta(
                   releasedirs.previous_release(state_dir))),

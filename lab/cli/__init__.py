@@ -12,7 +12,7 @@ from invoke import Collection
 from fleet.cli import build_namespace as product_namespace
 from fleet.cli import extension
 from fleet.deploy.inventory import Host
-from lab.cli import bench, dev, harness, openclaw
+from lab.cli import bench, dev, harness, openclaw, sim
 from lab.openclaw import sandbox, toolchain
 
 
@@ -31,7 +31,7 @@ def setup_hosts(hosts: list[Host], create: bool) -> list[Host]:
 def build_namespace() -> Collection:
     """Assemble the checkout's task tree; kept a function so tests can build a fresh one."""
     ns = product_namespace()
-    for module in (dev, bench):
+    for module in (dev, bench, sim):
         for task in module.TASKS:
             ns.add_task(task)
     ns.add_collection(harness.ns, "harness")

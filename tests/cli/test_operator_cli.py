@@ -28,7 +28,7 @@ groups:
 STATES = (Path(".fleet/sandbox/box"), Path("state/mine"))
 FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 REPO = Path(__file__).resolve().parents[2]
-LAB_TASKS = {"test", "lint", "bench", "harness.up", "harness.down", "harness.status",
+LAB_TASKS = {"test", "lint", "bench", "sim", "harness.up", "harness.down", "harness.status",
              "harness.images", "openclaw.install", "openclaw.down", "openclaw.compat"}
 
 

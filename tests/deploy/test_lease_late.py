@@ -20,6 +20,18 @@ def test_the_run_goes_on_without_late_answers_only_when_most_answered_and_they_a
     assert _go_on([0.01] * 7, 8, 0.5)
 
 
+def test_a_take_that_answers_late_holds_nothing_and_the_host_is_not_worked_on():
+    """A take that ran after its deadline took no lease: the host is `unanswered` (its work
+    reports the take failed and changes nothing), never held, never refused."""
+    from fleet.deploy.connection import CommandResult
+    from fleet.deploy.inventory import Host
+    from fleet.deploy.lease import Lease
+
+    held = Lease("run")
+    held._record(Host("h"), CommandResult(0, '{"ok": false, "late": true, "now": 1.0}\n', ""))
+    assert not held.held and not held.refused and "ran after its deadline" in held.unanswered["h"]
+
+
 class SilentServer:
     """Accepts TCP connections and never says a word (a paused host behind its port)."""
 

@@ -75,6 +75,29 @@ def test_after_kill_9_the_redeploy_goes_through_the_installer_and_ends_ready(san
     assert sandbox.deploy(base, hosts="a")["a"].data.get("fast_path") is True
 
 
+def test_an_installer_killed_after_its_switch_is_reported_then_reconciled(sandbox, artifacts):
+    """The installer dies (kill -9) after switching and restarting, before its audit line: the
+    deploy reports the release the host runs (read back), and the next deploy goes through the
+    installer, which records that release and clears the dead installer's lock."""
+    base, bumped = artifacts(), artifacts(bump="5.0.1")
+    sandbox.deploy(base, hosts="a")
+    kill = sandbox.fault("a", "audit", "kill")
+    killed = sandbox.deploy(bumped, hosts="a")["a"]
+    assert killed.result == "failed" and not killed.ok
+    assert killed.to_release["release"] == release_of(bumped), killed.note
+    assert "the host runs " + release_of(bumped) in killed.note
+    assert "lock is still there" in killed.note
+    kill.unlink()
+    again = sandbox.deploy(bumped, hosts="a")["a"]
+    assert again.ok and again.result == "unchanged", again.note
+    assert not again.data.get("fast_path") and "audit log reconciled" in again.note
+    log = sandbox.audit("a")
+    assert log[-2]["action"] == "reconcile" and log[-2]["to"] == release_of(bumped)
+    assert log[-1]["to"] == release_of(bumped)
+    assert not (sandbox.state("a") / "fleet" / "deploy.lock").exists()
+    assert sandbox.deploy(bumped, hosts="a")["a"].data.get("fast_path") is True
+
+
 def test_ready_file_of_another_release_is_not_taken_as_unchanged(sandbox, artifacts):
     base = artifacts()
     sandbox.deploy(base, hosts="a")
@@ -163,6 +186,9 @@ def test_shell_check_cases(tmp_path):
         no_ready = fake_host(tmp_path / "noready", gw.pid)
         (no_ready / "run" / "ready.json").unlink()
         cases["no ready file"] = (no_ready, False)
+        locked = fake_host(tmp_path / "locked", gw.pid)  # an installer died here: reconcile
+        (locked / "fleet" / "deploy.lock").write_text('{"pid": 1}')
+        cases["installer lock left"] = (locked, False)
         got = {name: check(state) for name, (state, _) in cases.items()}
         assert got == {name: want for name, (_, want) in cases.items()}
     finally:

@@ -137,6 +137,36 @@ def test_injected_failure_at_ready_switches_back(artifacts, host_states, fake_ma
     assert data["gateway"]["versions"]["memory-continuity"] == base.version
 
 
+def test_an_installer_killed_after_its_switch_is_reconciled_by_the_next_run(
+        artifacts, host_states, fake_manager_args):
+    """kill -9 (a power cut) after the switch and restart, before the audit line: the host runs
+    the new release, the log says the old one and the dead installer's lock stays. The next
+    installer takes the lock over and records what the host runs before anything else."""
+    base, bumped, state = artifacts(), artifacts(bump="5.0.1"), host_states[0]
+    install(base, state, fake_manager_args)
+    kill = state / "fleet" / "faults" / "audit"
+    kill.parent.mkdir(parents=True)
+    kill.write_text("kill\n")
+    code, _ = install(bumped, state, fake_manager_args)
+    assert code == -signal.SIGKILL
+    assert current(state) == release_of(bumped)
+    assert (state / "fleet" / "deploy.lock").exists()
+    log = state / "fleet" / "audit.jsonl"
+    assert json.loads(log.read_text().splitlines()[-1])["to"] == release_of(base)
+    kill.unlink()
+    code, data = install(bumped, state, fake_manager_args)
+    assert code == 0 and data["result"] == "unchanged", data
+    assert data["reconciled"] == {"from": release_of(base), "to": release_of(bumped)}
+    assert "reason" in data["lock_takeover"]
+    entries = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(e["action"], e["result"], e["to"]) for e in entries[-2:]] == [
+        ("reconcile", "reconciled", release_of(bumped)),
+        ("install", "unchanged", release_of(bumped))]
+    assert not (state / "fleet" / "deploy.lock").exists()
+    code, again = install(bumped, state, fake_manager_args)
+    assert "reconciled" not in again  # agreed since: nothing more to record
+
+
 def test_failed_first_install_leaves_no_release(artifacts, host_states, fake_manager_args):
     broken, state = artifacts(bump="5.0.2", broken=True), host_states[0]
     code, data = install(broken, state, fake_manager_args)
