@@ -12,8 +12,8 @@ on a real gateway of it (lab.openclaw.scenario) and keeps:
   an interrupted matrix resumes where it stopped; a failed one is run again;
 - the corpus of turns that release produced (lab.openclaw.corpus);
 - `docs/compat.md`, the table release x check, rendered from every row;
-- the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`, the
-  releases whose latest row is all green (what hosts and `invoke status` compare a host's
+- the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`,
+  the releases whose latest row is all green for these sources (what hosts and `invoke status` compare a host's
   OpenClaw with); `excluded`, releases taken out of the range by name with the reason (kept as
   written there, by hand); and, once every stable release of the range has a current row that
   is green or excluded, `sources`, `commit` and `date` (what `invoke release` checks).
@@ -262,9 +262,10 @@ def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> 
     excluded = old.get("excluded") if isinstance(old.get("excluded"), dict) else {}
     everything = list(everything)
     rows = {r: read_row(r) for r in everything}
-    proven = [r for r in everything if r not in excluded and row_ok(rows[r])]
-    complete = bool(everything) and all(
-        r in excluded or (is_current(rows[r], sources) and row_ok(rows[r])) for r in everything)
+    # proven for these sources: a row of older sources proves nothing about these
+    proven = [r for r in everything if r not in excluded and is_current(rows[r], sources)
+              and row_ok(rows[r])]
+    complete = bool(everything) and all(r in excluded or r in proven for r in everything)
     proof = {"proven": proven, "excluded": excluded,
              "sources": sources if complete else old.get("sources", ""),
              "commit": commit() if complete else old.get("commit", ""),
