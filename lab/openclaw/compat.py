@@ -13,10 +13,11 @@ on a real gateway of it (lab.openclaw.scenario) and keeps:
 - the corpus of turns that release produced (lab.openclaw.corpus);
 - `docs/compat.md`, the table release x check, rendered from every row;
 - the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`,
-  the releases whose latest row is all green for these sources (what hosts and `invoke status` compare a host's
-  OpenClaw with); `excluded`, releases taken out of the range by name with the reason (kept as
-  written there, by hand); and, once every stable release of the range has a current row that
-  is green or excluded, `sources`, `commit` and `date` (what `invoke release` checks).
+  the releases whose latest row is all green for these sources (what hosts and `invoke status`
+  compare a host's OpenClaw with); `excluded`, releases taken out of the range by name with the
+  reason (kept as written there, by hand); and, once every stable release of the range has a
+  current row that is green or excluded, `sources`, `commit` and `date` (what `invoke release`
+  checks).
 
 An install is ~570 MB: one of a release outside the CI set (toolchain.OPENCLAW_VERSIONS) is
 removed after its row unless `keep` says otherwise. Two jobs at most (a gateway holds ~900 MB).
