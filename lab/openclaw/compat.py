@@ -237,7 +237,7 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
             rows = dict(zip(todo, pool.map(one, todo)))
     everything = _all_releases(declared_range)
     proof = write_proof(everything, sources)
-    PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")
+    PAGE.write_text(render(everything, proof, declared_range, sources), encoding="utf-8")
     sync_statement(statement(declared_range, proof))
     return {"ran": todo, "current": skipped,
             "failed": [r for r, row in rows.items() if row is None or not row["ok"]],
@@ -311,8 +311,9 @@ def _short(name: str) -> str:
             "rollback: python": "rb py", "rollback: entry": "rb js"}.get(name, name)
 
 
-def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> str:
-    """docs/compat.md from the rows and the proof."""
+def render(everything: Iterable[str], proof: dict, declared_range: Declared,
+           sources: str = "") -> str:
+    """docs/compat.md from the rows and the proof; a row not current for `sources` says so."""
     everything = list(everything)
     excluded = proof.get("excluded") or {}
     proven = proof.get("proven") or []
@@ -342,6 +343,9 @@ def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> 
         "openclaw-proven.json`): `invoke status` and `invoke doctor` compare each host's "
         "OpenClaw with it, and `invoke release` refuses plugins whose sources changed since "
         "the matrix ran (see docs/openclaw.md).",
+        "",
+        "A release marked *(older sources)* ran for plugin sources that have changed since: "
+        "its marks tell what was, not what is proven, until the matrix runs it again.",
         "",
         "Seconds are the wall time of one deploy to one gateway as the control side sees it; "
         "`rb/up` is the slower rollback against the upgrade (a good deploy of a new release to "
@@ -373,6 +377,8 @@ def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> 
                          if name in checks and not checks[name].get("ok")]
         if release in excluded:
             cells[0] = f"{release} (excluded)"
+        elif row is not None and sources and not is_current(row, sources):
+            cells[0] = f"{release} *(older sources)*"
         lines.append("| " + " | ".join(cells) + " |")
     if failures:
         lines += ["", "## What failed", "", *failures]
