@@ -21,6 +21,9 @@ a session's topic, a tag must carry the user's words, not these. The forms, as O
   (first, or last from 2026.7.x): `[Inter-session message] sourceSession=<key> sourceChannel=<c>
   sourceTool=<t> isUser=false`, followed by OpenClaw's line "This content was routed by
   OpenClaw from another session or internal tool. ...";
+- the line `[Queued user message that arrived while the previous turn was still active]` first
+  in a run's input, where OpenClaw put a message that got no run of its own (a user's, or an
+  inter-session one) before the run's own input;
 - a task completion event in plain text (from 2026.7.x): `A background task completed. ...`, its
   `source:` / `session_key:` / ... lines, the child's result (`Child result ...:` then a
   `<prompt-data>` block, or `<<<BEGIN_UNTRUSTED_CHILD_RESULT>>>` ... on older releases), stats,
@@ -49,6 +52,7 @@ BOOTSTRAP_FILE_HEAD = "BOOTSTRAP.md contents for this bootstrap turn:"
 BOOTSTRAP_FILE_END = "[END BOOTSTRAP.md]"
 BOOTSTRAP_FOLLOW = "Follow the BOOTSTRAP.md instructions above now."
 INTER_SESSION = "[Inter-session message]"
+QUEUED = "[Queued user message that arrived while the previous turn was still active]"
 INTER_SESSION_NOTE = "This content was routed by OpenClaw from another session or internal tool."
 PLAIN_EVENT = "A background task completed."
 _EVENT_CLOSERS = ("Instruction:", "Action:")
@@ -76,6 +80,7 @@ def user_words(text: str) -> str:
     while True:
         before = text
         text = _strip_bootstrap(text)
+        text = _strip_queued(text)
         text = _TIMESTAMP.sub("", text, count=1).strip()
         text = _strip_metadata(strip_internal_context(text))
         text = _strip_plain_events(_strip_inter_session(text))
@@ -189,6 +194,17 @@ def _strip_bootstrap(text: str) -> str:
         cut = text.find("\n\n")
         text = "" if cut == -1 else text[cut + 2:]
     return text
+
+
+def is_queued(text: str) -> bool:
+    """Whether `text` starts with OpenClaw's queued-message line: a message that had no run of
+    its own, put before the run's own input."""
+    return isinstance(text, str) and text.lstrip().startswith(QUEUED + "\n")
+
+
+def _strip_queued(text: str) -> str:
+    """Without a leading queued-message line (the message after it stays)."""
+    return text[len(QUEUED):].lstrip() if is_queued(text) else text
 
 
 def _join(before: str, after: str) -> str:

@@ -25,7 +25,11 @@ module reads everything a release may provide, most authoritative first:
    2026.4.x to 2026.6.x), `A background task completed. ...` followed by `source:` /
    `session_key:` lines (from 2026.7.x), and the settle wake's `[Subagent Context] Every
    subagent spawned from this session has now settled` (2026.9.x);
-5. a subagent's first message, OpenClaw's `[Subagent Context]` envelope around its task
+5. a message OpenClaw queued before a run's own input (`[Queued user message that arrived while
+   the previous turn was still active]`, 2026.4.x to 2026.6.x; seen on 2026.5.2 with a child's
+   announce queued before the user's next message): the user's when the user's words remain
+   once OpenClaw's additions are off, whatever the queued part says;
+6. a subagent's first message, OpenClaw's `[Subagent Context]` envelope around its task
    (fleet/continuity/subagenttask.py); on 2026.5.x the task is only in the child's system
    prompt (`## Your Role`), which `role_task` reads.
 
@@ -107,6 +111,10 @@ def of_text(text: Any, provenance: Any = None) -> Origin:
 
 
 def _of_text_alone(text: str, evidence: str) -> Origin:
+    if envelope.is_queued(text):
+        words = envelope.user_words(text)
+        if words and not words.startswith(subagenttask.CONTEXT):
+            return Origin(USER, "queued message", words)
     header = envelope.inter_session_header(text)
     if header is not None and header.get("isUser", "").lower() == "false":
         tool = header.get("sourceTool", "")

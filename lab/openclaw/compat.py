@@ -12,11 +12,12 @@ on a real gateway of it (lab.openclaw.scenario) and keeps:
   an interrupted matrix resumes where it stopped; a failed one is run again;
 - the corpus of turns that release produced (lab.openclaw.corpus);
 - `docs/compat.md`, the table release x check, rendered from every row;
-- the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`, the
-  releases whose latest row is all green (what hosts and `invoke status` compare a host's
-  OpenClaw with); `excluded`, releases taken out of the range by name with the reason (kept as
-  written there, by hand); and, once every stable release of the range has a current row that
-  is green or excluded, `sources`, `commit` and `date` (what `invoke release` checks).
+- the proof, `fleet/plugins/openclaw-proven.json`, which ships in every artifact: `proven`,
+  the releases whose latest row is all green for these sources (what hosts and `invoke status`
+  compare a host's OpenClaw with); `excluded`, releases taken out of the range by name with the
+  reason (kept as written there, by hand); and, once every stable release of the range has a
+  current row that is green or excluded, `sources`, `commit` and `date` (what `invoke release`
+  checks).
 
 An install is ~570 MB: one of a release outside the CI set (toolchain.OPENCLAW_VERSIONS) is
 removed after its row unless `keep` says otherwise. Two jobs at most (a gateway holds ~900 MB).
@@ -236,7 +237,7 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
             rows = dict(zip(todo, pool.map(one, todo)))
     everything = _all_releases(declared_range)
     proof = write_proof(everything, sources)
-    PAGE.write_text(render(everything, proof, declared_range), encoding="utf-8")
+    PAGE.write_text(render(everything, proof, declared_range, sources), encoding="utf-8")
     sync_statement(statement(declared_range, proof))
     return {"ran": todo, "current": skipped,
             "failed": [r for r, row in rows.items() if row is None or not row["ok"]],
@@ -262,9 +263,10 @@ def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> 
     excluded = old.get("excluded") if isinstance(old.get("excluded"), dict) else {}
     everything = list(everything)
     rows = {r: read_row(r) for r in everything}
-    proven = [r for r in everything if r not in excluded and row_ok(rows[r])]
-    complete = bool(everything) and all(
-        r in excluded or (is_current(rows[r], sources) and row_ok(rows[r])) for r in everything)
+    # proven for these sources: a row of older sources proves nothing about these
+    proven = [r for r in everything if r not in excluded and is_current(rows[r], sources)
+              and row_ok(rows[r])]
+    complete = bool(everything) and all(r in excluded or r in proven for r in everything)
     proof = {"proven": proven, "excluded": excluded,
              "sources": sources if complete else old.get("sources", ""),
              "commit": commit() if complete else old.get("commit", ""),
@@ -309,8 +311,9 @@ def _short(name: str) -> str:
             "rollback: python": "rb py", "rollback: entry": "rb js"}.get(name, name)
 
 
-def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> str:
-    """docs/compat.md from the rows and the proof."""
+def render(everything: Iterable[str], proof: dict, declared_range: Declared,
+           sources: str = "") -> str:
+    """docs/compat.md from the rows and the proof; a row not current for `sources` says so."""
     everything = list(everything)
     excluded = proof.get("excluded") or {}
     proven = proof.get("proven") or []
@@ -340,6 +343,9 @@ def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> 
         "openclaw-proven.json`): `invoke status` and `invoke doctor` compare each host's "
         "OpenClaw with it, and `invoke release` refuses plugins whose sources changed since "
         "the matrix ran (see docs/openclaw.md).",
+        "",
+        "A release marked *(older sources)* ran for plugin sources that have changed since: "
+        "its marks tell what was, not what is proven, until the matrix runs it again.",
         "",
         "Seconds are the wall time of one deploy to one gateway as the control side sees it; "
         "`rb/up` is the slower rollback against the upgrade (a good deploy of a new release to "
@@ -371,6 +377,8 @@ def render(everything: Iterable[str], proof: dict, declared_range: Declared) -> 
                          if name in checks and not checks[name].get("ok")]
         if release in excluded:
             cells[0] = f"{release} (excluded)"
+        elif row is not None and sources and not is_current(row, sources):
+            cells[0] = f"{release} *(older sources)*"
         lines.append("| " + " | ".join(cells) + " |")
     if failures:
         lines += ["", "## What failed", "", *failures]

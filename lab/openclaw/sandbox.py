@@ -55,13 +55,6 @@ QUIET_ENV = {
     "npm_config_fetch_timeout": "5000",
 }
 MODEL_START_S = 15.0
-# OpenClaw 2026.4.29 installs the runtime dependencies of every bundled plugin it enables, with
-# npm, when an agent run first resolves its model's auth, and one of them (WhatsApp's libsignal)
-# is a git dependency fetched from GitHub: on a host that cannot reach it every run fails, after
-# up to 16 minutes with the gateway's event loop blocked. On these releases a sandbox host loads
-# only the plugins it runs (`plugins.allow`, which fleet's installer extends with its own ids), as
-# a locked-down host would; on every other release it keeps OpenClaw's default plugin set.
-ALLOWLIST_ONLY = frozenset({"2026.4.29"})
 
 
 class SandboxError(RuntimeError):
@@ -80,7 +73,7 @@ def resolve(hosts: list[Host]) -> list[Host]:
         if not is_sandbox(host):
             out.append(host)
             continue
-        version = openclaw_version(host)
+        version = host.manager_options.get("openclaw_version") or toolchain.OPENCLAW_VERSION
         tool = toolchain.find(version=version)
         if tool is None or not toolchain.staged(tool):
             raise SandboxError(f"sandbox host {host.name} needs OpenClaw {version} installed: "
@@ -97,18 +90,10 @@ def resolve(hosts: list[Host]) -> list[Host]:
     return out
 
 
-def openclaw_version(host: Host) -> str:
-    """The OpenClaw release a sandbox host runs (its `openclaw_version`, else the newest tested)."""
-    return host.manager_options.get("openclaw_version") or toolchain.OPENCLAW_VERSION
-
-
 def base_config(host: Host) -> dict:
     """The openclaw.json a fresh sandbox host starts with."""
     state = Path(host.state_dir)
     opts = host.manager_options
-    plugins: dict = {"entries": {"acpx": {"enabled": False}}}
-    if openclaw_version(host) in ALLOWLIST_ONLY:
-        plugins["allow"] = []
     return {
         "agents": {"defaults": {"workspace": str(state / "workspace"),
                                 "model": {"primary": f"fleet/{model.MODEL_ID}"},
@@ -127,7 +112,7 @@ def base_config(host: Host) -> dict:
         "logging": {"file": str(state / "logs" / "openclaw.log")},
         # the bundled ACP runtime probes its agent with `npx` at every start (an npm fetch
         # that cannot succeed here): off, as on a host that does not use it
-        "plugins": plugins,
+        "plugins": {"entries": {"acpx": {"enabled": False}}},
     }
 
 

@@ -124,8 +124,6 @@ def install_probe(host: Host, log: Path) -> None:
     plugins.setdefault("entries", {})[PROBE_ID] = {
         "enabled": True, "hooks": {"allowConversationAccess": True},
         "config": {"logFile": str(log)}}
-    if isinstance(plugins.get("allow"), list) and PROBE_ID not in plugins["allow"]:
-        plugins["allow"].append(PROBE_ID)
     atomic_write(config, json.dumps(data, indent=2) + "\n", 0o600)
 
 

@@ -60,9 +60,11 @@ def test_every_turn_a_release_produced_is_recognised(path):
                 found.words == "" and expect["task"] in role_tasks), f"{where}: {found}"
 
 
-def test_every_release_the_matrix_ran_left_its_whole_corpus():
-    rows = sorted(p.stem for p in ROWS.glob("*.json"))
+def test_every_release_the_matrix_proved_left_its_whole_corpus():
+    rows = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in ROWS.glob("*.json")}
     assert rows, "no compat rows: run `invoke openclaw.compat`"
-    for release in rows:
+    green = sorted(release for release, row in rows.items() if row["ok"])
+    assert green, "no release is all green in docs/compat"
+    for release in green:  # a failed row's gateway may not have reached every kind of turn
         have = sorted(p.stem for p in (CORPUS / release).glob("*.json"))
         assert have == sorted(KINDS), f"{release}: corpus files {have}"

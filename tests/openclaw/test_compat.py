@@ -70,7 +70,7 @@ def test_a_row_counts_only_for_the_sources_and_checks_it_ran(rows):
     assert compat.row_ok(row("2026.6.6")) and not compat.row_ok(row("2026.6.6", failed=("seed",)))
 
 
-def test_the_proof_lists_green_releases_and_is_complete_only_when_every_one_is_current(
+def test_the_proof_lists_current_green_releases_and_is_complete_when_every_one_is(
         rows, tmp_path):
     proof_file = tmp_path / "proven.json"
     proof_file.write_text(json.dumps({"proven": [], "excluded": {"2026.5.3": "its reason"},
@@ -80,7 +80,7 @@ def test_the_proof_lists_green_releases_and_is_complete_only_when_every_one_is_c
     rows(row("2026.6.6", failed=("clean state",)))
     rows(row("2026.9.6", sources="sha256:" + "0" * 64))  # green, for older sources
     proof = compat.write_proof(everything, SOURCES, proof_file)
-    assert proof["proven"] == ["2026.4.24", "2026.9.6"]
+    assert proof["proven"] == ["2026.4.24"]  # 9.6 was proven for other sources
     assert proof["excluded"] == {"2026.5.3": "its reason"}  # kept as written by hand
     assert proof["sources"] == ""  # not complete: 6.6 failed, 9.6 is not current
     rows(row("2026.6.6"))
@@ -94,8 +94,10 @@ def test_the_proof_lists_green_releases_and_is_complete_only_when_every_one_is_c
 def test_the_page_has_a_row_per_release_with_its_failures_and_timings(rows):
     rows(row("2026.4.24", deploy=18.3, upgrade=10.0, rollback_python=12.0, rollback_entry=25.0))
     rows(row("2026.6.6", failed=("recovered once",)))
+    rows(row("2026.7.35", sources="sha256:" + "0" * 64))
     proof = {"proven": ["2026.4.24"], "excluded": {"2026.5.3": "drops hooks"}, "sources": ""}
-    page = compat.render(["2026.4.24", "2026.5.3", "2026.6.6", "2026.9.6"], proof, RANGE)
+    page = compat.render(["2026.4.24", "2026.5.3", "2026.6.6", "2026.7.35", "2026.9.6"], proof,
+                         RANGE, SOURCES)
     table = page.split("\n## ", 1)[0]  # the checks; the traits table follows
     lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()
              if line.startswith("| 2026.")}
@@ -105,7 +107,9 @@ def test_the_page_has_a_row_per_release_with_its_failures_and_timings(rows):
     assert "not run" in lines["2026.9.6"]
     assert "2026.5.3 (excluded)" in page and "drops hooks" in page
     assert "- 2026.6.6, recovered once: boom" in page
-    assert "**Proven: 1 of 4 stable releases**" in page
+    assert "**Proven: 1 of 5 stable releases**" in page
+    assert lines["2026.7.35 *(older sources)*"].count("✓") == len(scenario.CHECKS)
+    assert "2026.4.24 *(older" not in page
 
 
 def test_readme_and_the_openclaw_page_state_the_range_the_proof_and_manifests_hold():

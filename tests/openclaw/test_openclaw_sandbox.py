@@ -74,17 +74,6 @@ def test_options_and_first_config(hosts, tmp_path, monkeypatch):
     assert provider["baseUrl"] == "http://127.0.0.1:19002/v1"
     assert config["agents"]["defaults"]["heartbeat"] == {"every": "0m"}
     assert config["update"] == {"checkOnStart": False}
-    assert "allow" not in config["plugins"]  # OpenClaw's default plugin set
-
-
-def test_a_release_that_installs_every_plugins_dependencies_loads_only_what_the_host_runs(
-        tmp_path):
-    """2026.4.29 would fetch a git dependency from GitHub at the first run: its sandbox host
-    starts with an (empty, so far unrestricted) allowlist that deploys fill with their ids."""
-    host = _sandbox_host(tmp_path, 19002, openclaw_version="2026.4.29")
-    assert sandbox.base_config(host)["plugins"]["allow"] == []
-    host = _sandbox_host(tmp_path, 19002, openclaw_version="2026.5.2")
-    assert "allow" not in sandbox.base_config(host)["plugins"]
 
 
 def _sandbox_host(tmp_path, model_port: int, **extra: str):
