@@ -32,8 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
+from fleet.continuity import regularfile
+
 POLL_S = 0.01
 KILL_WAIT_S = 5.0
+TAIL_BYTES = 64 * 1024  # of a log, the most shown in an error message
 
 
 class StopError(RuntimeError):
@@ -124,7 +127,7 @@ def write_pidfile(path: Path, record: PidRecord) -> None:
 
 def read_pidfile(path: Path) -> Optional[PidRecord]:
     try:
-        return PidRecord.parse(path.read_text(encoding="utf-8"))
+        return PidRecord.parse(regularfile.read_text(path, follow=False))
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -216,9 +219,10 @@ def log_tail(path: Path, offset: int, lines: int) -> str:
     """The last `lines` lines written to `path` since `offset`, framed for an error message
     ("" when there are none): what a process said before it failed."""
     try:
-        with open(str(path), "rb") as fh:
-            fh.seek(offset)
-            text = fh.read().decode("utf-8", "replace")
+        with os.fdopen(regularfile.open_regular(path), "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(offset, size - TAIL_BYTES))  # only the end is shown
+            text = fh.read(TAIL_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
     tail = "\n".join(text.strip().splitlines()[-lines:])

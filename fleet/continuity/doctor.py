@@ -135,7 +135,12 @@ def check_state(path: Path, transcript_mtime: Optional[float] = None,
         mtime = path.stat().st_mtime
     except OSError:
         mtime = None
-    text = store.read_text(path) if mtime is not None else None
+    try:
+        text = store.read_text(path) if mtime is not None else None
+    except OSError as exc:  # a FIFO, a device, a link or a huge file where the state belongs
+        return [Finding("exists", "critical", f"{exc}; the plugins neither read nor write it "
+                                              "while it is there: move it away (the next "
+                                              "checkpoint writes a new one)")]
     if text is None:
         if ran:
             return [Finding("exists", "critical",
@@ -182,7 +187,10 @@ def _task_switch(doc: document.StateDocument, archive_root: Path) -> List[Findin
     archives = archive.list_archives(archive_root)
     if not archives:
         return []
-    old = store.read_text(archives[0]) or ""
+    try:
+        old = store.read_text(archives[0]) or ""
+    except OSError:  # not a regular file, or huge: nothing to compare with
+        return []
     before = " ".join(document.StateDocument.parse(old).get("Objective").split())
     now_obj = " ".join(doc.get("Objective").split())
     if document.is_meaningful(before) and before != now_obj:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
-from fleet.continuity import strictjson
+from fleet.continuity import regularfile, strictjson
 
 MEMORY_DIR = "memory"
 SUBAGENTS_DIR = "subagents"
@@ -24,6 +24,9 @@ STATE_FILE = Path(MEMORY_DIR) / STATE_NAME
 UNSURFACED_ARCHIVE = "unsurfaced_archive.md"
 DEFAULT_AGENT_ID = "main"
 CONFIG_NAME = "openclaw.json"
+# OpenClaw writes a few KB (agents, models, plugins); a thousand times that is not a config it
+# wrote, and parsing and rewriting 150 MB took minutes and a GiB of memory.
+CONFIG_MAX_BYTES = 4 * regularfile.MIB
 # Always `fullmatch`: with `match`, "$" also accepts a trailing newline ("evil\n").
 _ID_RE = re.compile(r"[a-z0-9_-]{1,128}")
 
@@ -83,12 +86,15 @@ def config_write_target(path: Path) -> Path:
 
 
 def load_config(path: Path) -> dict:
-    """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a `ConfigError`."""
+    """The OpenClaw config as a dict; a missing file is `{}`, unreadable JSON is a `ConfigError`.
+    Read as a regular file (a symlink to one is followed: a user may link their config) of at
+    most CONFIG_MAX_BYTES, never waited on."""
     p = Path(path)
     try:
-        raw = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+        data_bytes = regularfile.read_bytes(p, CONFIG_MAX_BYTES)
+        if data_bytes is None:
+            return {}
+        raw = data_bytes.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"{p}: cannot read OpenClaw config ({exc}); fix or remove the file"

@@ -15,9 +15,14 @@ import threading
 import time
 from typing import Callable, Dict, Iterator, Optional, Union
 
+from fleet.continuity import regularfile
 from fleet.continuity.atomicfile import atomic_write
+from fleet.continuity.private import open_regular
 
 DEFAULT_LOCK_TIMEOUT = 30.0
+# the largest state file read whole: a CURRENT_STATE.md, a day's session log, an archive is
+# kilobytes; one this large was not written by the plugins
+MAX_BYTES = 8 * regularfile.MIB
 _POLL = 0.01
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -59,7 +64,8 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
             counts[key] -= 1
         return
     os.makedirs(os.path.dirname(lp) or ".", exist_ok=True)
-    fd = os.open(lp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    # a FIFO or a symlink planted at the lock path is refused, never waited on or followed
+    fd = open_regular(lp, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         deadline = time.monotonic() + max(timeout, 0.0)
         delay = _POLL
@@ -90,14 +96,14 @@ def locked(path: PathLike, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[No
 def read_text(path: PathLike, max_bytes: Optional[int] = None) -> Optional[str]:
     """The file as text (invalid UTF-8 replaced by U+FFFD), or None when it does not exist.
 
-    `max_bytes` reads only that much, for files written by someone we do not trust (a child).
+    Read as fleet.continuity.regularfile reads: a regular file only (a FIFO, a device or a
+    symlink in its place is `regularfile.FileRefused`, never waited on or followed), at most
+    `MAX_BYTES` (larger: FileRefused naming the file). `max_bytes` reads only the first that
+    many bytes instead, for files written by someone we do not trust (a child).
     """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read() if max_bytes is None else fh.read(max_bytes)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return data.decode("utf-8", errors="replace")
+    bound, cut = (MAX_BYTES, False) if max_bytes is None else (max_bytes, True)
+    data = regularfile.read_bytes(path, bound, follow=False, cut=cut)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def update(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import fleet
+from fleet.continuity import regularfile
 from fleet.continuity.atomicfile import atomic_write
 from fleet.continuity.paths import ConfigError
 from fleet.gateway import client, logfile, process
@@ -118,7 +119,7 @@ def ready_record(health: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], str]
     meta: Optional[Dict[str, Any]] = None
     root = Path(health.get("releaseRoot") or release_root())
     try:
-        meta = json.loads((root / Layout.RELEASE_META).read_text(encoding="utf-8"))
+        meta = json.loads(regularfile.read_text(root / Layout.RELEASE_META))
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as exc:

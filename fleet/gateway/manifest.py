@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict
 
-from fleet.continuity import strictjson
+from fleet.continuity import regularfile, strictjson
 from fleet.continuity.schema import check_schema
 
 _ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # fullmatch: "$" would accept "x\n"
@@ -34,7 +34,7 @@ class PluginLoadError(Exception):
 
 def read_json(path: Path, what: str) -> Dict[str, Any]:
     try:
-        data = strictjson.loads(path.read_text(encoding="utf-8"))
+        data = strictjson.loads(regularfile.read_text(path))
     except FileNotFoundError as exc:
         raise PluginLoadError(f"{path}: {what} is missing") from exc
     except (OSError, UnicodeDecodeError) as exc:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from fleet.continuity import detached
+from fleet.continuity import detached, regularfile
 from fleet.gateway import client
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
@@ -136,7 +136,7 @@ def clean_after_kill(layout: Layout, pid: int) -> None:
 def ready_pid(path: Path) -> Optional[int]:
     """The pid a ready file names, None if there is none (or it is unreadable)."""
     try:
-        pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+        pid = json.loads(regularfile.read_text(path, follow=False)).get("pid")
     except (OSError, ValueError, AttributeError):
         return None
     return pid if isinstance(pid, int) else None

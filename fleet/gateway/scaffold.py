@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import private
+from fleet.continuity import private, regularfile
 from fleet.continuity.atomicfile import atomic_symlink
 from fleet.gateway.layout import Layout
 from fleet.gateway.sessions import atomic_write_json
@@ -54,7 +54,7 @@ def init(layout: Layout, link_from: Optional[Path] = None) -> Dict[str, Any]:
     linked: Dict[str, str] = {}
     for plugin_dir in plugin_sources(source):
         try:
-            manifest = json.loads((plugin_dir / "openclaw.plugin.json").read_text("utf-8"))
+            manifest = json.loads(regularfile.read_text(plugin_dir / "openclaw.plugin.json"))
             pid = manifest["id"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ScaffoldError(f"{plugin_dir / 'openclaw.plugin.json'}: unusable ({exc})") from exc

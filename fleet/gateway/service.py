@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import fleet
-from fleet.continuity import private, tempfiles
+from fleet.continuity import private, regularfile, tempfiles
 from fleet.continuity.paths import ConfigError, default_agent_id, load_config
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.agents import Agents
@@ -46,7 +46,7 @@ def _running_release() -> Tuple[Path, Optional[str]]:
     release, e.g. in a checkout)."""
     root = release_root()
     try:
-        manifest = json.loads((root / StateLayout.MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(regularfile.read_text(root / StateLayout.MANIFEST))
         return root, manifest.get("version")
     except (OSError, ValueError, AttributeError):
         return root, None

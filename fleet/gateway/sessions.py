@@ -21,12 +21,15 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from fleet.continuity import strictjson
+from fleet.continuity import regularfile, strictjson
 from fleet.continuity.atomicfile import atomic_write
 from fleet.continuity.paths import validate_agent_id
 from fleet.gateway.layout import Layout
 from fleet.gateway.messages import now_ms
 from fleet.gateway.transcript import Transcript
+
+# the session index of one agent: ~200 bytes a session; far more than any gateway keeps
+INDEX_MAX_BYTES = 64 * regularfile.MIB
 
 
 class SessionError(ValueError):
@@ -100,7 +103,7 @@ class SessionStore:
             return
         for index in sorted(agents_dir.glob("*/sessions/sessions.json")):
             try:
-                data = json.loads(index.read_text(encoding="utf-8"))
+                data = json.loads(regularfile.read_text(index, INDEX_MAX_BYTES, follow=False))
             except (OSError, ValueError):
                 continue  # a broken index must not stop the gateway; transcripts stay on disk
             if isinstance(data, dict):

@@ -14,6 +14,8 @@ import time
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
+from fleet.continuity import regularfile
+
 # Appends to one file are serialised by one of a fixed set of locks (chosen by the path), so
 # the locks stay bounded however many sessions the gateway has seen (one lock per transcript
 # path, kept forever, grew with every session).
@@ -162,7 +164,8 @@ class Transcript:
     def _each(self) -> Iterator[Dict[str, Any]]:
         """The parseable lines, read one at a time (never the whole file as one string)."""
         try:
-            with open(self.path, encoding="utf-8", errors="replace", newline="\n") as fh:
+            fd = regularfile.open_regular(self.path, follow=False)  # never a FIFO or a link
+            with open(fd, encoding="utf-8", errors="replace", newline="\n") as fh:
                 for line in fh:
                     item = _parse(line)
                     if item is not None:
@@ -176,7 +179,7 @@ class Transcript:
         if count <= 0:
             return []
         try:
-            with open(self.path, "rb") as fh:
+            with open(regularfile.open_regular(self.path, follow=False), "rb") as fh:
                 found = _last_messages(fh, count)
         except FileNotFoundError:
             return []

@@ -28,12 +28,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from fleet.continuity import paths
 from fleet.continuity.atomicfile import fsync_dir
 from fleet.installer import textfile
 
-# OpenClaw writes a few KB (agents, models, plugins); a thousand times that is not a config it
-# wrote, and parsing and rewriting 150 MB took minutes and a GiB of memory.
-MAX_BYTES = 4 * textfile.MIB
+MAX_BYTES = paths.CONFIG_MAX_BYTES  # the bound every reader of openclaw.json keeps
 _FIX = {
     textfile.NOT_REGULAR: "openclaw.json must be a regular file (or a symlink to one); put the "
                           "config there and deploy again",

@@ -42,7 +42,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleet.continuity import detached, paths, store
+from fleet.continuity import detached, paths, regularfile, store
 from fleet.continuity.openclawrange import OUTSIDE, PROVEN, CompatError, Support
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import (
@@ -374,7 +374,7 @@ class OpenclawManager(Manager):
                                             openclaw) if openclaw else None
         store = StateLayout(self.state_dir).openclaw_validated
         try:
-            known = json.loads(store.read_text(encoding="utf-8"))
+            known = json.loads(regularfile.read_text(store, follow=False))
             known = [k for k in known if isinstance(k, str)] if isinstance(known, list) else []
         except (OSError, ValueError):
             known = []

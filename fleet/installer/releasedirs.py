@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from fleet.continuity import regularfile
 from fleet.continuity.atomicfile import atomic_symlink, fsync_dir
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.manifest import is_plugin_id, is_version_name
@@ -126,7 +127,7 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
     if base.is_dir():
         for manifest in sorted(base.glob("*/openclaw.plugin.json")):
             try:
-                plugin_id = json.loads(manifest.read_text(encoding="utf-8"))["id"]
+                plugin_id = json.loads(regularfile.read_text(manifest))["id"]
             except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 continue
             if not is_plugin_id(plugin_id):  # checked before unpacking; never a path here
@@ -207,7 +208,7 @@ def read_meta(release: Optional[Path]) -> Optional[dict]:
     if release is None:
         return None
     try:
-        meta = json.loads((release / META).read_text(encoding="utf-8"))
+        meta = json.loads(regularfile.read_text(release / META))
     except (OSError, ValueError):
         return None
     meta["release"] = release.name

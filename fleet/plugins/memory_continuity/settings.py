@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
+from fleet.continuity import regularfile
 from fleet.continuity.schema import validate
 
 PLUGIN_ID = "memory-continuity"
@@ -22,7 +23,7 @@ def config_schema() -> Mapping[str, Any]:
     """The manifest's `configSchema` (read once)."""
     if "schema" not in _schema_cache:
         try:
-            manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+            manifest = json.loads(regularfile.read_text(MANIFEST))
         except (OSError, ValueError) as exc:
             raise RuntimeError(f"{MANIFEST}: cannot read the plugin manifest: {exc}") from exc
         schema = manifest.get("configSchema")
