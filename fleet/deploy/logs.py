@@ -9,7 +9,9 @@ on daemon threads, so a poll still in flight never holds the exit up. The snippe
 nothing; the control side keeps, per host, the log file's inode and the offset read so far.
 When the gateway rotated the log between two polls (fleet/gateway/logfile.py: `gateway.log`
 becomes `gateway.log.1`), the rest of the old file is read from `.1` first, so no line is lost;
-only whole lines are returned. Lines and host names are printed escaped (fleet.terminal.text),
+only whole lines are returned; a line longer than one read (1 MiB) is shown as its head and a
+mark, and its rest skipped, so following never stalls on it. A log that is not a regular file (a
+FIFO) is reported, never waited on. Lines and host names are printed escaped (fleet.terminal.text),
 `--json` keeps them exact."""
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import close_quietly, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.report import JSON_SCHEMA
+from fleet.installer.textfile import size_text
 from fleet.terminal.text import json_text, visible
 
 LOG_FILE = StateLayout.GATEWAY_LOG
@@ -35,17 +38,24 @@ POLL_S = 1.0
 POLL_TIMEOUT_S = 20.0
 CHUNK = 1 << 20  # at most this many bytes per host per poll
 
-LOG_PY = """\
-import json, os, sys
+SHOWN = 16 * 1024  # of a line longer than CHUNK, the head that is printed before the mark
+CUT_MARK = " \u2026 [line cut: longer than {limit}]"
+
+LOG_PY = """\\
+import json, os, stat, sys
 path = os.path.expanduser(sys.argv[1])
-ino, off, want, chunk = (int(a) for a in sys.argv[2:6])
+ino, off, want, chunk, skip, shown = (int(a) for a in sys.argv[2:8])
+mark = sys.argv[8].encode("utf-8")
 def read(p, start, limit):
     try:
-        with open(p, "rb") as fh:
-            fh.seek(start)
-            return fh.read(limit)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return b""
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        fh.seek(start)
+        return fh.read(limit)
 def size_of(p):
     try:
         return os.stat(p).st_size
@@ -55,6 +65,9 @@ try:
     st = os.stat(path)
 except OSError:
     print(json.dumps({"ino": 0, "off": 0, "missing": path}))
+    sys.exit(0)
+if not stat.S_ISREG(st.st_mode):
+    print(json.dumps({"ino": 0, "off": 0, "irregular": path}))
     sys.exit(0)
 data = b""
 if ino < 0:
@@ -70,6 +83,7 @@ if ino < 0:
         size -= len(lines.pop())
     data = b"".join(lines[-want:]) if want > 0 else b""
     off = size
+    skip = 0
 else:
     if ino and st.st_ino != ino:
         try:
@@ -77,24 +91,40 @@ else:
                 data = read(path + ".1", off, chunk)
         except OSError:
             pass
-        off = 0
+        off, skip = 0, 0
     if st.st_size < off:
-        off = 0
+        off, skip = 0, 0
     new = read(path, off, chunk)
+    if skip:  # the rest of a line already cut: drop it through its newline
+        end = new.find(b"\\n")
+        if end < 0:
+            off += len(new)
+            new = b""
+        else:
+            off += end + 1
+            new, skip = new[end + 1:], 0
     cut = new.rfind(b"\\n") + 1
-    data += new[:cut]
-    off += cut
-sys.stdout.write(json.dumps({"ino": st.st_ino, "off": off}) + "\\n")
+    if not cut and len(new) >= chunk:  # one line longer than a whole read: its head, marked
+        data += new[:shown] + mark + b"\\n"
+        off += len(new)
+        skip = 1
+    else:
+        data += new[:cut]
+        off += cut
+sys.stdout.write(json.dumps({"ino": st.st_ino, "off": off, "skip": skip}) + "\\n")
 sys.stdout.flush()
 sys.stdout.buffer.write(data)
 """
 
 
-def read_command(host: Host, ino: int, off: int, lines: int) -> str:
+def read_command(host: Host, ino: int, off: int, lines: int, skip: int = 0,
+                 chunk: int = CHUNK) -> str:
     """One read of the host's log: `ino < 0` is the first (last `lines` lines), else the whole
-    lines after `off` of the file with inode `ino` (and its rotated rest)."""
+    lines after `off` of the file with inode `ino` (and its rotated rest). A line longer than
+    `chunk` comes as its first SHOWN bytes and a mark, and `skip` drops its rest next time."""
     path = f"{host.state_dir.rstrip('/')}/{LOG_FILE}"
-    args = [path, str(ino), str(off), str(lines), str(CHUNK)]
+    mark = CUT_MARK.format(limit=size_text(chunk))
+    args = [path, str(ino), str(off), str(lines), str(chunk), str(skip), str(SHOWN), mark]
     return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(LOG_PY)} "
             + " ".join(shlex.quote(a) for a in args))
 
@@ -115,6 +145,7 @@ class HostLog:
     host: Host
     ino: int = -1
     off: int = 0
+    skip: int = 0  # the host is inside a line too long to show: drop its rest
     conn: object = None
     error: str = ""
     lines: list = field(default_factory=list)
@@ -125,7 +156,8 @@ class HostLog:
         try:
             if self.conn is None:
                 self.conn = connect(self.host)
-            res = self.conn.run(read_command(self.host, self.ino, self.off, lines), timeout)
+            res = self.conn.run(read_command(self.host, self.ino, self.off, lines, self.skip),
+                                timeout)
             if res.exit_code != 0:
                 tail = " ".join((res.stderr or res.stdout).strip().splitlines()[-2:])
                 raise RuntimeError(f"reading the log failed (exit {res.exit_code}): {tail[:300]}")
@@ -136,7 +168,10 @@ class HostLog:
             return
         if header.get("missing"):
             self.error = f"no log yet at {header['missing']}"
+        if header.get("irregular"):
+            self.error = f"{header['irregular']} is not a regular file; fleet does not read it"
         self.ino, self.off = int(header.get("ino") or 0), int(header.get("off") or 0)
+        self.skip = 1 if header.get("skip") else 0
         self.lines = text.splitlines()
 
     def close(self) -> None:

@@ -103,6 +103,34 @@ def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
     assert not runner.is_alive()
 
 
+def test_follow_passes_a_line_longer_than_a_read_cut_and_marked_then_goes_on(fleet_dir):
+    log = fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log"
+    got, stop = Collector(), threading.Event()
+    runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
+        hosts=hosts(fleet_dir, "alpha"), lines=1, follow=True, emit=got, poll_s=0.05,
+        stop=stop))
+    runner.start()
+    assert wait_for(lambda: got.lines("alpha") == ["alpha line 4"])
+    with open(log, "a") as fh:  # 2.5 reads long: once stalled every later line for good
+        fh.write("X" * (logs.CHUNK * 5 // 2) + "\nafter the long one\n")
+    assert wait_for(lambda: "after the long one" in got.lines("alpha"))
+    stop.set()
+    runner.join(timeout=10)
+    first, long_line, after = got.lines("alpha")
+    assert long_line == "X" * logs.SHOWN + " \u2026 [line cut: longer than 1 MiB]"
+    assert after == "after the long one" and not got.err
+
+
+def test_a_fifo_as_the_log_is_reported_not_waited_on(fleet_dir):
+    log = fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log"
+    log.unlink()
+    os.mkfifo(log)
+    got = Collector()
+    failed = logs.show(hosts(fleet_dir, "alpha"), lines=2, emit=got, timeout=20)
+    assert failed == 1
+    assert got.err == [("alpha", f"error: {log} is not a regular file; fleet does not read it")]
+
+
 def test_follow_reports_a_failing_host_once_and_keeps_the_others(fleet_dir):
     got, stop = Collector(), threading.Event()
     runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
