@@ -22,7 +22,7 @@ import signal
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import transaction
@@ -37,6 +37,8 @@ from fleet.installer.protocol import (
     MAX_LEASE_S,
     MAX_WAIT_S,
     READY_TIMEOUT_S,
+    STEP_SLACK_S,
+    read_only_s,
     wait_problem,
     worst_case_s,
 )
@@ -133,9 +135,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.command:
         parser.print_usage(sys.stderr)
         return 2
-    # A dropped ssh connection must not stop a host half-way: finish the transaction (its
-    # outcome is in the audit log and `status`) even if nobody is left to read the answer.
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if args.command in READ_ONLY:
+        _end_by(read_only_s(args.timeout), args.command)
+    else:
+        # A dropped ssh connection must not stop a host half-way: finish the transaction (its
+        # outcome is in the audit log and `status`) even if nobody is left to read the answer.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         result = run(args)
     except (UsageError, ManagerError) as exc:
@@ -146,6 +151,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "doctor" and result.get("ok"):
         return int(result.get("exit", 2))
     return 0 if result.get("ok") else 1
+
+
+READ_ONLY = ("status", "doctor")  # change nothing: they may end at any moment
+
+
+def _end_by(seconds: float, command: str) -> None:
+    """End this process (answer included) after `seconds`: a read-only command abandoned by its
+    caller (a dropped connection, a control side past its own timeout) does not stay behind.
+    A hang-up (SIGHUP) ends it too, as it ends any plain command."""
+    def expired(signum: int, frame: Any) -> None:
+        _emit({"ok": False, "result": "error", "reason": f"{command} did not finish within "
+                                                         f"{seconds:.0f} s (2 x --timeout + "
+                                                         f"{STEP_SLACK_S:.0f} s) and gave up"})
+        os._exit(1)  # threads or a child holding on must not keep it alive
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
 
 
 def _emit(result: dict) -> None:

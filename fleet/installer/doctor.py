@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from fleet.continuity import doctor as continuity_doctor
 from fleet.continuity import tempfiles
 from fleet.continuity.openclawrange import PROVEN
-from fleet.installer import transaction
+from fleet.installer import faults, transaction
 from fleet.installer.lock import read_holder, stale_reason
 from fleet.installer.manager import Manager
 from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW
@@ -185,6 +185,7 @@ def check_temp_files(state_dir: Path, now: Optional[float] = None) -> Dict[str, 
 
 def run(state_dir: Path, manager: Manager, now: Optional[float] = None) -> Dict[str, Any]:
     """The whole answer: host checks, continuity report, worst severity and its exit code."""
+    faults.check(state_dir, "doctor")
     status = transaction.status(state_dir, manager)
     checks = [check_python(), check_disk(state_dir), check_state_dir(state_dir)]
     checks += check_gateway(status) + check_openclaw(status)

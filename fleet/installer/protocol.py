@@ -52,6 +52,14 @@ def worst_case_s(timeout: float) -> float:
     return 4 * (timeout + STEP_SLACK_S)
 
 
+def read_only_s(timeout: float) -> float:
+    """The longest `status` or `doctor` with `--timeout timeout` may run before it gives up on
+    its own: two waits of `timeout` (an OpenClaw CLI call and a gateway answer) plus a little.
+    Read-only commands change nothing, so nothing is lost when they end; a host-side process
+    that outlived the control side's wait would be left running for nobody."""
+    return 2 * timeout + STEP_SLACK_S
+
+
 def wait_problem(value: Any, maximum: float = MAX_WAIT_S) -> Optional[str]:
     """What is wrong with a number of seconds someone typed (None if nothing): it must be a
     finite number from 0 to `maximum`."""
