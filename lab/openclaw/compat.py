@@ -213,6 +213,12 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
     sources = compatproof.sources_digest(REPO)
     todo = [r for r in wanted
             if force or not (is_current(read_row(r), sources) and row_ok(read_row(r)))]
+    if spec.strip() == "all":  # an excluded release runs only when named: it cannot pass
+        out = sorted(set(todo) & set(excluded_releases()), key=openclawrange.version_key)
+        todo = [r for r in todo if r not in out]
+        if out:
+            say(f"excluded by name in {PROOF.name}, not run (name it to run it): "
+                f"{', '.join(out)}")
     skipped = [r for r in wanted if r not in todo]
     if skipped:
         say(f"green and current for these sources, not run again: {', '.join(skipped)}")
@@ -244,6 +250,16 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
             "proven": proof["proven"], "complete": proof["sources"] == sources}
 
 
+def excluded_releases(path: Path | None = None) -> list[str]:
+    """The releases the proof (default PROOF) excludes by name (none when it cannot be read)."""
+    path = path or PROOF
+    try:
+        excluded = json.loads(path.read_text(encoding="utf-8")).get("excluded")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return list(excluded) if isinstance(excluded, dict) else []
+
+
 def _all_releases(declared_range: Declared) -> list[str]:
     """The stable releases of the range (the registry's list, else those with a row)."""
     try:
@@ -254,8 +270,9 @@ def _all_releases(declared_range: Declared) -> list[str]:
 
 
 # -- the proof and the page ----------------------------------------------------------------
-def write_proof(everything: Iterable[str], sources: str, path: Path = PROOF) -> dict:
-    """Rewrite the proof from the rows (see the module doc); what was written."""
+def write_proof(everything: Iterable[str], sources: str, path: Path | None = None) -> dict:
+    """Rewrite the proof (default PROOF) from the rows (see the module doc); what was written."""
+    path = path or PROOF
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -174,3 +174,34 @@ def test_the_compat_task_says_what_it_runs_and_refuses_a_bad_selection():
                          cwd=Path(compat.REPO), capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "not a stable OpenClaw release of the declared range" in out.stderr
+
+
+def test_all_runs_every_release_but_those_excluded_by_name_unless_named(rows, tmp_path,
+                                                                        monkeypatch):
+    proof = tmp_path / "openclaw-proven.json"
+    proof.write_text(json.dumps({"proven": [], "excluded": {"2026.4.29": "cannot pass offline"},
+                                 "sources": "", "commit": "", "date": ""}))
+    ran, said = [], []
+    monkeypatch.setattr(compat, "PROOF", proof)
+    monkeypatch.setattr(compat, "PAGE", tmp_path / "compat.md")
+    monkeypatch.setattr(compat, "declared", lambda root=None: RANGE)
+    monkeypatch.setattr(compat, "stable_releases",
+                        lambda rng, npm="npm": ["2026.4.24", "2026.4.29", "2026.5.2"])
+    monkeypatch.setattr(compat.compatproof, "sources_digest", lambda root: SOURCES)
+    monkeypatch.setattr(compat.scenario, "build_releases", lambda where: None)
+    monkeypatch.setattr(compat, "sync_statement", lambda text: None)
+
+    def run_release(release, *args):
+        ran.append(release)
+        rows(row(release))  # as the real one writes docs/compat/<release>.json
+        return row(release)
+
+    monkeypatch.setattr(compat, "run_release", run_release)
+    result = compat.run("all", say=said.append)
+    assert sorted(ran) == ["2026.4.24", "2026.5.2"] and result["ran"] == ran
+    assert "excluded by name in openclaw-proven.json, not run (name it to run it): " \
+           "2026.4.29" in said
+    assert result["complete"]
+    ran.clear()
+    compat.run("2026.4.29", say=said.append)
+    assert ran == ["2026.4.29"]
