@@ -38,16 +38,19 @@ def append(state_dir: Path, entry: dict) -> None:
 
 def last_entry(state_dir: Path) -> Optional[dict]:
     """The newest parseable line (a torn last line from a crash is skipped)."""
-    path = audit_path(state_dir)
     try:
-        with open(str(path), "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 65536))
-            lines = fh.read().decode("utf-8", "replace").splitlines()
+        lines = _tail_lines(state_dir, 65536)
     except OSError:
         return None
     return newest_entry(lines)
+
+
+def _tail_lines(state_dir: Path, size: int) -> List[str]:
+    """The log's last `size` bytes as lines; a FIFO or a link in its place is refused (OSError),
+    never waited on or followed."""
+    with os.fdopen(open_regular(audit_path(state_dir), os.O_RDONLY), "rb") as fh:
+        fh.seek(max(0, fh.seek(0, os.SEEK_END) - size))
+        return fh.read(size).decode("utf-8", "replace").splitlines()
 
 
 # results after which the host runs the entry's `to` (a refusal changed nothing: its `from`)
@@ -59,12 +62,8 @@ def recorded_release(state_dir: Path) -> Tuple[bool, Optional[str]]:
     """The release dir name the log last said this host runs: `(True, name)`, `(True, None)`
     for no release (nothing recorded yet, or a failed first install), or `(False, None)` when
     the newest entry does not say (a failure whose outcome it could not name)."""
-    path = audit_path(state_dir)
     try:
-        with open(str(path), "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 262144))
-            lines = fh.read().decode("utf-8", "replace").splitlines()
+        lines = _tail_lines(state_dir, 262144)
     except FileNotFoundError:
         return True, None
     except OSError:

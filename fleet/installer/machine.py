@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
-from fleet.continuity import detached
+from fleet.continuity import detached, regularfile
 from fleet.continuity.statelayout import StateLayout
 
 
@@ -62,7 +62,7 @@ class Machine:
         failed open per step); fleet.installer.faults acts on it."""
         path = StateLayout(state_dir).faults_dir / step
         try:
-            words = path.read_text(encoding="utf-8").strip().split()[:1]
+            words = regularfile.read_text(path, follow=False).strip().split()[:1]
         except OSError:
             return ""
         return words[0] if words else ""

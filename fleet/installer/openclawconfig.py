@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from fleet.continuity import paths
+from fleet.continuity import paths, regularfile
 from fleet.continuity.atomicfile import fsync_dir
 from fleet.installer import textfile
 
@@ -219,7 +219,7 @@ def validation_key(data: Dict[str, Any], plugin_dirs: Dict[str, str], releases_r
         for name in ("openclaw.plugin.json", "package.json"):
             try:
                 files[f"{plugin_id}/{name}"] = json.loads(
-                    (Path(plugin_dir) / name).read_text(encoding="utf-8"))
+                    regularfile.read_text(Path(plugin_dir) / name))
             except (OSError, ValueError):
                 return None
     plain = all(isinstance(r, str) and r.replace("-", "").replace("_", "").isalnum()

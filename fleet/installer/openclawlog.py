@@ -166,7 +166,10 @@ class LogWatch:
             self.files[path] = (inode, offset)
             return []
         try:
-            with open(str(path), "rb") as fh:
+            fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)  # swapped for a FIFO: no wait
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return []
                 fh.seek(offset)
                 data = fh.read(min(size - offset, MAX_READ))
         except OSError:
@@ -183,5 +186,7 @@ def _stat(path: Path) -> Optional[Tuple[int, int]]:
     try:
         st = os.stat(str(path))
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device there is never opened
         return None
     return st.st_ino, st.st_size

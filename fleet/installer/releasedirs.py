@@ -42,7 +42,7 @@ class UnusableRelease(RuntimeError):
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(str(path), "rb") as fh:
+    with os.fdopen(regularfile.open_regular(path), "rb") as fh:  # a FIFO is refused, not waited on
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

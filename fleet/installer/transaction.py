@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
+from fleet.continuity import regularfile
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
 from fleet.installer import audit, faults, machine, releasedirs
@@ -245,8 +246,7 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
 def fleet_lease_run(state_dir: Path) -> Optional[str]:
     """The run id in the host's fleet lease (`<state>/fleet/run.lease`), None without one."""
     try:
-        with open(str(StateLayout(state_dir).lease), encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(regularfile.read_text(StateLayout(state_dir).lease, follow=False))
     except (OSError, ValueError):
         return None
     return data.get("run") if isinstance(data, dict) else None

@@ -171,3 +171,18 @@ def test_the_reader_cuts_when_asked_and_refuses_links_when_told(tmp_path):
     with pytest.raises(regularfile.FileRefused, match="a symlink"):
         regularfile.read_bytes(link, 10, follow=False)
     _ = resource  # the doctor tests bound memory with it
+
+
+def test_the_host_doctor_answers_with_fifos_in_place_of_fleets_own_files(tmp_path):
+    """The audit log, the fleet lease and a fault file as FIFOs: read by status and doctor,
+    never waited on."""
+    from fleet.continuity.statelayout import StateLayout
+
+    state = tmp_path / "state"
+    assert run_cli(state, "init").returncode == 0
+    layout = StateLayout(state)
+    for path in (layout.audit, layout.lease, layout.faults_dir / "doctor"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+    report = host_doctor(state)
+    assert report["result"] == "doctor" and report["ok"], report
