@@ -201,6 +201,7 @@ def test_all_runs_every_release_but_those_excluded_by_name_unless_named(rows, tm
     assert sorted(ran) == ["2026.4.24", "2026.5.2"] and result["ran"] == ran
     assert "excluded by name in openclaw-proven.json, not run (name it to run it): " \
            "2026.4.29" in said
+    assert not any("2026.4.29" in line for line in said if "green and current" in line)
     assert result["complete"]
     ran.clear()
     compat.run("2026.4.29", say=said.append)
