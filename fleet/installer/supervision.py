@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -202,9 +203,12 @@ class Supervisor:
                                     "up_s": round(up, 1)}
         self._save(gateway_pid=None, next_start=time.time() + delay)
         try:
-            audit.append(self.layout.state_dir, {
-                "action": "supervise", "result": "restarted", "time": time.time(),
-                "owner": "fleet supervisor", "reason": f"{why}; started again after {delay:.0f} s",
+            release = os.path.basename(os.environ.get("FLEET_RELEASE", "")) or None
+            audit.append(self.layout.state_dir, {  # the fields of the installer's own lines
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "who": "fleet supervisor", "host": socket.gethostname(),
+                "action": "supervise", "result": "restarted", "from": release, "to": release,
+                "reason": f"{why}; started again after {delay:.0f} s",
                 "restarts": self.record["restarts"]})
         except OSError as exc:  # a full disk must not stop the gateway from coming back
             print(f"fleet supervisor: cannot write the audit log: {exc}", flush=True)

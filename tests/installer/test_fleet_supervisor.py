@@ -64,6 +64,7 @@ def test_a_gateway_killed_after_a_deploy_comes_back_and_every_view_says_so(sandb
     new = wait_for(lambda: (ready_pid(sandbox, "a") or old) != old and ready_pid(sandbox, "a"))
     [line] = [e for e in sandbox.audit("a") if e.get("action") == "supervise"]
     assert line["result"] == "restarted" and line["restarts"] == 1
+    assert line["who"] == "fleet supervisor" and line["to"] == sandbox.current("a")
     assert line["reason"].startswith(f"gateway (pid {old}) was killed by signal 9 (SIGKILL) "
                                      "after ")
     assert line["reason"].endswith("; started again after 1 s")
