@@ -119,3 +119,4 @@ def test_restarts_back_off_doubling_up_to_a_minute(quick, delay):
 def test_an_exit_is_said_in_words():
     assert supervision.describe_exit(3) == "exited with code 3"
     assert supervision.describe_exit(-9) == "was killed by signal 9 (SIGKILL)"
+
