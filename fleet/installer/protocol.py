@@ -25,6 +25,7 @@ continuity: {severity, targets}, time, severity, exit, openclaw_support?, ...}`
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Type, TypeVar
 
@@ -117,6 +118,8 @@ def _optional(data: Dict[str, Any], key: str, kind: Any, what: str, host: str = 
         return None
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise _bad(host, f"'{prefix}{key}' must be {what} or null, got {value!r:.80}")
+    if isinstance(value, float) and not math.isfinite(value):  # would end --json as Infinity
+        raise _bad(host, f"'{prefix}{key}' must be a finite number, got {value!r:.80}")
     return value
 
 
