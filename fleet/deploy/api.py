@@ -162,6 +162,13 @@ def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
                           duration_s=time.monotonic() - t0,
                           note=f"{what} failed on the host (exit {res.exit_code}): {tail}",
                           data={"exit_code": res.exit_code, "stderr_tail": tail})
+    if not status and answer.result == "status" and data.get("installed") is False:
+        # the shell's answer where no release is installed (commands.NOT_INSTALLED): nothing
+        # to restart or roll back; was reported `status`, ok
+        return HostResult(host.name, "failed", False, steps=timer.steps,
+                          duration_s=time.monotonic() - t0,
+                          note=f"nothing to {what}: no release is installed on {host.name}; "
+                               "deploy one first", data=data)
     if status and answer.status is not None:
         current = answer.status.current
         return HostResult(host.name, "ok", answer.ok, from_release=current, to_release=current,

@@ -214,6 +214,7 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
                 for k, v in sorted((gw.get("plugins") or {}).items()) if isinstance(v, dict)))
             if gw.get("rpc", "direct") != "direct":  # why fleet boots the CLI for each RPC
                 gateway += "\nrpc: " + visible(gw["rpc"])
+        gateway += supervisor_note(st.supervisor)
         cells.update({
             "release": cell(release + (" (drift)" if drift else ""),
                             "bold red" if drift else "green"),
@@ -230,6 +231,20 @@ def status_table(results: list[HostResult], width: int = 200) -> Table:
             if audit else "-"})
         table.add_row(*(cells[c] for c in columns))
     return table
+
+
+def supervisor_note(sup: dict | None) -> str:
+    """A line under the gateway when its supervisor restarted it or is not running ("" when all
+    is well, or the manager has no supervisor of its own); the host's words escaped."""
+    if not sup:
+        return ""
+    if not sup.get("running"):
+        return "\nnot supervised"
+    restarts = sup.get("restarts") or 0
+    if not restarts:
+        return ""
+    last = sup.get("last_exit") if isinstance(sup.get("last_exit"), dict) else {}
+    return "\n" + visible(f"restarted {restarts}x, last: {last.get('why', '?')}")
 
 
 SUPPORT_STYLE = {PROVEN: "green", UNPROVEN: "yellow", OUTSIDE: "bold red"}

@@ -7,8 +7,10 @@ SIGKILL after a grace period, done when the kernel released the pidfile's lock).
 than `.fleet/`: the process table, filtered by the gateway's own protocol. A process counts only
 if its command line is the one `fleet.gateway.process.command` starts (`-m fleet.gateway
 --state-dir D run`), D lies under the sandbox directory, and (where /proc exists) it holds D's
-`run/gateway.pid` open, as every running gateway does. Never `pkill -f`: nothing is signalled by
-a name pattern alone.
+`run/gateway.pid` open, as every running gateway does; the fleet manager's supervisors
+(`-m fleet.installer supervise --state-dir D`, holding `run/supervisor.pid`) the same way, and
+they are stopped first (a supervisor would start its gateway again). Never `pkill -f`: nothing
+is signalled by a name pattern alone.
 """
 
 from __future__ import annotations
@@ -32,28 +34,37 @@ PIDFILE = StateLayout.PIDFILE
 
 @dataclass(frozen=True)
 class Gateway:
-    """A running gateway process and the state dir it was started with."""
+    """A running gateway (or gateway supervisor) process and the state dir it was started
+    with."""
 
     pid: int
     state_dir: str
     orphan: bool  # its state dir (or pidfile) is gone
+    supervisor: bool = False
+
+
+# how each kind of process is started: (module, the word after it that must be there), and the
+# pidfile it holds
+KINDS = {"fleet.gateway": ("run", PIDFILE),
+         "fleet.installer": ("supervise", f"{StateLayout.RUN}/{process.SUPERVISOR_PID}")}
 
 
 def sandbox_root(inv: Inventory) -> Path:
     return Path(os.path.realpath(inv.path.parent / SANDBOX_DIR))
 
 
-def _state_dir_arg(args: list[str]) -> str | None:
-    """D of `... -m fleet.gateway --state-dir D run`, else None (not our gateway)."""
+def _state_dir_arg(args: list[str]) -> tuple[str, str] | None:
+    """(module, D) of `... -m fleet.gateway --state-dir D run` or `... -m fleet.installer
+    supervise --state-dir D`, else None (not ours)."""
     try:
         start = next(i for i in range(len(args) - 1)
-                     if args[i] == "-m" and args[i + 1] == "fleet.gateway")
+                     if args[i] == "-m" and args[i + 1] in KINDS)
     except StopIteration:
         return None
-    rest = args[start + 2:]
-    if "run" not in rest or "--state-dir" not in rest[:-1]:
+    module, rest = args[start + 1], args[start + 2:]
+    if KINDS[module][0] not in rest or "--state-dir" not in rest[:-1]:
         return None
-    return rest[rest.index("--state-dir") + 1]
+    return module, rest[rest.index("--state-dir") + 1]
 
 
 def _processes() -> list[tuple[int, list[str], str | None]]:
@@ -81,12 +92,12 @@ def _processes() -> list[tuple[int, list[str], str | None]]:
     return found
 
 
-def _holds_pidfile(pid: int, state_dir: str) -> bool:
-    """Whether `pid` has `<state_dir>/run/gateway.pid` open (True where /proc cannot tell)."""
+def _holds_pidfile(pid: int, state_dir: str, pidfile: str = PIDFILE) -> bool:
+    """Whether `pid` has `<state_dir>/<pidfile>` open (True where /proc cannot tell)."""
     fd_dir = Path(f"/proc/{pid}/fd")
     if not fd_dir.is_dir():
         return True
-    want = os.path.join(state_dir, PIDFILE)
+    want = os.path.join(state_dir, pidfile)
     try:
         for fd in fd_dir.iterdir():
             try:
@@ -101,24 +112,27 @@ def _holds_pidfile(pid: int, state_dir: str) -> bool:
 
 
 def find_gateways(root: Path) -> list[Gateway]:
-    """Every gateway process whose state dir lies under `root` (which may be gone already)."""
+    """Every gateway and supervisor process whose state dir lies under `root` (which may be
+    gone already), supervisors first."""
     root_s = str(root).rstrip("/") + "/"
     me = os.getpid()
     gateways = []
     for pid, argv, cwd in _processes():
         if pid == me:
             continue
-        state = _state_dir_arg(argv)
-        if state is None:
+        found = _state_dir_arg(argv)
+        if found is None:
             continue
+        module, state = found
         if not os.path.isabs(state) and cwd:
             state = os.path.join(cwd.removesuffix(" (deleted)"), state)
         state = os.path.realpath(state)
-        if not state.startswith(root_s) or not _holds_pidfile(pid, state):
+        pidfile = KINDS[module][1]
+        if not state.startswith(root_s) or not _holds_pidfile(pid, state, pidfile):
             continue
-        orphan = not os.path.exists(os.path.join(state, PIDFILE))
-        gateways.append(Gateway(pid, state, orphan))
-    return gateways
+        orphan = not os.path.exists(os.path.join(state, pidfile))
+        gateways.append(Gateway(pid, state, orphan, module == "fleet.installer"))
+    return sorted(gateways, key=lambda g: not g.supervisor)
 
 
 def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[str]:
@@ -133,14 +147,21 @@ def down(inv: Inventory, purge: bool = False, grace_s: float = GRACE_S) -> list[
                 lines.append(f"{host.name}: gateway pid {stopped[0]} stopped ({stopped[1]})")
         except (StopError, OSError) as exc:
             lines.append(f"{host.name}: could not stop its gateway: {exc}")
-    for gw in find_gateways(root):
-        try:
-            how = detached.stop(gw.pid, grace_s)  # no pidfile left: judged by the pid
-        except (detached.StopError, OSError) as exc:
-            lines.append(f"pid {gw.pid}: could not stop it: {exc}")
-            continue
-        what = "orphaned gateway" if gw.orphan else "gateway"
-        lines.append(f"{what} pid {gw.pid} ({gw.state_dir}) stopped ({how})")
+    # supervisors first (each stops its gateway), then what is left: a gateway already gone with
+    # its supervisor is not reported twice
+    for supervisors in (True, False):
+        for gw in (g for g in find_gateways(root) if g.supervisor == supervisors):
+            try:
+                how = detached.stop(gw.pid, grace_s)  # no pidfile left: judged by the pid
+            except (detached.StopError, OSError) as exc:
+                lines.append(f"pid {gw.pid}: could not stop it: {exc}")
+                continue
+            what = "orphaned gateway" if gw.orphan else "gateway"
+            if gw.supervisor:
+                lines.append(f"{what} supervisor pid {gw.pid} ({gw.state_dir}) stopped ({how}), "
+                             "its gateway with it")
+            else:
+                lines.append(f"{what} pid {gw.pid} ({gw.state_dir}) stopped ({how})")
     if purge:
         for host in (h for h in inv.hosts.values() if h.sandbox):
             if os.path.lexists(host.state_dir):

@@ -32,6 +32,7 @@ from fleet.gateway.pidfile import running_pid
 
 log = logging.getLogger("fleet.gateway.process")
 STOP_GRACE_S = 10.0
+SUPERVISOR_PID = "supervisor.pid"  # in the run dir, beside the gateway's pidfile
 
 
 class StopError(RuntimeError):
@@ -111,16 +112,41 @@ def terminate(path: Path, pid: int, grace_s: float, poll_s: float = detached.POL
         raise StopError(f"gateway {exc}") from None
 
 
+def supervisor_pidfile(layout: Layout) -> Path:
+    """The pidfile a supervisor of this gateway holds (the `fleet` manager's, see
+    fleet.installer.supervision): stopping the gateway stops it first, or it would start the
+    gateway again."""
+    return layout.run_dir / SUPERVISOR_PID
+
+
 def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Optional[Tuple[int, str]]:
-    """Stop the gateway holding the pidfile: (its pid, how it ended), None when nothing was
-    running. StopError when it names no pid or survives SIGKILL."""
+    """Stop the gateway holding the pidfile, and its supervisor first when it has one: (the
+    gateway's pid, how it ended), None when nothing was running. StopError when it names no pid
+    or survives SIGKILL."""
     pid = holder_pid(layout.pidfile)
+    how = _stop_supervisor(layout, grace_s)
     if pid is None:
         return None
+    if running_pid(layout.pidfile) != pid:  # the supervisor stopped it
+        return pid, how or "terminated"
     how = terminate(layout.pidfile, pid, grace_s)
     if how == "killed":
         clean_after_kill(layout, pid)
     return pid, how
+
+
+def _stop_supervisor(layout: Layout, grace_s: float) -> Optional[str]:
+    """SIGTERM the supervisor (it stops its gateway within its own grace, then exits); SIGKILL
+    it when it takes longer than `grace_s` + STOP_GRACE_S. How it ended, None without one."""
+    path = supervisor_pidfile(layout)
+    pid = running_pid(path)
+    if not pid:
+        return None
+    try:
+        return detached.stop(pid, grace_s + STOP_GRACE_S,
+                             gone=lambda: running_pid(path) not in (pid, 0))
+    except detached.StopError as exc:
+        raise StopError(f"gateway supervisor {exc}") from None
 
 
 def clean_after_kill(layout: Layout, pid: int) -> None:

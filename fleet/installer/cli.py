@@ -120,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
                     "hex digits); ambiguous ones are refused")
     sub.add_parser("restart", parents=[common])
     sub.add_parser("doctor", parents=[common], help="host and continuity health; changes nothing")
+    sub.add_parser("supervise", parents=[common], help="run the gateway and start it again when "
+                   "it fails (what the fleet manager starts; fleet/installer/supervision.py)")
     return parser
 
 
@@ -135,6 +137,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.command:
         parser.print_usage(sys.stderr)
         return 2
+    if args.command == "supervise":  # a long-lived process of its own, not a command
+        from fleet.installer import supervision
+
+        return supervision.main(Path(os.path.expanduser(args.state_dir)).absolute())
     if args.command in READ_ONLY:
         _end_by(read_only_s(args.timeout), args.command)
     else:

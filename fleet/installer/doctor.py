@@ -117,6 +117,26 @@ def check_gateway(status: Dict[str, Any]) -> List[Dict[str, str]]:
     return out
 
 
+def check_supervisor(status: Dict[str, Any]) -> List[Dict[str, str]]:
+    """The fleet manager's supervisor (fleet/installer/supervision.py): running, and how often
+    it had to start the gateway again. Other managers have none of their own: no finding."""
+    sup = status.get("supervisor")
+    if not isinstance(sup, dict) or not status.get("current"):
+        return []
+    restarts = sup.get("restarts") or 0
+    last = sup.get("last_exit") if isinstance(sup.get("last_exit"), dict) else {}
+    if not sup.get("running"):
+        return [_finding("supervisor", "warning",
+                         "the gateway runs without its supervisor: if it dies it stays down; "
+                         "fix: `invoke restart` (or the next deploy) starts it supervised")]
+    if restarts:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last.get("time") or 0))
+        return [_finding("supervisor", "warning",
+                         f"the gateway failed and was started again {restarts} time(s); last: "
+                         f"{last.get('why', '?')} at {when} (its log: `invoke logs`)")]
+    return [_finding("supervisor", "ok", f"supervised (pid {sup.get('pid')}), no restarts")]
+
+
 def check_openclaw(status: Dict[str, Any]) -> List[Dict[str, str]]:
     """An OpenClaw host: its OpenClaw against the active release's proof. Anything but proven
     is a warning: the plugins run, on a pair nobody proved."""
@@ -188,7 +208,7 @@ def run(state_dir: Path, manager: Manager, now: Optional[float] = None) -> Dict[
     faults.check(state_dir, "doctor")
     status = transaction.status(state_dir, manager)
     checks = [check_python(), check_disk(state_dir), check_state_dir(state_dir)]
-    checks += check_gateway(status) + check_openclaw(status)
+    checks += check_gateway(status) + check_supervisor(status) + check_openclaw(status)
     checks += [check_lock(state_dir, now), check_temp_files(state_dir, now)]
     try:
         report = continuity_doctor.diagnose(state_dir, now=now).as_dict()

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
+from fleet.installer import supervision
 
 
 class ManagerError(RuntimeError):
@@ -137,6 +138,11 @@ class Manager:
         """The started gateway's recent log lines, for error messages ("" if unknown)."""
         return ""
 
+    def supervision(self) -> Optional[dict]:
+        """What this manager's supervisor says of the gateway (restarts, last exit, running),
+        None where the manager has none of its own (systemd and launchd keep theirs)."""
+        return None
+
     def probe(self, release: Optional[Path] = None) -> Optional[dict]:
         cmd = self.opts.get("probe")
         if not cmd:
@@ -152,8 +158,10 @@ class Manager:
 
 
 class FleetManager(Manager):
-    """Our gateway, stopped and started by this process (fleet/gateway/process.py): no
-    wrapper interpreter; readiness is the installer's own health polling.
+    """Our gateway, started under a supervisor by this process (fleet/installer/supervision.py:
+    a gateway that fails after it was ready is started again, with backoff) and stopped with it
+    (fleet/gateway/process.py): no wrapper interpreter; readiness is the installer's own health
+    polling.
 
     Why not `python3 -m fleet.gateway restart`: that wrapper is one more interpreter start and
     the gateway CLI's imports (~80 ms CPU per restart on a small host), only to do what
@@ -164,7 +172,7 @@ class FleetManager(Manager):
     def __init__(self, state_dir: Path, opts: Dict[str, str]):
         super().__init__(state_dir, opts)
         self.layout = Layout(state_dir)
-        self.spawned: Optional[process.Spawned] = None
+        self.spawned: Optional[supervision.Started] = None
 
     def restart(self, release: Path, expect: Dict[str, str], timeout: float) -> None:
         self.stop(release, timeout)
@@ -173,14 +181,14 @@ class FleetManager(Manager):
         env["PYTHONPATH"] = str(release)
         env.setdefault("PYTHONUNBUFFERED", "1")
         try:
-            self.spawned = process.Spawned(self.layout, self.opts.get("python", sys.executable),
-                                           env)
+            self.spawned = supervision.start(self.layout,
+                                             self.opts.get("python", sys.executable), env)
         except OSError as exc:
             raise ManagerError(f"fleet restart failed: cannot start the gateway: {exc}") from exc
 
     def stop(self, release: Optional[Path], timeout: float) -> None:
         grace_s = min(timeout, process.STOP_GRACE_S)
-        if self.spawned is not None:  # one we started that never took its pidfile
+        if self.spawned is not None:  # one we started that never became ready
             self.spawned.abandon(grace_s)
         try:
             process.stop(self.layout, grace_s)
@@ -193,6 +201,9 @@ class FleetManager(Manager):
 
     def log_tail(self) -> str:
         return self.spawned.log_tail() if self.spawned is not None else ""
+
+    def supervision(self) -> Optional[dict]:
+        return supervision.read_state(self.layout)
 
 
 class SystemdManager(Manager):

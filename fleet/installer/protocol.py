@@ -25,6 +25,7 @@ continuity: {severity, targets}, time, severity, exit, openclaw_support?, ...}`
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Type, TypeVar
 
@@ -117,6 +118,8 @@ def _optional(data: Dict[str, Any], key: str, kind: Any, what: str, host: str = 
         return None
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise _bad(host, f"'{prefix}{key}' must be {what} or null, got {value!r:.80}")
+    if isinstance(value, float) and not math.isfinite(value):  # would end --json as Infinity
+        raise _bad(host, f"'{prefix}{key}' must be a finite number, got {value!r:.80}")
     return value
 
 
@@ -231,6 +234,8 @@ class HostStatus(_Answer):
     disk_free_bytes: Optional[int] = None
     # an OpenClaw host: its OpenClaw against the active release's proof {state, version, message}
     openclaw_support: Optional[Dict[str, Any]] = None
+    # the fleet manager's supervisor: {running, restarts, last_exit: {why, time}} (supervision.py)
+    supervisor: Optional[Dict[str, Any]] = None
     data: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -248,6 +253,13 @@ class HostStatus(_Answer):
         # what the status table computes with: the uptime as a number, the plugins one by one
         _optional(gateway, "uptime_s", (int, float), "a number", host, "gateway.")
         _optional(gateway, "plugins", dict, "an object", host, "gateway.")
+        supervisor = _optional(data, "supervisor", dict, "an object", host)
+        if supervisor is not None:  # counted and shown in the status table and the doctor
+            _optional(supervisor, "restarts", int, "an integer", host, "supervisor.")
+            _optional(supervisor, "running", bool, "true or false", host, "supervisor.")
+            last = _optional(supervisor, "last_exit", dict, "an object", host, "supervisor.")
+            if last is not None:
+                _optional(last, "time", (int, float), "a number", host, "supervisor.last_exit.")
         return cls(current=current,
                    ready=bool(_optional(data, "ready", bool, "true or false", host)),
                    problem=_optional(data, "problem", str, "a string", host),
@@ -255,7 +267,7 @@ class HostStatus(_Answer):
                    gateway=gateway,
                    last_audit=_optional(data, "last_audit", dict, "an object", host) or {},
                    disk_free_bytes=_optional(data, "disk_free_bytes", int, "an integer", host),
-                   openclaw_support=support, data=data)
+                   openclaw_support=support, supervisor=supervisor, data=data)
 
 
 @dataclass(frozen=True)

@@ -434,6 +434,9 @@ def status(state_dir: Path, manager: Manager) -> dict:
     support = manager.support(current, health)
     if support is not None:
         answer["openclaw_support"] = support
+    supervised = manager.supervision()
+    if supervised is not None:
+        answer["supervisor"] = supervised
     return answer
 
 

@@ -28,7 +28,9 @@ def bench(c, only="", count="8", reps="3", json="", plot=False):
         selected = parse_selection(only)
     except ValueError as exc:
         raise Exit(f"error: {exc}", code=2) from None
-    report = run(selected, hosts=number(count, "--count"), reps=number(reps, "--reps"))
+    report = run(selected, hosts=number(count, "--count", maximum=1000,
+                                        why="the largest benchmark fleet"),
+                 reps=number(reps, "--reps", maximum=100))
     if json or plot:
         from lab.bench.fixture import BENCH_DIR  # noqa: PLC0415
 

@@ -66,7 +66,8 @@ def test(c, k="", docker=False, unit=False, openclaw=False, args="", workers="")
         if importlib.util.find_spec(module) is None:
             raise Exit(f"error: {extra} not installed here; the test tools are an extra: "
                        "pip install -e '.[dev]'", 2)
-    count = number(workers, "--workers") if workers else default_workers()
+    count = (number(workers, "--workers", maximum=64, why="one test process each")
+             if workers else default_workers())
     _run(pytest_command(k, docker, unit, args, openclaw, count))
 
 

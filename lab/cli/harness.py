@@ -46,7 +46,8 @@ def up(c, count="3", dir=None, openclaw=True):
     from lab.harness.run import Harness, start_harness  # noqa: PLC0415
 
     directory = Path(dir) if dir else DEFAULT_DIR
-    hosts = number(count, "--count")
+    hosts = number(count, "--count", maximum=64, why="one container each; the harness's largest "
+                                                    "fleet")
     specs = fleet_specs(hosts) if openclaw else default_specs(hosts)
     client = _client()
     try:

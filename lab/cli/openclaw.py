@@ -75,7 +75,8 @@ def compat_(c, versions="all", jobs="1", force=False, keep=False, json_=False):
     run = Run("openclaw.compat", json_)
     with run.guard():
         try:
-            result = compat.run(versions, number(jobs, "--jobs"), force, keep,
+            result = compat.run(versions, number(jobs, "--jobs", maximum=compat.MAX_JOBS,
+                                                 why="a gateway holds ~900 MB"), force, keep,
                                 say=(lambda _line: None) if json_ else _progress)
         except compat.CompatError as exc:
             raise Exit(f"openclaw.compat: {exc}", code=1) from None

@@ -219,7 +219,9 @@ def run(spec: str = "all", jobs: int = 1, force: bool = False, keep: bool = Fals
         if out:
             say(f"excluded by name in {PROOF.name}, not run (name it to run it): "
                 f"{', '.join(out)}")
-    skipped = [r for r in wanted if r not in todo]
+    else:
+        out = []
+    skipped = [r for r in wanted if r not in todo and r not in out]
     if skipped:
         say(f"green and current for these sources, not run again: {', '.join(skipped)}")
     jobs = max(1, min(jobs, MAX_JOBS))

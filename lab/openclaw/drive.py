@@ -113,6 +113,17 @@ def is_completion_turn(request: dict) -> bool:
         "A background task completed" in text or "[Internal task completion event]" in text)
 
 
+def completion_steered_in(request: dict) -> bool:
+    """Whether a completion turn (`is_completion_turn`) is the spawning run going on: OpenClaw
+    put the child's completion event into the parent's run that is still active, right after
+    the `sessions_spawn` tool result (2026.8.2 did when the child ended before the parent's next
+    model request), so no announce run of its own follows."""
+    messages = request["body"].get("messages") or []
+    return (len(messages) >= 2 and messages[-2].get("role") == "tool"
+            and messages[-1].get("role") == "user" and is_completion_turn(
+                {"body": {"messages": messages[-1:]}}))
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
              every: float = 2.0, tolerate: tuple = ()) -> Any:
     """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`. An

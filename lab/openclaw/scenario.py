@@ -42,6 +42,7 @@ from fleet.installer.openclawgw import RpcError
 from lab.openclaw.drive import (
     MAIN_SESSION,
     Driver,
+    completion_steered_in,
     is_child_request,
     is_completion_turn,
     texts,
@@ -289,10 +290,11 @@ class Scenario:
                    for r in probe_records(self.probe_log))
 
     def recovered_once(self) -> None:
-        wait_for("the parent's turn on the child's completion", lambda: [
+        first = wait_for("the parent's turn on the child's completion", lambda: [
             r for r in self.driver.requests()[self.spawn_from:] if is_completion_turn(r)],
-            timeout=300)
-        wait_for("the end of OpenClaw's announce turn", self._announce_ended, timeout=300)
+            timeout=300)[0]
+        if not completion_steered_in(first):  # else the spawning run took it: no announce run
+            wait_for("the end of OpenClaw's announce turn", self._announce_ended, timeout=300)
         wait_for("the child's result in the parent's Unsurfaced Results",
                  lambda: RESULT in self._state(self.parent_state).get("Unsurfaced Results"),
                  timeout=120)

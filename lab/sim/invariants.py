@@ -9,7 +9,9 @@ After the faults (every host process finished, hosts powered on):
   the audit log's last word is the release the host runs;
 - the user's config and agent state are untouched;
 - no run changed a host twice; a run refused on a host changed nothing there; no installer
-  changed a host without its run's fleet lease (checked as each one starts, in `World`);
+  changed a host without its run's fleet lease (checked as each one starts, in `World`); a run
+  the consent gate refused (a host not confirmed, no `--yes`) reached no host (no audit line,
+  no installer switched for it);
 - each report agrees with the host: an `ok` answer names the release the host ran when it
   answered, and a failed host whose state was read back names what it ran then.
 After the rerun (liveness), every host is on the target release, ready, its audit log agrees,
@@ -101,6 +103,9 @@ def _runs(world: Any) -> None:
                     and e.get("result") in CHANGED]
             if len(mine) > 1:
                 out.append(f"{host.name}: run {run.owner} applied it {len(mine)} times")
+            if run.unconfirmed and any(e.get("who") == run.owner for e in log):
+                out.append(f"{host.name}: run {run.owner} was refused for want of consent "
+                           f"({', '.join(run.unconfirmed)}) yet reached the host")
             result = next((r for r in run.results or [] if r.host == host.name), None)
             if result is None:
                 continue

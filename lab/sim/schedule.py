@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.deploy import api, runtime
+from fleet.deploy import api, consent, runtime
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, RunOptions
 from lab.sim import invariants
@@ -52,6 +52,8 @@ class Run:
     release: str
     proc: Proc
     results: list[HostResult] | None = None  # None: the control process was killed
+    yes: bool = True  # `--yes`: hosts not confirmed before are confirmed by this run
+    unconfirmed: list[str] = field(default_factory=list)  # refused by the consent gate: these
     seen: dict[str, str | None] = field(default_factory=dict)  # host -> current after its
     # last answer to this run
 
@@ -114,6 +116,9 @@ class World:
         self.force: dict[tuple[str, ...], str] = {}
         self.runs: list[Run] = []
         self.violations: list[str] = []
+        # consent (fleet.deploy.consent) is recorded beside this inventory, as the CLI does
+        self.inventory_path = root / "inventory.yaml"
+        self.moved: set[str] = set()  # hosts whose address the operator changed: asked again
         self._bytes: dict[Path, bytes] = {}
         self._stderr: _Stderr | None = None
         rng = self.rng
@@ -207,21 +212,32 @@ class World:
         return any(p.pid == pid and not p.killed and not p.done for p in self.controls)
 
     def inventory(self) -> list[Host]:
-        return [Host(name=h.name, host=h.name, state_dir=str(h.state), timeouts=dict(TIMEOUTS))
+        return [Host(name=h.name, host=h.name + (".moved" if h.name in self.moved else ""),
+                     state_dir=str(h.state), timeouts=dict(TIMEOUTS))
                 for h in self.hosts.values()]
 
-    def start_run(self, release: str, options: RunOptions) -> Run:
-        """A control process deploying `release` to every host (a task of its own)."""
+    def start_run(self, release: str, options: RunOptions, yes: bool = True) -> Run:
+        """A control process deploying `release` to every host (a task of its own), behind the
+        CLI's consent gate: a host outside the sandbox that the operator has not confirmed for
+        where it now goes refuses the whole run unless `yes` (fleet/cli/deploy.py)."""
         pid = 50000 + len(self.controls)
         proc = Proc(f"control-{len(self.controls)}", pid)
         self.controls.append(proc)
-        run = Run(owner=f"sim{len(self.runs)}@{CONTROL}", release=release, proc=proc)
+        run = Run(owner=f"sim{len(self.runs)}@{CONTROL}", release=release, proc=proc, yes=yes)
         self.runs.append(run)
         hosts = self.inventory()
 
         def body() -> None:
-            run.results = api.deploy(hosts, self.releases[release], lambda *a: None,
-                                     options, owner=run.owner)
+            where = {h.name: h.describe() for h in hosts}  # no ssh_config in a simulation
+            new = consent.unconfirmed(self.inventory_path, hosts, where)
+            if new and not yes:
+                run.unconfirmed = [h.name for h in new]
+                self.note(f"run {run.owner} refused: {', '.join(run.unconfirmed)} not confirmed")
+                run.results = []
+            else:
+                consent.confirm(self.inventory_path, new, where)
+                run.results = api.deploy(hosts, self.releases[release], lambda *a: None,
+                                         options, owner=run.owner)
             proc.kill()  # the process exits: its daemon threads (an abandoned host) end too
 
         self.sched.spawn(body, f"run-{run.owner}", proc)
@@ -244,7 +260,12 @@ class World:
 
     def switching(self, host: SimHost, owner: str | None) -> None:
         """An installer is about to switch `current`: the run it works for must hold the host's
-        fleet lease (never a host changed without it)."""
+        fleet lease (never a host changed without it), and the consent gate must have let it
+        through."""
+        refused = next((r for r in self.runs if r.owner == owner and r.unconfirmed), None)
+        if refused is not None:
+            self.violations.append(f"{host.name}: an installer of run {owner} switched although "
+                                   "the consent gate refused that run")
         try:
             holder = json.loads(host.layout.lease.read_text())
         except (OSError, ValueError):
@@ -352,12 +373,14 @@ def _play(world: World) -> None:
             _dead_lease(world, host)
     world.faulty = True
     target = rng.choice(VERSIONS[1:])
-    runs = [world.start_run(target, _options(rng))]
+    if rng.random() < 0.1:  # the operator points a host elsewhere: its consent is asked again
+        world.moved.add(rng.choice(sorted(world.hosts)))
+    runs = [world.start_run(target, _options(rng), yes=rng.random() < 0.9)]
     if rng.random() < 0.2:  # a second rollout at once
         world.count("two rollouts at once")
         sched.sleep(rng.choice((0.0, 0.001, 0.05, 1.0)))
         other = rng.choice(VERSIONS)
-        runs.append(world.start_run(other, _options(rng)))
+        runs.append(world.start_run(other, _options(rng), yes=rng.random() < 0.9))
     _chaos(world, runs)
     wait(world, runs)
     world.faulty = False

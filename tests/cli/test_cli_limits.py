@@ -211,3 +211,24 @@ def test_an_inventory_that_is_not_utf8_or_too_large_is_refused_naming_where(work
     os.mkfifo(inventory)
     code, doc, _ = fleet(workdir, "status")
     assert code == 2 and f"{inventory}: a FIFO, not a regular file" in doc["error"]
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["sim", "--jobs", "100000"], "--jobs 100000: at most 256 (one process each, ~60 MB)"),
+    (["sim", "--seeds", "10000000000"], "--seeds 10000000000: at most 100000000"),
+    (["sim", "--seed", str(2**70)], "--seed 1180591620717411303424: at most"),
+    (["bench", "--count", "100000"], "--count 100000: at most 1000 (the largest benchmark"),
+    (["harness.up", "--count", "5000"], "--count 5000: at most 64 (one container each"),
+    (["openclaw.compat", "--jobs", "50"], "--jobs 50: at most 2 (a gateway holds ~900 MB)"),
+    (["test", "--workers", "9999"], "--workers 9999: at most 64 (one test process each)"),
+])
+def test_the_checkouts_lab_tasks_refuse_counts_beyond_their_bound(args, words):
+    """The lab's tasks started a process, a container or a thread per unit asked for: a typo
+    of a few zeros took the machine."""
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert words in proc.stderr and "Traceback" not in proc.stderr

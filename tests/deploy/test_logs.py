@@ -80,7 +80,9 @@ def wait_for(cond, timeout=20.0):
     return False
 
 
-def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
+def follow_alpha(fleet_dir):
+    """`logs -f` of alpha on a thread, once it printed alpha's last line: (log, lines, stop,
+    thread)."""
     log = fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log"
     got, stop = Collector(), threading.Event()
     runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
@@ -88,6 +90,11 @@ def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
         stop=stop))
     runner.start()
     assert wait_for(lambda: got.lines("alpha") == ["alpha line 4"])
+    return log, got, stop, runner
+
+
+def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
+    log, got, stop, runner = follow_alpha(fleet_dir)
     with open(log, "a") as fh:
         fh.write("new 1\nhalf a li")
     assert wait_for(lambda: "new 1" in got.lines("alpha"))
@@ -104,13 +111,7 @@ def test_follow_prints_new_whole_lines_across_a_rotation_and_stops(fleet_dir):
 
 
 def test_follow_passes_a_line_longer_than_a_read_cut_and_marked_then_goes_on(fleet_dir):
-    log = fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log"
-    got, stop = Collector(), threading.Event()
-    runner = threading.Thread(target=logs.show, daemon=True, kwargs=dict(
-        hosts=hosts(fleet_dir, "alpha"), lines=1, follow=True, emit=got, poll_s=0.05,
-        stop=stop))
-    runner.start()
-    assert wait_for(lambda: got.lines("alpha") == ["alpha line 4"])
+    log, got, stop, runner = follow_alpha(fleet_dir)
     with open(log, "a") as fh:  # 2.5 reads long: once stalled every later line for good
         fh.write("X" * (logs.CHUNK * 5 // 2) + "\nafter the long one\n")
     assert wait_for(lambda: "after the long one" in got.lines("alpha"))

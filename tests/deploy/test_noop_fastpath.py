@@ -17,6 +17,9 @@ from pathlib import Path
 from deploy_helpers import release_of
 
 from fleet.deploy import commands
+from fleet.gateway import process
+from fleet.gateway.layout import Layout
+from fleet.gateway.pidfile import running_pid
 
 
 def ready_json(sandbox, host: str = "a") -> Path:
@@ -60,6 +63,10 @@ def test_after_kill_9_the_redeploy_goes_through_the_installer_and_ends_ready(san
     base = artifacts()
     sandbox.deploy(base, hosts="a")
     pid = sandbox.health("a")["pid"]
+    layout = Layout(sandbox.state("a"))
+    supervisor = running_pid(process.supervisor_pidfile(layout))
+    os.kill(supervisor, signal.SIGKILL)  # both gone, as after a power cut: nothing brings it back
+    wait_dead(supervisor)
     os.kill(pid, signal.SIGKILL)
     wait_dead(pid)
     assert json.loads(ready_json(sandbox).read_text())["pid"] == pid  # stale file left behind

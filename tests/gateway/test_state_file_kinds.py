@@ -28,14 +28,6 @@ from fleet.gateway.service import Gateway
 SECRET = "root-password-hunter2"
 
 
-def real_gateway(state: Path) -> Gateway:
-    assert run_cli(state, "init").returncode == 0
-    gw = Gateway(Layout(state))
-    gw.load_plugins()
-    assert gw.health()["ready"], gw.health()
-    return gw
-
-
 def state_file(state: Path) -> Path:
     memory = state / "workspace" / "memory"
     memory.mkdir(parents=True, exist_ok=True)
@@ -70,9 +62,8 @@ def state_findings(report: dict) -> list:
             if f["check"] == "exists"]
 
 
-def test_a_fifo_as_the_state_file_never_holds_a_turn_nor_leaks_a_thread(tmp_path):
-    state = tmp_path / "state"
-    gw = real_gateway(state)
+def test_a_fifo_as_the_state_file_never_holds_a_turn_nor_leaks_a_thread(state, real_gateway):
+    gw = real_gateway
     os.mkfifo(state_file(state))
     key = ok(gw, "session.start", agentId="main")["sessionKey"]
     first = turn(gw, key, "Plan the database migration please")
@@ -85,9 +76,9 @@ def test_a_fifo_as_the_state_file_never_holds_a_turn_nor_leaks_a_thread(tmp_path
     assert gw.health()["ready"]
 
 
-def test_a_link_out_of_the_workspace_is_neither_read_into_a_prompt_nor_written_through(tmp_path):
-    state = tmp_path / "state"
-    gw = real_gateway(state)
+def test_a_link_out_of_the_workspace_is_neither_read_into_a_prompt_nor_written_through(
+        tmp_path, state, real_gateway):
+    gw = real_gateway
     secret = tmp_path / "secret.md"
     secret.write_text(f"## Objective\n{SECRET}\n")
     state_file(state).symlink_to(secret)

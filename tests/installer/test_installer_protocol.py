@@ -142,6 +142,8 @@ def test_a_doctor_answer_gives_every_severity():
     ({"continuity": {"severity": "ok", "targets": [{"severity": 3}]}},
      "'continuity.targets[0].severity' must be one of"),
     ({"time": "noon"}, "'time' must be a number"),
+    ({"time": float("inf")}, "'time' must be a finite number"),
+    ({"time": float("nan")}, "'time' must be a finite number"),
     ({"continuity": {"severity": "ok", "targets": [{"agent": 3}]}},
      "'continuity.targets[0].agent' must be a string"),
     ({"continuity": {"severity": "ok", "targets": [{"agent": "a", "child": ["c"]}]}},

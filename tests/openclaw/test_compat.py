@@ -201,7 +201,32 @@ def test_all_runs_every_release_but_those_excluded_by_name_unless_named(rows, tm
     assert sorted(ran) == ["2026.4.24", "2026.5.2"] and result["ran"] == ran
     assert "excluded by name in openclaw-proven.json, not run (name it to run it): " \
            "2026.4.29" in said
+    assert not any("2026.4.29" in line for line in said if "green and current" in line)
     assert result["complete"]
     ran.clear()
     compat.run("2026.4.29", say=said.append)
     assert ran == ["2026.4.29"]
+
+
+COMPLETION = ("[Fri 2026-12-04 19:20 UTC] <<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nOpenClaw runtime "
+              "context (internal):\n[Internal task completion event]\nsource: subagent\n"
+              "status: completed; ready for parent review\n<prompt-data>\nlag is 3 s\n"
+              "</prompt-data>")
+
+
+def test_a_completion_steered_into_the_spawning_run_is_told_from_an_announce_run():
+    """2026.8.2 put a child's completion into the parent's still-active run, after the spawn's
+    tool result (the child ended before the parent's next model request): no announce run of
+    its own follows, and the scenario must not wait for one."""
+    from lab.openclaw.drive import completion_steered_in, is_completion_turn
+
+    def request(*messages):
+        return {"body": {"messages": [{"role": r, "content": c} for r, c in messages]}}
+
+    steered = request(("user", "check the lag [[spawn: ...]]"), ("assistant", None),
+                      ("tool", '{"status": "accepted"}'), ("user", COMPLETION))
+    announce = request(("user", "check the lag [[spawn: ...]]"), ("assistant", None),
+                       ("tool", '{"status": "accepted"}'), ("assistant", "Asked a subagent."),
+                       ("user", COMPLETION))
+    assert is_completion_turn(steered) and is_completion_turn(announce)
+    assert completion_steered_in(steered) and not completion_steered_in(announce)

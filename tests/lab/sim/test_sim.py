@@ -149,3 +149,31 @@ def test_a_failed_switch_back_records_where_the_host_was_left():
     result = seen["result"]
     assert result.result == "failed" and "rollback also failed" in result.note
     assert result.to_release["release"] == seen["current"]
+
+
+def test_a_run_the_consent_gate_refuses_reaches_no_host_and_a_confirmed_one_converges():
+    """Consent in the simulation: hosts never confirmed (a fresh fleet), or one pointed
+    elsewhere since, refuse a run without --yes as the CLI does; nothing of that run reaches a
+    host, and the same run with --yes goes through and records the consent."""
+    seen = {}
+
+    def story(world: schedule.World) -> None:
+        fleet_on(world, 2, version=None)
+        refused = world.start_run("1.1.0", RunOptions(), yes=False)
+        schedule.wait(world, [refused])
+        seen["refused"] = list(refused.unconfirmed)
+        seen["audit"] = sum(len(read_json_lines(h.layout.audit)) for h in world.hosts.values())
+        confirmed = world.start_run("1.1.0", RunOptions(), yes=True)
+        schedule.wait(world, [confirmed])
+        seen["confirmed"] = [r.result for r in confirmed.results]
+        world.moved.add("h1")  # h1 now goes elsewhere: asked again, h0 is not
+        again = world.start_run("1.2.0", RunOptions(), yes=False)
+        schedule.wait(world, [again])
+        seen["again"] = list(again.unconfirmed)
+        invariants.after_faults(world)
+
+    outcome = schedule.run(2, play=story)
+    assert outcome.ok, outcome.violations
+    assert seen["refused"] == ["h0", "h1"] and seen["audit"] == 0
+    assert seen["confirmed"] == ["installed", "installed"]
+    assert seen["again"] == ["h1"]
