@@ -142,6 +142,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         return supervision.main(Path(os.path.expanduser(args.state_dir)).absolute())
     if args.command in READ_ONLY:
+        # a hang-up ends it, even when its caller ignored SIGHUP (nohup) and that was inherited
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         _end_by(read_only_s(args.timeout), args.command)
     else:
         # A dropped ssh connection must not stop a host half-way: finish the transaction (its

@@ -230,3 +230,21 @@ def test_a_completion_steered_into_the_spawning_run_is_told_from_an_announce_run
                        ("user", COMPLETION))
     assert is_completion_turn(steered) and is_completion_turn(announce)
     assert completion_steered_in(steered) and not completion_steered_in(announce)
+
+
+def test_the_commit_is_dirty_for_changed_sources_not_for_the_proof_the_matrix_rewrites(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for rel in (compat.compatproof.PROOF_FILE, "fleet/continuity/store.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "x",
+        "--allow-empty")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "y")
+    (tmp_path / compat.compatproof.PROOF_FILE).write_text("rewritten by the matrix\n")
+    assert not compat.commit(tmp_path).endswith("+dirty")
+    (tmp_path / "fleet/continuity/store.py").write_text("changed\n")
+    assert compat.commit(tmp_path).endswith("+dirty")
