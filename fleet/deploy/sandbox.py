@@ -46,7 +46,7 @@ class Gateway:
 # how each kind of process is started: (module, the word after it that must be there), and the
 # pidfile it holds
 KINDS = {"fleet.gateway": ("run", PIDFILE),
-         "fleet.installer": ("supervise", f"{StateLayout.RUN}/{process.SUPERVISOR_PID}")}
+         "fleet.installer": ("supervise", process.SUPERVISOR_PIDFILE)}
 
 
 def sandbox_root(inv: Inventory) -> Path:

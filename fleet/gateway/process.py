@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fleet.continuity import detached, regularfile
+from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import client
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
 
 log = logging.getLogger("fleet.gateway.process")
 STOP_GRACE_S = 10.0
-SUPERVISOR_PID = "supervisor.pid"  # in the run dir, beside the gateway's pidfile
+# the supervisor's pidfile, relative to the state dir (as StateLayout.PIDFILE): beside the
+# gateway's, in the run dir
+SUPERVISOR_PIDFILE = f"{StateLayout.RUN}/supervisor.pid"
 
 
 class StopError(RuntimeError):
@@ -116,7 +119,7 @@ def supervisor_pidfile(layout: Layout) -> Path:
     """The pidfile a supervisor of this gateway holds (the `fleet` manager's, see
     fleet.installer.supervision): stopping the gateway stops it first, or it would start the
     gateway again."""
-    return layout.run_dir / SUPERVISOR_PID
+    return layout.state_dir / SUPERVISOR_PIDFILE
 
 
 def stop(layout: Layout, grace_s: float = STOP_GRACE_S) -> Optional[Tuple[int, str]]:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from deploy_helpers import run_installer
+from deploy_helpers import fake_openclaw_cli, run_installer
 
 CONFIG = {"gateway": {"port": 9, "auth": {"mode": "none"}}, "agents": {"list": []}}
 
@@ -22,11 +21,7 @@ CONFIG = {"gateway": {"port": 9, "auth": {"mode": "none"}}, "agents": {"list": [
 def host(tmp_path):
     """An OpenClaw host whose CLI says 2026.9.6 (a release the artifact was proven on) and
     whose config lives in its own directory, `etc/openclaw.json`."""
-    cli = tmp_path / "openclaw"
-    cli.write_text(f"#!{sys.executable}\nimport sys\n"
-                   "print('OpenClaw 2026.9.6 (test)') if sys.argv[1:] == ['--version'] "
-                   "else sys.exit(9)\n")
-    cli.chmod(0o755)
+    cli = fake_openclaw_cli(tmp_path / "openclaw", "2026.9.6")
     state = tmp_path / "state"
     state.mkdir()
     etc = tmp_path / "etc"

@@ -124,13 +124,9 @@ def test_an_install_on_an_openclaw_too_old_for_the_release_is_refused_and_change
         tmp_path, artifacts):
     """The release's plugins declare the OpenClaw versions they support; the installer checks
     this host's OpenClaw (here: its CLI, no gateway runs) before it unpacks or writes a thing."""
-    from deploy_helpers import run_installer
+    from deploy_helpers import fake_openclaw_cli, run_installer
 
-    cli = tmp_path / "openclaw"
-    cli.write_text(f"#!{sys.executable}\nimport sys\n"
-                   "print('OpenClaw 2026.3.28 (old)') if sys.argv[1:] == ['--version'] "
-                   "else sys.exit(9)\n")
-    cli.chmod(0o755)
+    cli = fake_openclaw_cli(tmp_path / "openclaw", "2026.3.28")
     state = tmp_path / "state"
     state.mkdir()
     config = state / "openclaw.json"

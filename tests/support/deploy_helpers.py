@@ -140,5 +140,15 @@ class Sandbox:
         return path
 
 
+def fake_openclaw_cli(path: Path, version: str) -> Path:
+    """An `openclaw` executable at `path` that answers `--version` with `version` and fails
+    (exit 9) anything else: an OpenClaw host whose CLI is all the installer asks."""
+    path.write_text(f"#!{sys.executable}\nimport sys\n"
+                    f"print('OpenClaw {version} (test)') if sys.argv[1:] == ['--version'] "
+                    "else sys.exit(9)\n")
+    path.chmod(0o755)
+    return path
+
+
 def release_of(built: Built) -> str:
     return f"{built.version}-{built.sha256[:12]}"
