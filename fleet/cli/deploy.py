@@ -19,10 +19,10 @@ from pathlib import Path
 
 from invoke import Exit
 
-from fleet.cli import extension
+from fleet.cli import extension, rolloutrun
 from fleet.cli.flags import USAGE_ERROR, number, task
 from fleet.cli.taskrun import Run
-from fleet.deploy import api, consent, deploylog, report
+from fleet.deploy import api, consent, deploylog, report, rollout, waves
 from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import MAX_PARALLEL, RunOptions
 from fleet.terminal.text import visible
@@ -32,8 +32,10 @@ HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the 
 INV_HELP = "inventory file (default: $FLEET_INVENTORY, else ./inventory.yaml)"
 JSON_HELP = "one JSON document on stdout, errors included (docs/operations.md); same exit codes"
 YES_HELP = "confirm hosts outside the sandbox that this inventory never changed before"
-BUDGET_HELP = ("failures tolerated (N or N%) before hosts not yet started are skipped; default: "
-               "with --batch 0 (a failed batch stops the rollout), without it unlimited")
+BUDGET_HELP = ("failures tolerated (N or N%); the budget is spent when failures EXCEED it (10% of "
+               "20 hosts tolerates 2, stops at the 3rd). With --waves: counted over the whole "
+               "rollout, and a spent budget takes every changed host back. With --batch: hosts "
+               "not yet started are skipped (default 0 with --batch, else unlimited)")
 
 
 def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
@@ -163,13 +165,30 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
             "allow_unproven_openclaw": "deploy to OpenClaw hosts whose OpenClaw this release "
                                        "was not proven on (their results say so); never to one "
                                        "older than it supports",
+            "waves": "progressive rollout in waves: sizes as N or N% of the hosts, e.g. "
+                     "1,10%,50%,100% (the last takes the rest); each host passes readiness and "
+                     "its plugins' self-test; a spent --max-fail takes every changed host back",
+            "bake": "with --waves: watch the changed hosts this long between waves (30s, 5m)",
+            "max_hook_errors": "with --bake: new hook errors/timeouts a host may show while "
+                               "baking (default 0)",
+            "resume": "finish the newest unfinished rollout (or --rollout ID), reading each "
+                      "host's state first",
+            "rollout": "with --resume: the rollout to finish (its id, see `invoke status`)",
             "json": JSON_HELP})
 def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
-           allow_unproven_openclaw=False, json_=False):
+           allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
+           rollout_="", json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
+        if resume:
+            return _resume(c, run, inventory, rollout_, yes, json_, stack)
+        if bake and not waves_:
+            raise Exit("error: --bake needs --waves (it is the watch between waves)", USAGE_ERROR)
+        if waves_ and (batch or retry_failed):
+            raise Exit("error: --waves replaces --batch and --retry-failed; use one",
+                       USAGE_ERROR)
         options = _options(parallel, batch, max_fail)
         inv, selected = stack.enter_context(prepared_hosts(c, hosts, inventory, not dry_run))
         if retry_failed:
@@ -187,9 +206,19 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
         art = _artifact(artifact, stack, dry_run)
         title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
         where = _show_targets(title, selected)
+        plan = _wave_plan(selected, waves_, max_fail, bake, max_hook_errors, options, force,
+                          allow_unproven_openclaw)
+        if plan is not None and dry_run:
+            rolloutrun.show_plan_of([h.name for h in selected], plan)
         if not dry_run:
+            rolloutrun.refuse_bad_release(inv.path, art, force)
             _check_dirty(art, selected, allow_dirty)
             _confirm(inv, selected, where, yes, json_)
+            if plan is not None:
+                view = rolloutrun.View(yes, json_)
+                record = rolloutrun.drive(lambda: rollout.Rollout.start(
+                    inv.path, selected, art, plan, view).run(), view)
+                return rolloutrun.finish(run, record, json_)
         with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
             results = api.deploy(selected, art, live.update, options, force, dry_run,
                                  allow_unproven_openclaw=allow_unproven_openclaw)
@@ -198,7 +227,48 @@ def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="
                    "components": art.components, "reused": art.reused}
         if not dry_run:
             _record(inv, "deploy", results, art_doc)
-        run.finish(title, results, {"artifact": art_doc, "dry_run": dry_run})
+        extra = {"artifact": art_doc, "dry_run": dry_run}
+        if plan is not None:  # a dry run of a rollout: its waves too
+            extra["waves"] = waves.plan([h.name for h in selected], plan.waves)
+        run.finish(title, results, extra)
+
+
+def _wave_plan(selected: list[Host], waves_: str, max_fail: str, bake: str,
+               max_hook_errors: str, options: RunOptions, force: bool,
+               allow_unproven: bool) -> rollout.Options | None:
+    """The rollout's options when `--waves` is given (checked before anything connects)."""
+    if not waves_:
+        return None
+    try:
+        waves.plan([h.name for h in selected], waves_)
+        waves.budget(max_fail or None, len(selected))
+        bake_s = waves.duration(bake) if bake else 0.0
+    except waves.WaveError as exc:
+        raise Exit(f"error: {exc}", USAGE_ERROR) from None
+    return rollout.Options(waves=waves_, bake_s=bake_s, max_fail=max_fail or None,
+                           parallel=options.parallel, force=force,
+                           allow_unproven_openclaw=allow_unproven,
+                           max_hook_errors=number(max_hook_errors, "--max-hook-errors",
+                                                  minimum=0))
+
+
+def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
+            stack: contextlib.ExitStack) -> None:
+    """`deploy --resume`: the rollout's own hosts and artifact, each host read first."""
+    inv_path = (load(inventory) if inventory else default_inventory()).path
+    record = rolloutrun.pick(inv_path, rollout_id)
+    inv, selected = stack.enter_context(prepared_hosts(c, rolloutrun.hosts_of(record),
+                                                       inventory))
+    art = rolloutrun.artifact_of(record) if record["state"] != rollout.ABORTING else None
+    where = _show_targets(f"resume rollout {record['id']}", selected)
+    _confirm(inv, selected, where, yes, json_)
+    view = rolloutrun.View(yes, json_)
+    rolloutrun.show_plan(record)
+    try:
+        driven = rollout.Rollout(inv.path, record, selected, art, view)
+    except rollout.RolloutError as exc:
+        raise Exit(f"error: {exc}", USAGE_ERROR) from None
+    rolloutrun.finish(run, rolloutrun.drive(driven.run, view), json_)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
@@ -212,12 +282,16 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
         with report.LiveReport([h.name for h in selected], "status", quiet=True) as live:
             results = api.status(selected, live.update, options)
         healthy = all(r.ok and r.status is not None and r.status.ready for r in results)
+        lines, extra = rolloutrun.status_lines(inv.path, results)
         if json_:
-            report.print_json(report.json_document("status", results, healthy, run.elapsed))
+            report.print_json(report.json_document("status", results, healthy, run.elapsed,
+                                                   extra))
         else:
             console = report.stdout_console()
             console.print(report.status_table(results, console.width))
             console.print(report.status_summary(results, run.elapsed), highlight=False)
+            for line in lines:
+                console.print(visible(line), highlight=False, markup=False)
         if not healthy:
             raise Exit(code=1)
 
@@ -225,10 +299,16 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "to": "release to go back to: version, release dir or SHA-256 prefix (4+ hex "
                   "digits); one that names several is refused, listing them (default previous)",
+            "rollout": "take back this rollout: every host it changed goes back to the release "
+                       "it ran before (its hosts, not -H); remembers its release as bad",
             "yes": YES_HELP, "json": JSON_HELP})
-def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, json_=False):
+def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", rollout_="", yes=False,
+             json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
     run = Run("rollback", json_)
+    if rollout_:
+        with run.guard(), contextlib.ExitStack() as stack:
+            return _take_back(c, run, inventory, rollout_, yes, json_, stack)
     with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel)
         where = _show_targets("rollback", selected)
@@ -237,6 +317,26 @@ def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", yes=False, 
             results = api.rollback(selected, live.update, options, to or None)
         _record(inv, "rollback", results)
         run.finish("rollback", results)
+
+
+def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
+               stack: contextlib.ExitStack) -> None:
+    inv_path = (load(inventory) if inventory else default_inventory()).path
+    record = rolloutrun.pick(inv_path, rollout_id)
+    inv, selected = stack.enter_context(prepared_hosts(c, rolloutrun.hosts_of(record),
+                                                       inventory))
+    where = _show_targets(f"take back rollout {record['id']}", selected)
+    _confirm(inv, selected, where, yes, json_)
+    view = rolloutrun.View(yes, json_)
+    try:
+        driven = rollout.Rollout(inv.path, record, selected, None, view)
+    except rollout.RolloutError as exc:
+        raise Exit(f"error: {exc}", USAGE_ERROR) from None
+    if record["state"] == rollout.ABORTED:
+        return rolloutrun.finish(run, record, json_)
+    done = rolloutrun.drive(lambda: driven.take_back(
+        f"taken back by {api.default_owner()} (invoke rollback --rollout)"), view)
+    rolloutrun.finish(run, done, json_)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,

@@ -564,10 +564,17 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 
 
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
-             to: str | None = None, owner: str | None = None) -> list[HostResult]:
+             to: str | dict[str, str] | None = None,
+             owner: str | None = None) -> list[HostResult]:
+    """Switch back to the previous release, or to `to`: one release for every host, or a
+    release per host name (a rollout returns each host to the release it ran before)."""
     owner = owner or default_owner()
+
+    def target(h: Host) -> str | None:
+        return to.get(h.name) if isinstance(to, dict) else to
+
     return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
-        h, p, commands.rollback(h, owner, to), "rollback", True, install_timeout(h),
+        h, p, commands.rollback(h, owner, target(h)), "rollback", True, install_timeout(h),
         conns=conns), sink)
 
 

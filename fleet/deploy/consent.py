@@ -17,11 +17,11 @@ from pathlib import Path
 
 from fleet.continuity.atomicfile import atomic_write
 from fleet.deploy import sshconfig
-from fleet.deploy.inventory import Host
+from fleet.deploy.inventory import Host, control_dir
 
 
 def record_path(inventory_path: Path) -> Path:
-    return Path(inventory_path).parent / ".fleet" / "confirmed-hosts.json"
+    return control_dir(inventory_path) / "confirmed-hosts.json"
 
 
 def _load(inventory_path: Path) -> dict:

@@ -13,12 +13,13 @@ import os
 import time
 from pathlib import Path
 
+from fleet.deploy.inventory import control_dir
 from fleet.deploy.runner import HostResult
 from fleet.installer.audit import newest_entry
 
 
 def log_path(inventory_path: Path) -> Path:
-    return Path(inventory_path).parent / ".fleet" / "deploy-log.jsonl"
+    return control_dir(inventory_path) / "deploy-log.jsonl"
 
 
 def record(inventory_path: Path, action: str, who: str, results: list[HostResult],

@@ -72,6 +72,12 @@ RESERVED = ("all",)
 SANDBOX_DIR = ".fleet"  # beside the inventory file: where sandbox hosts keep their state
 
 
+def control_dir(inventory_path: str | Path) -> Path:
+    """`.fleet/` beside the inventory: the control side's own records of this inventory (deploy
+    log, confirmations, rollouts, bad releases) and its sandbox hosts' state."""
+    return Path(inventory_path).parent / SANDBOX_DIR
+
+
 class InventoryError(ValueError):
     """A bad inventory or host selection; the message names file, key path and fix."""
 

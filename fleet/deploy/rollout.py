@@ -1,0 +1,607 @@
+"""A progressive rollout: waves, a gate on every host, a bake between waves, one failure budget
+for the whole rollout, and an abort that takes every host it changed back.
+
+The per-host transaction stays in fleet.deploy.api (lease, upload, switch, readiness, the
+plugins' self-test through their hooks, switch back on failure); this module decides which hosts
+go when, and keeps the rollout's record:
+
+1. Plan: the hosts are read once (`status`: the release each one runs, to return it to), cut into
+   waves (fleet.deploy.waves), and the record is written before anything changes.
+2. Each wave is deployed in parallel. A host that fails (its deploy, readiness or self-test)
+   counts against the budget; its installer has already switched it back.
+3. Between waves, `bake_s` seconds of watching every host changed so far: gateway answering,
+   the rollout's release active and ready, and its plugins' hook errors and timeouts (the
+   gateway's statistics) not rising by more than `max_hook_errors`. A host that fails the watch
+   counts against the budget, once.
+4. When failures exceed the budget, or on `take_back`, the release is remembered as bad
+   (fleet.deploy.badreleases) and every host the rollout touched goes back, in parallel, to the
+   release it ran before, with the installer's own verification (`rollback --to`).
+
+The record (`.fleet/rollouts/<id>.json` beside the inventory, rewritten by temp file and rename
+at every step) holds the plan, the waves, each host's release before, outcome and note. A control
+process killed at any point leaves a record that `resume` finishes or `take_back` reverses, and
+both read each host's real state first: a deploy is repeated only through the installer, which
+reads the host before it switches (a host already on the release is left as it is), and a
+revert is a `rollback --to` the host's earlier release, a no-op where it runs it already.
+This module is the one a second engine drives (waves, budget, bake and abort), so it holds no
+terminal code: what people see goes through `RolloutUI`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import time as _wallclock
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fleet.continuity import regularfile
+from fleet.continuity.atomicfile import atomic_write
+from fleet.continuity.statelayout import release_name
+from fleet.deploy import api, badreleases, waves
+from fleet.deploy.inventory import Host, control_dir
+from fleet.deploy.runner import HostResult, RunOptions
+from fleet.deploy.runtime import time
+
+SCHEMA = 1
+RUNNING, PAUSED, ABORTING, COMPLETED, ABORTED = (
+    "running", "paused", "aborting", "completed", "aborted")
+FINAL = (COMPLETED, ABORTED)
+# a host's outcome in the record
+PENDING, DEPLOYING, DEPLOYED, UNCHANGED, FAILED, BAKE_FAILED, REVERTED, REVERT_FAILED, \
+    NOT_STARTED, NO_EARLIER = ("pending", "deploying", "deployed", "unchanged", "failed",
+                               "bake_failed", "reverted", "revert_failed", "not_started",
+                               "no_earlier_release")
+TOUCHED = (DEPLOYING, DEPLOYED, FAILED, BAKE_FAILED, REVERT_FAILED)  # what an abort takes back
+COUNTED = (FAILED, BAKE_FAILED)  # against the budget
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+CRASH_ENV = "FLEET_ROLLOUT_CRASH_AT"  # test seam: SIGKILL this process at that point
+# the runner's last word on a host (fleet.deploy.runner: progress(host, result, note))
+HOST_DONE = frozenset({"installed", "unchanged", "rolled_back", "failed", "refused", "skipped",
+                       "unreachable", "auth_failed", "host_key", "interrupted", "locked"})
+
+
+class RolloutError(ValueError):
+    """A rollout that cannot be started, resumed or taken back; the message says why and what
+    to do (exit 2: nothing was changed by this command)."""
+
+
+@dataclass
+class Options:
+    waves: str = waves.DEFAULT_WAVES
+    bake_s: float = 0.0
+    max_fail: str | None = None
+    parallel: int = 10
+    force: bool = False
+    allow_unproven_openclaw: bool = False
+    max_hook_errors: int = 0
+    watch_every_s: float = 5.0
+
+
+class RolloutUI:
+    """What an operator sees of a rollout; every method may be left as this no-op."""
+
+    def planned(self, record: dict) -> None: ...
+
+    def wave(self, index: int, count: int, hosts: list[str], budget_left: int | None) -> None: ...
+
+    def host(self, host: str, step: str, note: str) -> None: ...
+
+    def wave_done(self, index: int, results: list[HostResult]) -> None: ...
+
+    def bake(self, remaining_s: float, watched: int, budget_left: int | None) -> None: ...
+
+    def aborting(self, reason: str, hosts: list[str]) -> None: ...
+
+    def decide(self) -> str:
+        """After Ctrl-C between waves: "continue", "abort" or "pause"."""
+        return "pause"
+
+
+def _now() -> str:
+    return _wallclock.strftime("%Y-%m-%dT%H:%M:%SZ", _wallclock.gmtime())
+
+
+def records_dir(inventory_path: Path) -> Path:
+    return control_dir(inventory_path) / "rollouts"
+
+
+def _crash(point: str) -> None:
+    """The test seam of the kill-and-resume tests: die here, as `kill -9` would."""
+    if os.environ.get(CRASH_ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def load(inventory_path: Path, rollout_id: str) -> dict:
+    """The record of `rollout_id`; RolloutError naming the file when it is missing or bad."""
+    if not rollout_id or "/" in rollout_id or rollout_id.startswith("."):
+        raise RolloutError(f"rollout id {rollout_id!r}: not a rollout id (see `invoke status` "
+                           f"or {records_dir(inventory_path)})")
+    path = records_dir(inventory_path) / f"{rollout_id}.json"
+    try:
+        data = json.loads(regularfile.read_text(path, MAX_RECORD_BYTES))
+    except FileNotFoundError:
+        raise RolloutError(f"no rollout {rollout_id} for {inventory_path} ({path} does not "
+                           "exist); `invoke status` lists the rollouts in progress") from None
+    except (OSError, ValueError) as exc:
+        raise RolloutError(f"{path}: cannot read this rollout's record ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or \
+            not isinstance(data.get("hosts"), dict) or not isinstance(data.get("waves"), list):
+        raise RolloutError(f"{path}: not a rollout record fleet can read (schema {SCHEMA})")
+    return data
+
+
+def unfinished(inventory_path: Path) -> list[dict]:
+    """Records of this inventory's rollouts that are neither completed nor aborted, newest
+    first (an unreadable record is skipped: `load` names its problem when asked for it)."""
+    out = []
+    folder = records_dir(inventory_path)
+    try:
+        names = sorted(os.listdir(folder), reverse=True)
+    except OSError:
+        return []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            record = load(inventory_path, name[:-5])
+        except RolloutError:
+            continue
+        if record.get("state") not in FINAL:
+            out.append(record)
+    return out
+
+
+def _new_id() -> str:
+    return _wallclock.strftime("%Y%m%dT%H%M%SZ", _wallclock.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.replace("\\n", "\n").splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def _release_of(rel: dict | None) -> str | None:
+    return (rel or {}).get("release") or None
+
+
+class Rollout:
+    """One rollout, driven from its record (new, or read back to resume or take back)."""
+
+    def __init__(self, inventory_path: Path, record: dict, hosts: list[Host],
+                 artifact: api.ArtifactRef | None, ui: RolloutUI | None = None,
+                 owner: str | None = None):
+        self.inventory_path = Path(inventory_path)
+        self.record = record
+        self.hosts = {h.name: h for h in hosts}
+        self.artifact = artifact
+        self.ui = ui or RolloutUI()
+        self.owner = owner or api.default_owner()
+        missing = [n for n in record["hosts"] if n not in self.hosts]
+        if missing:
+            raise RolloutError(f"rollout {record['id']}: host(s) {', '.join(missing)} are not "
+                               f"in {inventory_path} any more; put them back to finish or take "
+                               "back this rollout")
+
+    # --- the record -----------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+    @property
+    def target(self) -> str:
+        return self.record["artifact"]["release"]
+
+    def save(self) -> None:
+        self.record["updated"] = _now()
+        path = records_dir(self.inventory_path) / f"{self.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(self.record, indent=2, sort_keys=True) + "\n")
+
+    def _event(self, what: str) -> None:
+        self.record.setdefault("events", []).append({"time": _now(), "what": what[:500]})
+
+    def _set(self, name: str, outcome: str, note: str = "", now: str | None = None) -> None:
+        entry = self.record["hosts"][name]
+        entry["outcome"] = outcome
+        if note:
+            entry["note"] = note[:2000]
+        if now is not None:
+            entry["now"] = now
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for h in self.record["hosts"].values() if h.get("counted"))
+
+    def _count(self, name: str) -> None:
+        self.record["hosts"][name]["counted"] = True
+
+    @property
+    def tolerated(self) -> int | None:
+        return self.record["budget"]["tolerated"]
+
+    def budget_left(self) -> int | None:
+        return waves.left(self.failures, self.tolerated)
+
+    def spent(self) -> bool:
+        return waves.spent(self.failures, self.tolerated)
+
+    def _options(self, stop_when_spent: bool = False) -> RunOptions:
+        """`stop_when_spent`: hosts not yet started are skipped once the budget is spent."""
+        left = self.budget_left() if stop_when_spent else None
+        return RunOptions(parallel=int(self.record["options"]["parallel"]),
+                          max_fail=None if left is None else str(left))
+
+    def _hosts(self, names: list[str], patient: bool = False) -> list[Host]:
+        """The hosts by name; `patient`: each waits for a host lock an installer of the killed
+        run may still hold (it finishes its transaction on its own)."""
+        out = [self.hosts[n] for n in names]
+        if patient:
+            out = [replace(h, timeouts=replace(h.timeouts, lock=max(
+                h.timeouts.lock, api.install_timeout(h)))) for h in out]
+        return out
+
+    # --- starting -------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, inventory_path: Path, hosts: list[Host], artifact: api.ArtifactRef,
+              options: Options, ui: RolloutUI | None = None,
+              owner: str | None = None) -> Rollout:
+        """Read every host, plan the waves, write the record; nothing is changed yet."""
+        names = [h.name for h in hosts]
+        plan = waves.plan(names, options.waves)
+        tolerated = waves.budget(options.max_fail, len(names))
+        rollout_id = _new_id()
+        ui = ui or RolloutUI()
+        read = {r.host: r for r in api.status(hosts, ui.host, RunOptions(
+            parallel=options.parallel), owner)}
+        host_entries = {}
+        for index, wave in enumerate(plan):
+            for name in wave:
+                res = read[name]
+                before = _release_of(res.from_release) if res.ok else None
+                host_entries[name] = {"wave": index, "before": before, "now": before,
+                                      "outcome": PENDING, "note": "" if res.ok else
+                                      f"not read at the start: {res.note}"}
+        record = {
+            "schema": SCHEMA, "id": rollout_id, "state": RUNNING, "created": _now(),
+            "owner": owner or api.default_owner(), "inventory": str(inventory_path),
+            "artifact": {"path": str(artifact.path), "sha256": artifact.sha256,
+                         "version": artifact.version,
+                         "release": release_name(artifact.version, artifact.sha256)},
+            "options": {"waves": options.waves, "bake_s": options.bake_s,
+                        "max_fail": options.max_fail, "parallel": options.parallel,
+                        "force": options.force,
+                        "allow_unproven_openclaw": options.allow_unproven_openclaw,
+                        "max_hook_errors": options.max_hook_errors,
+                        "watch_every_s": options.watch_every_s},
+            "budget": {"max_fail": options.max_fail, "tolerated": tolerated},
+            "waves": plan, "next_wave": 0, "baked": -1, "reason": "", "hosts": host_entries,
+            "events": [],
+        }
+        rollout = cls(inventory_path, record, hosts, artifact, ui, owner)
+        rollout._event(f"planned {len(plan)} wave(s) of {', '.join(str(len(w)) for w in plan)}")
+        rollout.save()
+        ui.planned(record)
+        _crash("planned")
+        return rollout
+
+    # --- driving --------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Drive the rollout from where its record stands to completed, aborted or paused."""
+        try:
+            if self.record["state"] == ABORTING:
+                return self._abort(self.record.get("reason") or "resumed abort")
+            if self.record["state"] in FINAL:
+                return self.record
+            if self.record["state"] != RUNNING:
+                self.record["state"] = RUNNING
+                self._event("resumed")
+                self.save()
+            count = len(self.record["waves"])
+            while self.record["next_wave"] < count:
+                index = self.record["next_wave"]
+                if self.record["baked"] < index - 1 and self.record["options"]["bake_s"] > 0:
+                    self._bake(index - 1)
+                    if self.spent():
+                        return self._abort(self._spent_reason())
+                    self.record["baked"] = index - 1
+                    self.save()
+                verdict = self._wave(index)
+                if verdict == "interrupted":
+                    choice = self.ui.decide()
+                    if choice == "abort":
+                        return self._abort("aborted by the operator (Ctrl-C)")
+                    if choice == "pause":
+                        return self._pause()
+                    continue  # the wave again: its unfinished hosts are read first
+                if self.spent():
+                    return self._abort(self._spent_reason())
+                self.record["next_wave"] = index + 1
+                self.save()
+                _crash(f"wave-{index + 1}-done")
+            self.record["state"] = COMPLETED
+            self._event("completed")
+            self.save()
+            return self.record
+        except KeyboardInterrupt:
+            choice = self.ui.decide()
+            if choice == "abort":
+                return self._abort("aborted by the operator (Ctrl-C)")
+            if choice == "pause":
+                return self._pause()
+            return self.run()
+
+    def _pause(self) -> dict:
+        self.record["state"] = PAUSED
+        self._event("paused by the operator")
+        self.save()
+        return self.record
+
+    def _spent_reason(self) -> str:
+        failed = [n for n, h in self.record["hosts"].items() if h.get("counted")]
+        return (f"failure budget spent: {len(failed)} host(s) failed "
+                f"({', '.join(failed)}), more than the {self.tolerated} tolerated "
+                f"(--max-fail {self.record['budget']['max_fail']})")
+
+    def _wave(self, index: int) -> str:
+        """Deploy the wave's hosts not yet done; "interrupted" after a Ctrl-C."""
+        names = [n for n in self.record["waves"][index]
+                 if self.record["hosts"][n]["outcome"] in (PENDING, DEPLOYING)]
+        resumed = [n for n in names if self.record["hosts"][n]["outcome"] == DEPLOYING]
+        self.ui.wave(index, len(self.record["waves"]), names, self.budget_left())
+        if not names:
+            return "done"
+        for name in names:
+            self._set(name, DEPLOYING)
+        self._event(f"wave {index + 1}: {len(names)} host(s)")
+        self.save()
+        _crash(f"wave-{index + 1}")
+        crashed = []
+
+        def sink(host: str, step: str, note: str) -> None:
+            self.ui.host(host, step, note)
+            if step in HOST_DONE and not crashed:
+                crashed.append(host)
+                _crash(f"wave-{index + 1}-host")
+
+        hosts = self._hosts(names, patient=bool(resumed))
+        opts = self.record["options"]
+        results = api.deploy(hosts, self.artifact, sink, self._options(True), opts["force"],
+                             allow_unproven_openclaw=opts["allow_unproven_openclaw"],
+                             owner=self.owner)
+        interrupted = False
+        for res in results:
+            entry = self.record["hosts"][res.host]
+            entry["result"] = res.result
+            entry["duration_s"] = round(res.duration_s, 3)
+            if res.result == "interrupted":
+                interrupted = True  # its installer goes on alone: read again before anything
+                self._set(res.host, DEPLOYING, res.note)
+            elif res.result == "skipped":  # the budget was spent before it started
+                self._set(res.host, PENDING, res.note)
+            elif res.ok:
+                now = _release_of(res.to_release) or self.target
+                was = entry.get("before")
+                self._set(res.host, UNCHANGED if was == self.target else DEPLOYED, res.note,
+                          now)
+                if was is None and _release_of(res.from_release) != now:
+                    entry["before"] = _release_of(res.from_release)
+            else:
+                now = _release_of(res.to_release) if res.to_release else entry.get("now")
+                if entry.get("before") is None and _release_of(res.from_release):
+                    entry["before"] = _release_of(res.from_release)
+                self._set(res.host, FAILED, res.note or res.result, now)
+                entry["failure"] = _first_line(res.note or res.result)
+                self._count(res.host)
+        self.ui.wave_done(index, results)
+        self.save()
+        return "interrupted" if interrupted else "done"
+
+    def _bake(self, index: int) -> None:
+        """Watch every host changed so far for `bake_s` seconds (see the module doc)."""
+        opts = self.record["options"]
+        watched = [n for n, h in self.record["hosts"].items() if h["outcome"] == DEPLOYED]
+        self._event(f"bake after wave {index + 1}: {opts['bake_s']:g}s, {len(watched)} host(s)")
+        self.save()
+        _crash(f"bake-{index + 1}")
+        baseline: dict[str, int] = {}
+        end = time.monotonic() + float(opts["bake_s"])
+        every = max(0.2, min(float(opts["watch_every_s"]), float(opts["bake_s"]) / 3))
+        first = True
+        while watched:
+            remaining = end - time.monotonic()
+            if remaining <= 0 and not first:
+                break
+            self.ui.bake(max(0.0, remaining), len(watched), self.budget_left())
+            if not first:
+                time.sleep(min(every, max(0.0, remaining)))
+            first = False
+            for res in api.status(self._hosts(watched), lambda *_: None, self._options(),
+                                  self.owner):
+                problem = self._watch_problem(res, baseline, int(opts["max_hook_errors"]))
+                if problem:
+                    self._set(res.host, BAKE_FAILED, f"during the bake: {problem}",
+                              _release_of(res.from_release))
+                    self.record["hosts"][res.host]["failure"] = f"during the bake: {problem}"
+                    self._count(res.host)
+                    watched.remove(res.host)
+                    self.ui.host(res.host, BAKE_FAILED, problem)
+            self.save()
+            if self.spent():
+                return
+        self.ui.bake(0.0, len(watched), self.budget_left())
+
+    def _watch_problem(self, res: HostResult, baseline: dict[str, int],
+                       max_hook_errors: int) -> str:
+        """Why a baking host is not healthy, "" when it is."""
+        if not res.ok or res.status is None:
+            return f"status failed: {res.note or res.result}"
+        status = res.status
+        current = _release_of(status.current)
+        if current != self.target:
+            return f"runs {current or 'nothing'}, not {self.target}"
+        if not status.ready:
+            return f"not ready: {status.problem}"
+        bad = hook_failures(res.data)
+        if bad is None:
+            return ""
+        start = baseline.setdefault(res.host, bad)
+        if bad - start > max_hook_errors:
+            return (f"{bad - start} new hook error(s)/timeout(s) while baking (tolerated "
+                    f"{max_hook_errors}; `invoke status --json` shows them per plugin)")
+        return ""
+
+    # --- taking back ----------------------------------------------------------------------
+
+    def take_back(self, reason: str) -> dict:
+        """Return every host this rollout touched to its release before (operator's abort)."""
+        return self._abort(reason)
+
+    def _abort(self, reason: str) -> dict:
+        rec = self.record
+        if rec["state"] != ABORTING:
+            rec["state"] = ABORTING
+            rec["reason"] = reason
+            self._event(f"aborting: {reason}")
+            self.save()
+        art = rec["artifact"]
+        badreleases.record(self.inventory_path, art["release"], art["version"], art["sha256"],
+                           self.id, reason)
+        _crash("aborting")
+        touched = [n for n, h in rec["hosts"].items() if h["outcome"] in TOUCHED]
+        for name, entry in rec["hosts"].items():
+            if entry["outcome"] == PENDING:
+                self._set(name, NOT_STARTED, "its wave never started")
+        back = {n: rec["hosts"][n]["before"] for n in touched if rec["hosts"][n]["before"]}
+        for name in touched:
+            if name not in back:
+                self._set(name, NO_EARLIER, "no release ran here before this rollout: left on "
+                          f"{rec['hosts'][name].get('now') or 'what it runs'}; nothing to go "
+                          "back to")
+        self.save()
+        self.ui.aborting(reason, list(back))
+        if back:
+            done = []
+
+            def sink(host: str, step: str, note: str) -> None:
+                self.ui.host(host, step, note)
+                if step in HOST_DONE and not done:
+                    done.append(host)
+                    _crash("abort-host")
+
+            results = api.rollback(self._hosts(list(back), patient=True), sink,
+                                   self._options(), to=back, owner=self.owner)
+            for res in results:
+                entry = rec["hosts"][res.host]
+                entry["duration_s"] = round(entry.get("duration_s", 0) + res.duration_s, 3)
+                if res.ok:
+                    how = ("its installer had switched it back" if res.result == "unchanged"
+                           else "switched back, restarted, ready")
+                    why = entry.get("failure")
+                    self._set(res.host, REVERTED, f"back on {back[res.host]} ({how})"
+                              + (f"; it had failed: {why}" if why else ""),
+                              _release_of(res.to_release) or back[res.host])
+                else:
+                    self._set(res.host, REVERT_FAILED, res.note or res.result,
+                              _release_of(res.to_release) if res.to_release else None)
+        rec["state"] = ABORTED if all(rec["hosts"][n]["outcome"] != REVERT_FAILED
+                                      for n in back) else ABORTING
+        self._event("aborted" if rec["state"] == ABORTED else
+                    "abort incomplete: some host(s) could not be taken back")
+        self.save()
+        return rec
+
+
+FINAL_OK = (DEPLOYED, UNCHANGED, REVERTED)
+
+
+def hook_failures(status_data: dict | None) -> int | None:
+    """Hook errors plus timeouts over every plugin in a host's status answer (None when the
+    gateway gave no statistics)."""
+    hooks = (status_data or {}).get("hooks")
+    if not isinstance(hooks, dict):
+        return None
+    plugins = hooks.get("plugins") if isinstance(hooks.get("plugins"), dict) else hooks
+    total = 0
+    for counts in plugins.values():
+        if isinstance(counts, dict):
+            for key in ("errors", "timeouts"):
+                value = counts.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    total += value
+    return total
+
+
+def stands(record: dict) -> dict[str, list[str]]:
+    """Where every host stands by the record: release (or "unknown") -> host names."""
+    out: dict[str, list[str]] = {}
+    for name, entry in record["hosts"].items():
+        out.setdefault(entry.get("now") or "unknown", []).append(name)
+    return out
+
+
+def results(record: dict) -> list[HostResult]:
+    """One HostResult per host (inventory order), for the report and `--json`."""
+    out = []
+    final = record["state"]
+    for name, entry in record["hosts"].items():
+        outcome = entry["outcome"]
+        ok = outcome in FINAL_OK if final != COMPLETED else outcome in (DEPLOYED, UNCHANGED)
+        out.append(HostResult(name, outcome, ok and final in FINAL,
+                              from_release={"release": entry["before"]} if entry.get("before")
+                              else None,
+                              to_release={"release": entry["now"]} if entry.get("now") else None,
+                              note=entry.get("note", ""),
+                              duration_s=float(entry.get("duration_s") or 0.0),
+                              data={"wave": entry["wave"] + 1}))
+    return out
+
+
+def document(record: dict) -> dict:
+    """The rollout part of the `--json` document: waves, budget, where every host stands."""
+    hosts = record["hosts"]
+    plan = []
+    for index, wave in enumerate(record["waves"]):
+        outcomes = [hosts[n]["outcome"] for n in wave]
+        started = any(o not in (PENDING, NOT_STARTED) for o in outcomes)
+        plan.append({"wave": index + 1, "hosts": wave, "started": started,
+                     "failed": [n for n in wave if hosts[n].get("counted")]})
+    return {"rollout": {"id": record["id"], "state": record["state"],
+                        "release": record["artifact"]["release"],
+                        "reason": record.get("reason", ""), "waves": plan,
+                        "budget": {"max_fail": record["budget"]["max_fail"],
+                                   "tolerated": record["budget"]["tolerated"],
+                                   "failures": sum(1 for h in hosts.values() if h.get("counted"))},
+                        "stands": stands(record)}}
+
+
+def summary(record: dict) -> str:
+    """The final line: how the rollout ended and where every host stands."""
+    where = "; ".join(f"{len(names)} on {release}" for release, names in
+                      sorted(stands(record).items(), key=lambda kv: -len(kv[1])))
+    state = record["state"]
+    split = len(stands(record)) > 1
+    head = {COMPLETED: "completed", ABORTED: "aborted and taken back",
+            PAUSED: "paused (resume: invoke deploy --resume; take back: invoke rollback "
+                    f"--rollout {record['id']})",
+            ABORTING: "NOT fully taken back (retry: invoke rollback --rollout "
+                      f"{record['id']})",
+            RUNNING: "interrupted"}[state]
+    tail = " -- the fleet is split between releases" if split else ""
+    return f"rollout {record['id']} {head}: {where}{tail}"
+
+
+def bad_release_refusal(inventory_path: Path, artifact: api.ArtifactRef) -> str | None:
+    """Why deploying `artifact` needs `--force`: a rollout took it back (None otherwise)."""
+    name = release_name(artifact.version, artifact.sha256)
+    entry = badreleases.load(inventory_path).get(name)
+    if entry is None:
+        return None
+    return (f"refusing: release {name} was taken back by rollout {entry.get('rollout')} "
+            f"({entry.get('time')}: {entry.get('reason')}); fix it and build again, or pass "
+            "--force to deploy it anyway")
