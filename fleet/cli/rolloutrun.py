@@ -20,6 +20,9 @@ from fleet.deploy.runner import HostResult
 from fleet.terminal.text import visible
 
 
+INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
+
+
 def _err(text: str) -> None:
     print(visible(text, multiline=True), file=sys.stderr, flush=True)
 
@@ -189,6 +192,9 @@ def drive(action, view: View) -> dict:
     """Run `action()` (a rollout's run or take back), closing the view however it ends."""
     try:
         return action()
+    except KeyboardInterrupt:  # while reading the hosts, before the record: nothing changed
+        raise Exit("interrupted before the rollout started; nothing was changed",
+                   INTERRUPTED) from None
     finally:
         view.close()
 

@@ -258,6 +258,8 @@ class Rollout:
         ui = ui or RolloutUI()
         read = {r.host: r for r in api.status(hosts, ui.host, RunOptions(
             parallel=options.parallel), owner)}
+        if any(r.result == "interrupted" for r in read.values()):
+            raise KeyboardInterrupt  # before the record: nothing was changed
         host_entries = {}
         for index, wave in enumerate(plan):
             for name in wave:
@@ -421,8 +423,11 @@ class Rollout:
             if not first:
                 time.sleep(min(every, max(0.0, remaining)))
             first = False
-            for res in api.status(self._hosts(watched), lambda *_: None, self._options(),
-                                  self.owner):
+            read = api.status(self._hosts(watched), lambda *_: None, self._options(),
+                              self.owner)
+            if any(res.result == "interrupted" for res in read):
+                raise KeyboardInterrupt  # the runner kept it from us: the driver decides
+            for res in read:
                 problem = self._watch_problem(res, baseline, int(opts["max_hook_errors"]))
                 if problem:
                     self._set(res.host, BAKE_FAILED, f"during the bake: {problem}",
