@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from packaging.version import Version
 
-from fleet.release import changelog, compatproof
+from fleet.release import changelog, compatproof, hostside
 from fleet.release.bump import next_version
 from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
@@ -148,6 +148,13 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
     return _execute(git, project, progress, echo, plan)
 
 
+def shipped_paths(project: Project) -> list:
+    """Where a release's files come from: the host side the artifact packs and every path a
+    component declares it ships."""
+    ships = [path for comp in project.components.values() for path in comp.ships]
+    return list(dict.fromkeys([*hostside.HOST_FILES, *hostside.HOST_PACKAGES, *ships]))
+
+
 def pick_remote(git: Git, branch: str) -> Optional[str]:
     """The branch's upstream remote, else `origin`, else the only remote, else None."""
     remotes = git.remotes()
@@ -200,6 +207,13 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
     if dirty:
         raise ReleaseError("refusing to release: the working tree has uncommitted changes in "
                            f"{', '.join(dirty)}; fix: commit or stash them first")
+    stray = git.untracked_paths(shipped_paths(project))
+    if stray:
+        raise ReleaseError("refusing to release: untracked file(s) inside what the release "
+                           f"ships: {', '.join(stray[:10])}"
+                           f"{f' (+{len(stray) - 10} more)' if len(stray) > 10 else ''}; a "
+                           "build would ship them though no commit holds them; fix: commit, "
+                           "remove or .gitignore them")
     report = verify(project)
     report.raise_for_problems("refusing to release")
     # With several components, --part bumps those without an explicit --version C=X.

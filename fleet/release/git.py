@@ -94,6 +94,15 @@ class Git:
             skip = rec[0] in "RC"
         return paths
 
+    def untracked_paths(self, under: list[str]) -> list[str]:
+        """Untracked files (not ignored) under the `under` paths: what a build would pack that
+        no commit holds."""
+        if not under:
+            return []
+        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
+                       *under, strip=False)
+        return sorted(rec[3:] for rec in out.split("\0") if rec.startswith("?? "))
+
     def tag_target(self, tag: str) -> Optional[str]:
         """The commit a local tag points to, or None."""
         out = self.run("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}", check=False)

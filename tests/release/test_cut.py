@@ -65,6 +65,15 @@ def test_untracked_files_do_not_block(repo):
     assert result.commit == repo.git("rev-parse", "HEAD")
 
 
+@pytest.mark.parametrize("path", ["fleet/plugins/mc/extra.py", "fleet/gateway/new_module.py",
+                                  "fleet/plugins/memory_continuity/data/notes.json"])
+def test_refuses_untracked_files_inside_what_a_release_ships(repo, path):
+    (repo.path / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo.path / path).write_text("# not committed\n")
+    msg = refuse(repo, "untracked file", component="mc")
+    assert path in msg and ".gitignore" in msg
+
+
 def test_refuses_detached_head(repo):
     repo.git("checkout", "-q", "--detach")
     refuse(repo, "HEAD is detached")
