@@ -435,6 +435,28 @@ def test_re_pointing_an_ssh_config_alias_asks_again(workdir):
         assert "cloud" in json.loads(out)["error"]
 
 
+def test_two_inventories_in_one_directory_keep_their_own_confirmations(tmp_path):
+    for name, state in (("staging", "st"), ("production", "pr")):
+        (tmp_path / f"{name}.yaml").write_text(
+            "vars: {connection: local, gateway: {manager: fleet}}\n"
+            f"hosts:\n  web1: {{state_dir: {state}/web1}}\n")
+
+    def restart(inventory: str, *extra: str) -> tuple[int, dict]:
+        code, out, err = fleet(tmp_path, "restart", "-H", "web1", "--inventory", inventory,
+                               "--json", *extra)
+        return code, json.loads(out)
+
+    code, doc = restart("staging.yaml", "--yes")
+    assert code == 1 and "nothing to restart" in doc["hosts"][0]["note"]  # confirmed, reached
+    code, doc = restart("production.yaml")  # the same name in another inventory: asked
+    assert code == 2 and "not yet confirmed for" in doc["error"]
+    assert "production.yaml" in doc["error"] and "staging.yaml" not in doc["error"]
+    assert restart("production.yaml", "--yes")[0] == 1
+    for inventory in ("staging.yaml", "production.yaml"):  # neither overwrote the other
+        code, doc = restart(inventory)
+        assert code == 1 and doc["error"] is None, doc
+
+
 def test_an_ssh_config_fleet_cannot_follow_is_refused_before_any_host(workdir):
     ssh_config = workdir / "ssh_config"
     ssh_config.write_text("Host h-cloud\n  ProxyCommand ssh -W %h:%p gw\n")
