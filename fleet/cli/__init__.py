@@ -11,13 +11,18 @@ from invoke import Collection
 
 from fleet.cli import deploy, doctor, lock, logs, release, sandbox
 
+CHECKOUT_ONLY = ("verify", "release")  # they read and change a project checkout
 
-def build_namespace() -> Collection:
-    """Assemble the task tree; kept a function so the checkout and tests can build a fresh one."""
+
+def build_namespace(checkout: bool = True) -> Collection:
+    """Assemble the task tree; kept a function so the checkout and tests can build a fresh one.
+    Without `checkout` (the installed script outside a project), the tasks that need one are
+    left out."""
     ns = Collection()
     for module in (release, deploy, doctor, logs):
         for task in module.TASKS:
-            ns.add_task(task)
+            if checkout or task.name not in CHECKOUT_ONLY:
+                ns.add_task(task)
     ns.add_collection(sandbox.ns, "sandbox")
     ns.add_collection(lock.ns, "lock")
     return ns

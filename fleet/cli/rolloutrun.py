@@ -19,7 +19,6 @@ from fleet.deploy import api, badreleases, report, rollout, waves
 from fleet.deploy.runner import HostResult
 from fleet.terminal.text import visible
 
-
 INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
 
 

@@ -73,7 +73,7 @@ def listed(out: str) -> set[str]:
 
 
 def test_the_fleet_script_lists_the_product_and_the_checkout_adds_the_lab(tmp_path):
-    code, out, err = fleet(tmp_path, "--list")
+    code, out, err = fleet(REPO, "--list")
     assert code == 0, err
     product = listed(out)
     assert {"deploy", "status", "rollback", "restart", "build", "verify", "release", "logs",
@@ -82,6 +82,27 @@ def test_the_fleet_script_lists_the_product_and_the_checkout_adds_the_lab(tmp_pa
     code, out, err = checkout("--list")
     assert code == 0, err
     assert listed(out) == product | LAB_TASKS
+    # outside a project checkout, the tasks that need one are not offered, and say why
+    code, out, err = fleet(tmp_path, "--list")
+    assert listed(out) == product - {"verify", "release"}
+    code, out, err = fleet(tmp_path, "verify")
+    assert code == 2 and "works in a project checkout" in err and str(tmp_path) in err
+
+
+@pytest.mark.parametrize("args, words", [
+    (("deploy", "--bogus"), "unknown task or flag '--bogus'"),
+    (("deploy", "-H"), "--hosts (-H) needs a value"),
+    (("status", "--parallel"), "--parallel (-p) needs a value"),
+    (("nosuchtask",), "unknown task or flag 'nosuchtask'"),
+])
+def test_parser_errors_are_usage_errors_and_one_json_document(tmp_path, args, words):
+    code, out, err = fleet(tmp_path, *args)
+    assert code == 2 and words in err and not out
+    no_traceback(err)
+    code, out, err = fleet(tmp_path, *args[:1], "--json", *args[1:])
+    doc = json.loads(out)
+    assert code == 2 and doc["exit_code"] == 2 and words in doc["error"]
+    assert doc["action"] == args[0] and doc["hosts"] == []
 
 
 def test_every_task_summary_is_a_whole_sentence():
