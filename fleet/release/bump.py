@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from packaging.version import Version
 
-from fleet.release import ecosystem
+from fleet.release import ecosystem, semver
 from fleet.release.error import ReleaseError
 from fleet.release.version_file import VersionFile
 
@@ -56,8 +56,10 @@ def next_version(current: str, part: Optional[str] = None, explicit: Optional[st
     semver, PEP 440); refuses an invalid, not-greater or unspellable one, naming the file."""
     if part and explicit:
         raise ReleaseError("give either --part or --version, not both")
-    cur = Version(current)
     ecosystems = {vf.ecosystem for vf in files}
+    if ecosystems and ecosystem.component_ecosystem(ecosystems) == ecosystem.NPM:
+        return _next_semver(current, part, explicit, files)
+    cur = Version(current)
     if explicit is not None:
         try:
             new = Version(explicit)
@@ -78,7 +80,34 @@ def next_version(current: str, part: Optional[str] = None, explicit: Optional[st
         except ValueError as exc:
             raise ReleaseError(f"refusing --part {part or 'patch'}: {exc}") from None
     if new <= cur:
-        raise ReleaseError(f"refusing to release: new version {new} is not greater than the "
-                           f"current {cur}; "
+        raise ReleaseError(f"refusing to release: new version {spelled} is not greater than "
+                           f"the current {current}; "
                            "fix: pick a higher --version or bump with --part")
     return spelled
+
+
+def _next_semver(current: str, part: Optional[str], explicit: Optional[str],
+                 files: Sequence[VersionFile]) -> str:
+    """`next_version` for a component whose files are all npm's: semver 2.0 throughout."""
+    try:
+        semver.SemVer.parse(current)
+    except ValueError as exc:
+        raise ReleaseError(f"the current version {current!r} is not semver 2.0; fix the files "
+                           "(`invoke verify` names them)") from exc
+    if explicit is not None:
+        for vf in files:
+            wrong = ecosystem.problem(explicit, vf.ecosystem)
+            if wrong:
+                raise ReleaseError(f"refusing --version {explicit}: {vf.path} `{vf.key}` would "
+                                   f"hold it, and it is {wrong}; fix: write e.g. 5.1.0")
+        new = explicit
+    else:
+        if (part or "patch") not in PARTS:
+            raise ReleaseError(f"unknown --part {part!r}; use one of {', '.join(PARTS)}")
+        new = semver.bump(current, part or "patch")
+    if not semver.greater(new, current):
+        raise ReleaseError(f"refusing to release: new version {new} is not greater than the "
+                           f"current {current} by semver 2.0 precedence (npm's: build metadata "
+                           "is ignored, and a pre-release sorts by its identifiers: dev < rc); "
+                           "fix: pick a higher --version or bump with --part")
+    return new

@@ -18,9 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
-from packaging.version import Version
-
-from fleet.release import changelog, compatproof, hostside
+from fleet.release import changelog, compatproof, ecosystem, hostside
 from fleet.release.bump import next_version
 from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
@@ -170,15 +168,13 @@ def previous_tag(git: Git, comp: Component,
                  tags: Optional[list] = None) -> Optional[str]:
     """The tag reachable from HEAD that released the highest version of this component: one of
     its own tags (`mc-v2.1.0`), or a joint release's tag whose message names it."""
-    best: Optional[tuple[Version, str]] = None
+    best: Optional[tuple[tuple, str]] = None
+    eco = ecosystem.component_ecosystem(vf.ecosystem for vf in comp.files)
     for tag, subject in (git.tag_subjects() if tags is None else tags):
         raw = comp.tag_version(tag) or parse_commit_message(subject).get(comp.id)
-        try:
-            ver = Version(raw) if raw else None
-        except ValueError:
-            ver = None
-        if ver is not None and (best is None or ver > best[0]):
-            best = (ver, tag)
+        key = ecosystem.order_key(raw, eco) if raw else None
+        if key is not None and (best is None or key > best[0]):
+            best = (key, tag)
     return best[1] if best else None
 
 

@@ -7,25 +7,22 @@ after `-`, build metadata after `+`); pip reads pyproject.toml and `__version__`
 rejects; `5.1.0-rc.1` is semver and not PEP 440's canonical spelling. So each version file
 belongs to an ecosystem by its kind (JSON: npm; TOML and Python: Python), every file's version
 must be valid in its ecosystem, and a component whose files span both may only use versions
-valid in both (X.Y.Z). Versions are compared as PEP 440 reads them, which accepts both forms.
+valid in both (X.Y.Z). A component whose files are all npm's is ordered by semver's precedence
+(fleet.release.semver), any other by PEP 440's.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Optional
 
 from packaging.version import InvalidVersion, Version
+
+from fleet.release import semver
 
 NPM = "npm"
 PYTHON = "python"
 _BY_KIND = {"json": NPM, "toml": PYTHON, "python": PYTHON}
 
-# semver.org's own regular expression (numeric identifiers without leading zeros)
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
 RULES = {NPM: "semver 2.0, as npm reads it (MAJOR.MINOR.PATCH, e.g. 5.1.0 or 5.1.0-rc.1)",
          PYTHON: "PEP 440 in its canonical form (e.g. 5.1.0 or 5.1.0rc1)"}
 
@@ -38,7 +35,7 @@ def of_kind(kind: str) -> str:
 def problem(version: str, ecosystem: str) -> Optional[str]:
     """Why `version` is not valid in `ecosystem`, or None when it is."""
     if ecosystem == NPM:
-        return None if _SEMVER.match(version) else f"not {RULES[NPM]}"
+        return None if semver.valid(version) else f"not {RULES[NPM]}"
     try:
         canonical = str(Version(version))
     except InvalidVersion:
@@ -65,3 +62,22 @@ def spell(version: Version, ecosystems: Iterable[str]) -> str:
     core = ".".join(str(p) for p in (version.release + (0, 0))[:3])
     letter, number = version.pre
     return f"{core}-{letter}.{number}"
+
+
+def component_ecosystem(ecosystems: Iterable[str]) -> str:
+    """How a component's versions are ordered: semver when every file is npm's, else PEP 440
+    (a component spanning both holds only X.Y.Z, where the two agree)."""
+    return NPM if set(ecosystems) == {NPM} else PYTHON
+
+
+def order_key(version: str, ecosystem: str) -> Optional[tuple]:
+    """A sort key for `version` under `ecosystem`'s rules, None when it is not valid there."""
+    if ecosystem == NPM:
+        try:
+            return semver.SemVer.parse(version).key()
+        except ValueError:
+            return None
+    try:
+        return (Version(version),)
+    except InvalidVersion:
+        return None

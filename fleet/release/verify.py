@@ -110,7 +110,8 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
                 if row.component == comp.id and row.problem is None:
                     row.problem = "disagrees"
         agreed = next(iter(seen)) if len(seen) == 1 else None
-        if agreed is not None and valid_version(agreed) is None:
+        eco = ecosystem.component_ecosystem(vf.ecosystem for vf in comp.files)
+        if agreed is not None and ecosystem.order_key(agreed, eco) is None:
             agreed = None
         report.versions[comp.id] = agreed
         for path in comp.ships:
