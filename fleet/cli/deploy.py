@@ -47,7 +47,7 @@ def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
     """
     inv = load(inventory) if inventory else default_inventory()
     try:
-        selected = extension.setup_hosts(c, inv.select(hosts), prepare)
+        selected = extension.setup_hosts(c, inv.select(hosts or None), prepare)
     except extension.SetupError as exc:
         raise Exit(f"error: {exc}", code=USAGE_ERROR) from None
     return inv, selected
@@ -175,7 +175,7 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
                       "host's state first",
             "rollout": "with --resume: the rollout to finish (its id, see `invoke status`)",
             "json": JSON_HELP})
-def deploy(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
+def deploy(c, hosts="", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
            rollout_="", json_=False):
@@ -273,7 +273,7 @@ def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "json": JSON_HELP})
-def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
+def status(c, hosts="", inventory="", parallel="10", json_=False):
     """What runs where: release, versions, gateway pid and uptime, free disk, lock, last change."""
     run = Run("status", json_)
     with run.guard():
@@ -302,7 +302,7 @@ def status(c, hosts="sandbox", inventory="", parallel="10", json_=False):
             "rollout": "take back this rollout: every host it changed goes back to the release "
                        "it ran before (its hosts, not -H); remembers its release as bad",
             "yes": YES_HELP, "json": JSON_HELP})
-def rollback(c, hosts="sandbox", inventory="", parallel="10", to="", rollout_="", yes=False,
+def rollback(c, hosts="", inventory="", parallel="10", to="", rollout_="", yes=False,
              json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
     run = Run("rollback", json_)
@@ -342,7 +342,7 @@ def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: b
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "batch": "rolling restart in batches of N or N%", "max_fail": BUDGET_HELP,
             "yes": YES_HELP, "json": JSON_HELP})
-def restart(c, hosts="sandbox", inventory="", parallel="10", batch="", max_fail="", yes=False,
+def restart(c, hosts="", inventory="", parallel="10", batch="", max_fail="", yes=False,
             json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
     run = Run("restart", json_)

@@ -85,8 +85,8 @@ class View(rollout.RolloutUI):
             _err("interrupted: --yes was given, so the rollout is taken back")
             return "abort"
         if not self.interactive:
-            _err("interrupted: the rollout is paused (resume with `invoke deploy --resume`, "
-                 "take it back with `invoke rollback --rollout ID`)")
+            _err("interrupted: the rollout is paused (the last line says how to finish it or "
+                 "take it back)")
             return "pause"
         while True:
             print("Rollout interrupted. [c]ontinue, [a]bort and take back, or [p]ause (finish "
@@ -208,10 +208,10 @@ def status_lines(inventory_path, results: list[HostResult]) -> tuple[list[str], 
             {"id": record["id"], "state": record["state"],
              "release": record["artifact"]["release"], "waves_started": done,
              "waves": len(record["waves"]), "created": record.get("created")})
+        finish, back = rollout.next_steps(record)
         lines.append(f"rollout {record['id']} {record['state']}: "
                      f"{record['artifact']['release']}, wave {done}/{len(record['waves'])} "
-                     f"started; finish: invoke deploy --resume --rollout {record['id']}; take "
-                     f"back: invoke rollback --rollout {record['id']}")
+                     f"started; finish: {finish}; take back: {back}")
     try:
         bad = badreleases.load(inventory_path)
     except badreleases.BadReleasesError as exc:

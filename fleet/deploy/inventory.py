@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import shlex
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -69,6 +70,7 @@ GATEWAY_KEYS = ("manager", "options")
 TOP_KEYS = ("vars", "hosts", "groups")
 GROUP_KEYS = ("hosts", "groups", "vars")
 RESERVED = ("all",)
+DEFAULT_SELECTION = "sandbox"  # what the tasks select without -H
 SANDBOX_DIR = ".fleet"  # beside the inventory file: where sandbox hosts keep their state
 
 
@@ -146,6 +148,7 @@ class Host:
     # var names the inventory set (ssh_config fills the rest); None (a Host built in Python):
     # every field is meant as given
     explicit: frozenset | None = None
+    inventory: str | None = None  # the file that defines it (for commands fleet prints)
 
     def __post_init__(self) -> None:
         if not isinstance(self.timeouts, Timeouts):  # a Host built in Python with a dict
@@ -173,7 +176,18 @@ class Inventory:
 
     def select(self, spec: str | list[str] | None) -> list[Host]:
         """Hosts named by `a,b` (hosts, groups, or `all` = every host outside the sandbox), in
-        order, without duplicates. An empty selection is an error, never "everything"."""
+        order, without duplicates. An empty selection is an error, never "everything"; None is
+        the tasks' default (no -H): DEFAULT_SELECTION, explained when the file has none."""
+        if spec is None:
+            if not any(name_key(n) == name_key(DEFAULT_SELECTION)
+                       for n in (*self.groups, *self.hosts)):
+                raise InventoryError(
+                    f"{self.path}: no --hosts (-H) given, so fleet selects "
+                    f"'{DEFAULT_SELECTION}' (the local sandbox hosts), and this inventory has no "
+                    f"host or group of that name; pass -H with one of: "
+                    f"{', '.join(self.names()) or 'none (the inventory defines no host)'}, or "
+                    "all")
+            spec = DEFAULT_SELECTION
         items = spec.split(",") if isinstance(spec, str) else list(spec or [])
         if not [i for i in items if i.strip()]:
             raise InventoryError(f"{self.path}: no hosts selected (--hosts {spec!r}); pass "
@@ -608,7 +622,8 @@ def _make_host(path: Path, name: str, layers: list[dict]) -> Host:
         Path(merged["state_dir"]), base / SANDBOX_DIR)
     return Host(name=name, manager=gateway.get("manager", FLEET_MANAGER),
                 manager_options={k: str(v) for k, v in (gateway.get("options") or {}).items()},
-                timeouts=Timeouts.of(timeouts, name), sandbox=sandbox, explicit=explicit, **merged)
+                timeouts=Timeouts.of(timeouts, name), sandbox=sandbox, explicit=explicit,
+                inventory=str(path), **merged)
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -642,6 +657,15 @@ def load(path: str | Path) -> Inventory:
                }.get(exc.kind, "pass --inventory with an existing file")
         raise InventoryError(f"{exc}; {fix}") from None
     return parse(text, path)
+
+
+def command(task: str, hosts: list[str], inventory: str | Path | None, *flags: str) -> str:
+    """A `fleet` command line to print as "do this next": it names the inventory it was read
+    from, so it works when pasted in another directory or shell."""
+    words = ["fleet", task, "-H", ",".join(hosts)] if hosts else ["fleet", task]
+    if inventory:
+        words += ["--inventory", str(inventory)]
+    return " ".join(shlex.quote(w) for w in [*words, *flags])
 
 
 ENV_VAR = "FLEET_INVENTORY"

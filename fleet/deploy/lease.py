@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import StateLayout
+from fleet.deploy import inventory
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runtime import process, threading, time  # the real ones, or a simulation's
@@ -264,7 +265,8 @@ class Lease:
             if holder.get("manual"):
                 self.refusals[host.name] = (
                     f"locked for maintenance by {describe_holder(holder)}; nothing was changed "
-                    f"on any host. When the work is done: fleet lock.release -H {host.name}")
+                    "on any host. When the work is done: "
+                    f"{inventory.command('lock.release', [host.name], host.inventory)}")
             else:
                 self.refusals[host.name] = (
                     "deploy lock of another run (fleet lease) held on this host by "

@@ -40,7 +40,7 @@ from pathlib import Path
 from fleet.continuity import regularfile
 from fleet.continuity.atomicfile import atomic_write
 from fleet.continuity.statelayout import release_name
-from fleet.deploy import api, badreleases, waves
+from fleet.deploy import api, badreleases, inventory, waves
 from fleet.deploy.inventory import Host, control_dir
 from fleet.deploy.runner import HostResult, RunOptions
 from fleet.deploy.runtime import time
@@ -585,18 +585,24 @@ def document(record: dict) -> dict:
                         "stands": stands(record)}}
 
 
+def next_steps(record: dict) -> tuple[str, str]:
+    """The commands that finish and that take back this rollout, ready to paste."""
+    inv = record.get("inventory")
+    return (inventory.command("deploy", [], inv, "--resume", "--rollout", record["id"]),
+            inventory.command("rollback", [], inv, "--rollout", record["id"]))
+
+
 def summary(record: dict) -> str:
     """The final line: how the rollout ended and where every host stands."""
     where = "; ".join(f"{len(names)} on {release}" for release, names in
                       sorted(stands(record).items(), key=lambda kv: -len(kv[1])))
     state = record["state"]
     split = len(stands(record)) > 1
+    finish, back = next_steps(record)
     head = {COMPLETED: "completed", ABORTED: "aborted and taken back",
-            PAUSED: "paused (resume: invoke deploy --resume; take back: invoke rollback "
-                    f"--rollout {record['id']})",
-            ABORTING: "NOT fully taken back (retry: invoke rollback --rollout "
-                      f"{record['id']})",
-            RUNNING: "interrupted"}[state]
+            PAUSED: f"paused (finish: {finish}; take back: {back})",
+            ABORTING: f"NOT fully taken back (retry: {back})",
+            RUNNING: f"interrupted (finish: {finish}; take back: {back})"}[state]
     tail = " -- the fleet is split between releases" if split else ""
     return f"rollout {record['id']} {head}: {where}{tail}"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -229,7 +230,7 @@ def exact_refusal(doc: dict) -> None:
         assert doc["artifact"]["version"] == LINE
     note = hosts_of(doc)[NAME]["note"]
     assert note.startswith(f"locked for maintenance by {TEXT} since ") and f": {TEXT};" in note
-    assert note.endswith(f"fleet lock.release -H {NAME}")
+    assert f"fleet lock.release -H {shlex.quote(NAME)} --inventory " in note
 
 
 def exact_doctor(doc: dict) -> None:

@@ -5,6 +5,7 @@ they go through again; an expiring lock lapses by itself."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -58,7 +59,15 @@ def test_a_maintenance_lock_refuses_every_run_until_it_is_released(workdir, arti
         assert code == 1 and set(results(doc).values()) == {"refused"}, (args, doc)
         note = {h["host"]: h["note"] for h in doc["hosts"]}["box1"]
         assert "locked for maintenance by" in note and "OS upgrade until 14:00" in note
-        assert "since 20" in note and "fleet lock.release -H box1" in note
+        assert "since 20" in note and "fleet lock.release -H box1 --inventory " in note
+    # the hint works when pasted, from anywhere
+    hint = shlex.split(note.split("When the work is done: ", 1)[1])
+    assert hint[:2] == ["fleet", "lock.release"]
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    code, doc = fleet(elsewhere, *hint[1:])
+    assert code == 0 and results(doc) == {"box1": "unlocked"}
+    code, doc = fleet(workdir, "lock.acquire", "-H", "box1", "-m", "OS upgrade until 14:00")
 
     code, doc = fleet(workdir, "lock.acquire", "-H", "box1", "-m", "another")
     assert code == 1 and "locked for maintenance by" in doc["hosts"][0]["note"]

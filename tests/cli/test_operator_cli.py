@@ -456,6 +456,17 @@ def test_re_pointing_an_ssh_config_alias_asks_again(workdir):
         assert "cloud" in json.loads(out)["error"]
 
 
+def test_without_hosts_the_default_selection_is_explained_when_the_inventory_lacks_it(tmp_path):
+    (tmp_path / "inventory.yaml").write_text("hosts:\n  web1: {host: web1.invalid}\n")
+    for task in ("status", "deploy", "doctor", "logs", "lock.status"):
+        code, out, err = fleet(tmp_path, task, "--json")
+        error = json.loads(out)["error"]
+        assert code == 2 and "no --hosts (-H) given" in error and "'sandbox'" in error, error
+        assert "web1" in error and "all" in error
+    code, out, err = fleet(tmp_path, "status", "-H", "sandbox", "--json")  # typed: plain
+    assert "unknown host or group 'sandbox'" in json.loads(out)["error"]
+
+
 def test_two_inventories_in_one_directory_keep_their_own_confirmations(tmp_path):
     for name, state in (("staging", "st"), ("production", "pr")):
         (tmp_path / f"{name}.yaml").write_text(
