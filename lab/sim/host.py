@@ -73,6 +73,29 @@ class GatewayMode:
     dies_after_s: float | None = None  # exits this long after it became ready
 
 
+@dataclass(frozen=True)
+class Switch:
+    """One change of a host's `current`, as the simulation saw it: which host process (its pid,
+    its run's owner and the installer command it ran) moved it from which release to which.
+    Why: a rollout's invariants count switches per host (tests/lab/sim feed fabricated ones)."""
+
+    at: float
+    pid: int | None
+    owner: str | None
+    action: str | None
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class BadRelease:
+    """How a release that is bad on a host fails there: its gateway never becomes ready
+    (`never_ready`: "plugin" or "silent") or dies `dies_after_s` after it became ready."""
+
+    never_ready: str = ""
+    dies_after_s: float | None = None
+
+
 class SimGateway:
     """The gateway process of one host, as its manager and `health` see it."""
 
@@ -154,6 +177,7 @@ class SimManager(Manager):
 
     def restart(self, release: Path, expect: dict, timeout: float) -> None:
         host = self.host
+        host.observe()  # every switch is followed by a restart: the switch is seen here at last
         fault = host.world.gateway_fault(host)
         host.sched.sleep(0.05)  # stop the old one, spawn the new one
         if fault == "restart_fails":
@@ -169,9 +193,10 @@ class SimManager(Manager):
             mode.never_ready = fault
         elif fault == "dies":
             mode.dies_after_s = host.world.rng.choice((0.0, 0.5, 5.0, 60.0))
-        host.gateway.start(release, mode)
+        host.gateway.start(release, host.bad_mode(release.name, mode))
 
     def stop(self, release: Path | None, timeout: float) -> None:
+        self.host.observe()
         self.host.sched.sleep(0.02)
         self.host.gateway.stop()
 
@@ -212,6 +237,7 @@ class SimMachine(Machine):
         return f"boot-{self.host.boots}"
 
     def fault(self, state_dir: Path, step: str) -> str:
+        self.host.observe()  # a switch is seen at the next step at the latest (before a kill)
         if step == "switch":  # the one change point: its run must hold the host's fleet lease
             self.host.world.switching(self.host, getattr(self.host.sched.running.proc,
                                                          "owner", None))
@@ -249,6 +275,12 @@ class SimHost:
         self.procs: dict[int, Proc] = {}
         self.start_times: dict[int, str] = {}
         self._next_pid = 1000
+        self.bad: dict[str, BadRelease] = {}  # release name -> how it fails on this host
+        self.history: list[Switch] = []  # every change of `current` (see `observe`)
+        self.commands: list[tuple[str | None, str]] = []  # (owner, installer command) run here
+        self._seen: str | None = None
+        self._link = str(self.layout.current)
+        self._raw: str | None = None  # `current`'s link text when last looked at
         for rel, text in USER_FILES.items():
             path = self.state / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,7 +345,40 @@ class SimHost:
         self.boots += 1
         current = releasedirs.current_release(self.state)
         if gateway_starts and current is not None:
-            self.gateway.start(current, GatewayMode(start_s=1.0))
+            self.gateway.start(current, self.bad_mode(current.name, GatewayMode(start_s=1.0)))
+
+    def bad_mode(self, release: str, mode: GatewayMode) -> GatewayMode:
+        """`mode`, unless `release` is bad here: then its gateway fails as `bad` says."""
+        bad = self.bad.get(release)
+        if bad is None:
+            return mode
+        return GatewayMode(start_s=mode.start_s, never_ready=bad.never_ready,
+                           dies_after_s=bad.dies_after_s)
+
+    # -- what changed it -----------------------------------------------------------------------
+
+    def observe(self) -> None:
+        """Note a change of `current` since the last look, with the host process that made it
+        (called at every installer step, restart, stop and command end: no switch goes unseen,
+        since each is followed by one of them before the next can happen)."""
+        try:  # one syscall: most looks find the link as it was
+            raw: str | None = os.readlink(self._link)
+        except OSError:
+            raw = None
+        if raw == self._raw:
+            return
+        self._raw = raw
+        now = self.current()
+        if now == self._seen:
+            return
+        running = self.sched.running
+        proc = running.proc if running is not None else None
+        mine = proc is not None and self.procs.get(proc.pid) is proc
+        self.history.append(Switch(self.sched.now, proc.pid if mine else None,
+                                   getattr(proc, "owner", None) if mine else None,
+                                   getattr(proc, "action", None) if mine else None,
+                                   self._seen, now))
+        self._seen = now
 
     # -- what the host runs -------------------------------------------------------------------
 

@@ -70,6 +70,8 @@ class Outcome:
     hosts: int
     runs: int
     trace: list[str] | None = None
+    kind: str = "deploy"  # which story: a plain deploy (here) or a rollout (lab.sim.rollouts)
+    paths: collections.Counter = field(default_factory=collections.Counter)  # the ways it went
 
     @property
     def ok(self) -> bool:
@@ -112,10 +114,13 @@ class World:
         self.controls: list[Proc] = []
         self.timers: list[Proc] = []
         self.trace: list[str] | None = None
-        # fixed cases: (what, host[, step]) -> the fault to inject there once
+        # fixed cases: (what, host[, step]) -> the fault to inject there once; a transport
+        # fault by ("transport", host, command[, n-th time it is sent])
         self.force: dict[tuple[str, ...], str] = {}
+        self.sent: dict[tuple[str, str], int] = {}  # (host, command) -> how many so far
         self.runs: list[Run] = []
         self.violations: list[str] = []
+        self.paths: collections.Counter = collections.Counter()  # the ways the story went
         # consent (fleet.deploy.consent) is recorded beside this inventory, as the CLI does
         self.inventory_path = root / "inventory.yaml"
         self.moved: set[str] = set()  # hosts whose address the operator changed: asked again
@@ -133,6 +138,11 @@ class World:
         self.faults[what] += 1
         self.note(f"fault: {what}")
 
+    def went(self, path: str) -> None:
+        """The story took `path` (a test asserts its seeds cover every path it names)."""
+        self.paths[path] += 1
+        self.note(f"path: {path}")
+
     def latency(self) -> float:
         return self.rng.choice((0.0005, 0.002, 0.02))
 
@@ -146,7 +156,13 @@ class World:
             self.count(f"forced {' '.join(key)} {word}")
         return word
 
-    def transport_fault(self, host: SimHost, upload: bool) -> str:
+    def transport_fault(self, host: SimHost, upload: bool, what: str = "") -> str:
+        key = (host.name, what)
+        self.sent[key] = self.sent.get(key, 0) + 1
+        forced = (self._forced("transport", host.name, what)  # e.g. "drop_during", or on the
+                  or self._forced("transport", host.name, what, str(self.sent[key])))  # n-th
+        if forced:
+            return forced
         if not self._roll("transport"):
             return ""
         fault = self.rng.choice(("drop_before", "drop_during", "drop_after")
@@ -216,16 +232,22 @@ class World:
                      state_dir=str(h.state), timeouts=dict(TIMEOUTS))
                 for h in self.hosts.values()]
 
-    def start_run(self, release: str, options: RunOptions, yes: bool = True) -> Run:
-        """A control process deploying `release` to every host (a task of its own), behind the
-        CLI's consent gate: a host outside the sandbox that the operator has not confirmed for
-        where it now goes refuses the whole run unless `yes` (fleet/cli/deploy.py)."""
-        pid = 50000 + len(self.controls)
-        proc = Proc(f"control-{len(self.controls)}", pid)
+    def control(self) -> Proc:
+        """A new control process (a run, or one life of a rollout's driver)."""
+        proc = Proc(f"control-{len(self.controls)}", 50000 + len(self.controls))
         self.controls.append(proc)
+        return proc
+
+    def start_run(self, release: str, options: RunOptions, yes: bool = True,
+                  only: list[str] | None = None) -> Run:
+        """A control process deploying `release` to every host (`only`: to these) in a task of
+        its own, behind the CLI's consent gate: a host outside the sandbox that the operator has
+        not confirmed for where it now goes refuses the whole run unless `yes`
+        (fleet/cli/deploy.py)."""
+        proc = self.control()
         run = Run(owner=f"sim{len(self.runs)}@{CONTROL}", release=release, proc=proc, yes=yes)
         self.runs.append(run)
-        hosts = self.inventory()
+        hosts = [h for h in self.inventory() if only is None or h.name in only]
 
         def body() -> None:
             where = {h.name: h.describe() for h in hosts}  # no ssh_config in a simulation
@@ -324,10 +346,10 @@ def simulation(world: World) -> Iterator[None]:
 
 
 def run(seed: int, root: Path | None = None, keep: bool = False, trace: bool = False,
-        play: Callable[[World], None] | None = None) -> Outcome:
+        play: Callable[[World], None] | None = None, kind: str = "deploy") -> Outcome:
     """Run schedule `seed` in a fresh temp dir; the hosts are removed afterwards unless `keep`;
-    `trace`: keep every command and fault as a line (`Outcome.trace`); `play`: a fixed case's
-    own story instead of the seeded one (tests/lab/sim)."""
+    `trace`: keep every command and fault as a line (`Outcome.trace`); `play`: another story
+    than the seeded deploy (a fixed case of tests/lab/sim, or lab.sim.rollouts', `kind`)."""
     base = Path(tempfile.mkdtemp(prefix=f"fleet-sim-{seed}-", dir=root or scratch_root()))
     try:
         world = World(seed, base, releases(base.parent / "fleet-sim-releases"))
@@ -340,7 +362,7 @@ def run(seed: int, root: Path | None = None, keep: bool = False, trace: bool = F
                 pass
         violations = world.violations + [f"simulation error: {e}" for e in world.sched.errors]
         return Outcome(seed, violations, world.faults, world.sched.now, world.sched.switches,
-                       len(world.hosts), len(world.runs), world.trace)
+                       len(world.hosts), len(world.runs), world.trace, kind, world.paths)
     finally:
         if not keep:
             import shutil

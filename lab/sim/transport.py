@@ -100,7 +100,7 @@ class SimConnection:
         sched.sleep(world.latency())  # the request on its way; others run meanwhile
         if not self.is_active():
             raise self._lost("connection lost")
-        fault = world.transport_fault(host, upload is not None)
+        fault = world.transport_fault(host, upload is not None, describe(command))
         if fault == "drop_before":
             raise self._lost("connection reset before the command ran")
         stdin = None
@@ -172,12 +172,15 @@ def start(world: Any, host: SimHost, command: str, stdin: bytes | None) -> HostR
     run = HostRun(proc)
 
     def body() -> None:
-        stall = world.host_stall(host, describe(command))
-        if stall:
-            world.sched.sleep(stall)
-        with machine.use(host.machine), world.stderr_to(run.err):
-            run.code = execute(world, host, command, stdin, run.out)
-        run.current = host.current()  # what the host ran when it answered
+        try:
+            stall = world.host_stall(host, describe(command))
+            if stall:
+                world.sched.sleep(stall)
+            with machine.use(host.machine), world.stderr_to(run.err):
+                run.code = execute(world, host, command, stdin, run.out)
+            run.current = host.current()  # what the host ran when it answered
+        finally:  # killed or not: the last switch it made is seen with it
+            host.observe()
 
     world.sched.spawn(body, f"{host.name}-cmd", proc)
     return run
@@ -254,7 +257,10 @@ def run_installer(world: Any, host: SimHost, argv: list[str], artifact: Path | N
     """The installer's command line (its real parser) dispatched as `fleet.installer.cli.run`
     does, with the host's SimManager; prints its one JSON answer."""
     args = _parser().parse_args(argv)
-    world.sched.running.proc.owner = args.owner  # whose fleet lease it must hold to switch
+    proc = world.sched.running.proc
+    proc.owner = args.owner  # whose fleet lease it must hold to switch
+    proc.action = args.command  # what its switches were for (SimHost.history)
+    host.commands.append((args.owner, args.command))
     state = Path(args.state_dir)
     manager = SimManager(host)
     owner = args.owner or "unknown@" + host.name
