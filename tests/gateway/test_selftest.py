@@ -91,6 +91,30 @@ def test_a_plugin_without_a_self_test_says_so_and_passes(recorder_gateway):
         "duration_ms": answer["plugins"]["recorder"]["duration_ms"]}}}
 
 
+RAISING = """
+def register(api):
+    api.register_command("other", lambda ctx: {"text": "hi"})
+
+def selftest(run):
+    (run.workspace / "memory").mkdir(parents=True)
+    run.check("first", True, "a check before it broke")
+    run.command("/mc state")  # not this plugin's command
+"""
+
+
+def test_a_scenario_that_raises_fails_and_leaves_no_scratch(real_gateway, tmp_path, state):
+    install(state, write_plugin(tmp_path / "plugins", "raising", RAISING))
+    gw = Gateway(Layout(state))
+    gw.load_plugins()
+    answer = ok(gw, "selftest")["plugins"]["raising"]
+    assert answer["ok"] is False
+    assert answer["checks"] == [
+        {"name": "first", "ok": True, "detail": "a check before it broke"},
+        {"name": "scenario", "ok": False,
+         "detail": "SelfTestError: /mc is not a command of raising"}]
+    assert scratch(state) == []
+
+
 FLAKY = """
 import time
 def register(api):

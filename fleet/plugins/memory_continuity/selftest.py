@@ -150,7 +150,7 @@ def _scenario(test: Any, child_id: str, child: _Session) -> None:
         test.skip("child handoff", "subagentRecovery is off")
     else:
         record = handoff.read(child_file.parent)
-        found = (record or {}).get("ok", {}).get("text") if record else None
+        found = handoff.pick(record, "ok")["text"] if record else None
         test.check("child handoff", not errors and found == answer,
                    f"{handoff.NAME} with the child's answer {answer!r}", errors or found)
 
