@@ -35,6 +35,7 @@ class StateLayout:
     EXTENSIONS = "extensions"  # <id> -> EXTENSION_TARGET (fleet-gateway hosts)
     AGENTS = "agents"  # agents/<agentId>/sessions/<sessionId>.jsonl
     REQUESTERS = "memory-continuity/requesters.json"  # child session key -> requester
+    SELFTEST = "selftest"  # <plugin>-<pid>-<random>/: a plugin self-test's scratch, removed after
     RUN = "run"
     SOCKET = "run/gateway.sock"  # the gateway's control socket (JSON lines)
     PIDFILE = "run/gateway.pid"  # flock-held by the running gateway
@@ -103,6 +104,11 @@ class StateLayout:
     @property
     def requesters(self) -> Path:
         return self._at(self.REQUESTERS)
+
+    @property
+    def selftest_dir(self) -> Path:
+        """Where plugin self-tests make their scratch dirs (fleet/gateway/selftest.py)."""
+        return self._at(self.SELFTEST)
 
     # the gateway's run files and logs
     @property

@@ -39,6 +39,13 @@ Control ops (JSON lines on <state>/run/gateway.sock; args are the request's othe
     persistent.cancel       runId
     command                 command ("/mc state"), sessionKey?
     commands                registered commands
+    selftest                each loaded plugin's self-test through this gateway's hooks and
+                            commands, on a scratch under <state>/selftest/ -> ok, plugins:
+                            {id: {ok, plugin, version, checks: [{name, ok, detail}],
+                            duration_ms, unsupported?}} (fleet/gateway/selftest.py)
+    stats                   -> plugins: {id: {calls, errors, timeouts, restarts, since}}: each
+                            loaded plugin's hook handler calls since the gateway started, those
+                            that raised and those past their time limit (self-tests not counted)
     shutdown                graceful stop (same as SIGTERM)
 
 Steps (the simulated model output): "text" | {"text"} | {"tool", "args", "result", "text"?} |

@@ -7,13 +7,20 @@ value is ignored. Every handler runs in a worker thread with a time limit, and i
 caught and logged, so one broken or hung plugin cannot take an agent run down with it. A caller
 with its own deadline may run a modifying hook inline instead (the OpenClaw worker: its bridge
 kills and restarts a worker that misses the deadline).
+
+The bus also counts, per plugin, the calls of its handlers, those that raised (`errors`) and
+those that ran out of time (`timeouts`), since the bus was made (`stats()`): what `invoke
+status` shows of a host's hooks. A caller that only exercises a plugin (its self-test,
+fleet/gateway/selftest.py) runs a hook with `counted=False` and `plugin=<id>`, so the figures
+stay those of real work and no other plugin's handler sees the exercise.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 log = logging.getLogger("fleet.gateway.hooks")
 
@@ -44,7 +51,11 @@ PROMPT_FIELDS = ("prependSystemContext", "systemPrompt", "prependContext", "appe
 
 
 class HookError(Exception):
-    """A handler raised or ran out of time; carries the plugin id for the log and the caller."""
+    """A handler raised or ran out of time (`timed_out`); the message names the plugin."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class _Registration:
@@ -69,6 +80,8 @@ class HookBus:
         self._regs: Dict[str, List[_Registration]] = {}
         self._count = 0
         self._lock = threading.Lock()
+        self.since = time.time()  # when the counts of `stats()` began
+        self._stats: Dict[str, List[int]] = {}  # plugin id -> [calls, errors, timeouts]
 
     def register(
         self,
@@ -100,22 +113,65 @@ class HookBus:
         """Hook name -> plugin ids in run order."""
         return {hook: self.handlers(hook) for hook in sorted(self._regs) if self._regs[hook]}
 
+    def counts(self, plugin_id: str) -> Dict[str, int]:
+        """`{calls, errors, timeouts}` of one plugin's handlers since the bus was made."""
+        with self._lock:
+            calls, errors, timeouts = self._stats.get(plugin_id, (0, 0, 0))
+        return {"calls": calls, "errors": errors, "timeouts": timeouts}
+
+    def stats(self, plugin_ids: Iterable[str] = ()) -> Dict[str, Dict[str, Any]]:
+        """Plugin id -> `{calls, errors, timeouts, since}` (ISO time, UTC) for every plugin
+        whose handlers ran, and for `plugin_ids` (zeros when none ran)."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+        with self._lock:
+            counts = {pid: list(c) for pid, c in self._stats.items()}
+        for pid in plugin_ids:
+            counts.setdefault(pid, [0, 0, 0])
+        return {pid: {"calls": c[0], "errors": c[1], "timeouts": c[2], "since": since}
+                for pid, c in sorted(counts.items())}
+
+    def _selected(self, hook: str, plugin: Optional[str]) -> List[_Registration]:
+        regs = list(self._regs.get(hook, []))
+        return regs if plugin is None else [r for r in regs if r.plugin_id == plugin]
+
+    def _tally(self, reg: _Registration, failure: Optional[HookError]) -> None:
+        with self._lock:
+            counts = self._stats.setdefault(reg.plugin_id, [0, 0, 0])
+            counts[0] += 1
+            if failure is not None:
+                counts[2 if failure.timed_out else 1] += 1
+
+    def _run_one(self, reg: _Registration, event: Dict[str, Any], ctx: Dict[str, Any],
+                 inline: bool, counted: bool) -> Any:
+        """One handler call, counted unless `counted` is False; raises HookError."""
+        try:
+            result = (self._call_inline(reg, event, ctx) if inline
+                      else self._call(reg, event, ctx))
+        except HookError as exc:
+            if counted:
+                self._tally(reg, exc)
+            raise
+        if counted:
+            self._tally(reg, None)
+        return result
+
     def run_modifying(
-        self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any], inline: bool = False
+        self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any], inline: bool = False,
+        plugin: Optional[str] = None, counted: bool = True,
     ) -> Tuple[Dict[str, Any], List[str]]:
         """Run handlers in priority order and merge their results; returns (merged, errors).
 
         `inline`: in the caller's thread, without the per-handler thread and time limit, for a
         caller that enforces its own deadline (the OpenClaw bridge kills a worker that misses
         it): a thread start and join per handler is most of this hook's cost on a busy host.
+        `plugin`: only that plugin's handlers; `counted`: False keeps the call out of `stats()`.
         """
         merged: Dict[str, Any] = {}
         prepends: List[str] = []
         errors: List[str] = []
-        for reg in list(self._regs.get(hook, [])):
+        for reg in self._selected(hook, plugin):
             try:
-                result = self._call_inline(reg, event, ctx) if inline else self._call(reg, event,
-                                                                                       ctx)
+                result = self._run_one(reg, event, ctx, inline, counted)
             except HookError as exc:
                 errors.append(str(exc))
                 continue
@@ -133,12 +189,14 @@ class HookBus:
             merged["prependSystemContext"] = "\n\n".join(prepends)
         return merged, errors
 
-    def run_void(self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any]) -> List[str]:
-        """Run handlers in priority order, ignoring results; returns the errors (also logged)."""
+    def run_void(self, hook: str, event: Dict[str, Any], ctx: Dict[str, Any],
+                 plugin: Optional[str] = None, counted: bool = True) -> List[str]:
+        """Run handlers in priority order, ignoring results; returns the errors (also logged).
+        `plugin` and `counted` as for `run_modifying`."""
         errors: List[str] = []
-        for reg in list(self._regs.get(hook, [])):
+        for reg in self._selected(hook, plugin):
             try:
-                self._call(reg, event, ctx)
+                self._run_one(reg, event, ctx, False, counted)
             except HookError as exc:
                 errors.append(str(exc))
         return errors
@@ -173,7 +231,7 @@ class HookBus:
         if worker.is_alive():
             msg = f"[{reg.plugin_id}] {reg.hook} handler timed out after {limit:g}s"
             log.error("%s", msg)
-            raise HookError(msg)
+            raise HookError(msg, timed_out=True)
         if "error" in box:
             raise self._failed(reg, box["error"])
         return box.get("result")

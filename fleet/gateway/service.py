@@ -18,6 +18,7 @@ import fleet
 from fleet.continuity import private, regularfile, tempfiles
 from fleet.continuity.paths import ConfigError, default_agent_id, load_config
 from fleet.continuity.statelayout import StateLayout
+from fleet.gateway import selftest as plugin_selftest
 from fleet.gateway.agents import Agents
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import HookBus
@@ -94,6 +95,8 @@ class Gateway:
             "persistent.cancel": self.persistent.cancel,
             "command": self.command,
             "commands": lambda args: {"commands": self.commands.names()},
+            "selftest": self.selftest,
+            "stats": self.stats,
             "shutdown": self.shutdown,
         }
 
@@ -184,6 +187,27 @@ class Gateway:
         if args.get("sessionKey"):
             ctx["sessionKey"] = str(args["sessionKey"]).strip().lower()
         return self.commands.dispatch(line, ctx)
+
+    def selftest(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Each loaded plugin's self-test (fleet/gateway/selftest.py), through this gateway's
+        hook bus and command registry: `{"ok": every one passed, "plugins": {id: answer}}`.
+        Takes no arguments: the scratch is this host's own."""
+        answers = {}
+        for rec in self.plugins.records.values():
+            if rec.loaded:
+                answers[rec.id] = plugin_selftest.run(
+                    rec.id, rec.version, rec.module, self.layout.state_dir, self.hooks,
+                    self.commands, self.plugins.fresh_config(rec),
+                    self.plugins.allows_prompt_injection(rec.id))
+        return {"ok": all(a["ok"] for a in answers.values()), "plugins": answers}
+
+    def stats(self, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Each loaded plugin's hook calls, errors and timeouts since this gateway started
+        (`restarts` is 0: a plugin here lives as long as its gateway; the supervisor counts
+        gateway restarts, fleet/installer/supervision.py)."""
+        loaded = [rec.id for rec in self.plugins.records.values() if rec.loaded]
+        counts = self.hooks.stats(loaded)
+        return {"plugins": {pid: dict(counts[pid], restarts=0) for pid in loaded}}
 
     def shutdown(self, args: Dict[str, Any]) -> Dict[str, Any]:
         self.shutdown_requested.set()

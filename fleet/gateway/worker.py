@@ -15,10 +15,13 @@ Protocol (one JSON object per line, UTF-8):
                       {"id": n, "op": "command", "command": "mc", "ctx": {"args", "sessionKey"?},
                        "pluginConfig": {}, "config": {...}}
                       {"id": n, "op": "probe", "pluginConfig": {}, "config": {...}}
+                      {"id": n, "op": "selftest", "pluginConfig": {}, "config": {...}}
+                      {"id": n, "op": "stats"}
                       {"id": n, "op": "ping"}
     worker -> bridge  {"ack": n}   as soon as request n is read (before it runs: a request
                       the worker died without acknowledging may be sent to a new worker)
                       {"id": n, "ok": true, "result": ..., "errors": [..]}
+                      (a hook's answer also carries "stats": this worker's counts, see below)
                       {"id": n, "ok": false, "error": "why"}
                       {"log": "info"|"warn"|"error", "msg": str}   (the plugin's own log lines,
                       and once, after the ready line, a warning when the OpenClaw it serves
@@ -28,6 +31,17 @@ Protocol (one JSON object per line, UTF-8):
 (PROBE_HOOK, which no plugin handles) taken through the same path as every void hook, context
 checked included, answered with what the ready line says (plugin, version, pid, ...). `ping` is
 answered by the reader thread itself, so it tells only that the worker still reads.
+
+`selftest` is what the gateway RPC `<plugin id>.selftest` sends (a deploy's gate after readiness):
+the plugin's own scenario (its entry's `selftest(run)`) through this worker's hook bus and command
+registry, on a scratch workspace under the state dir (fleet/gateway/selftest.py), answered with
+`{"ok", "plugin", "version", "checks": [{"name", "ok", "detail"}], "duration_ms"}` (`ok: false`
+is a failed self-test, not a failed request). `stats` is answered by the reader thread like
+`ping`: `{"plugin", "pid", "calls", "errors", "timeouts", "since"}`, the plugin's hook handler
+calls since this worker started, those that raised and those past the bus's time limit; the
+self-test's calls are not counted. Every hook answer carries the same counts (`stats`: calls,
+errors, timeouts) so the bridge keeps them when this worker dies; it adds what only it sees
+(calls past its deadline, restarts) for `<plugin id>.stats`.
 
 Nothing a client sends can stop the worker: a bad line is answered (or logged) and skipped, a
 line longer than `MAX_LINE` is discarded, a handler that raises is caught. It exits when stdin
@@ -57,6 +71,7 @@ from typing import Any, Dict, List, Optional
 from fleet.continuity import paths
 from fleet.continuity.openclawrange import PROVEN, CompatError, Support
 from fleet.continuity.schema import validate as validate_config
+from fleet.gateway import selftest as plugin_selftest
 from fleet.gateway.api import PluginApi
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import MODIFYING_HOOKS, HookBus
@@ -133,6 +148,7 @@ class Host:
         self._config: Optional[Dict[str, Any]] = None
         self._plugin_config: Dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.module: Optional[Any] = None  # the plugin's entry module (its `selftest`)
         # the OpenClaw this worker serves against its release's proof ({state, version,
         # message}; `check_openclaw`), for `/mc doctor` (command ctx `openclawSupport`)
         self.openclaw: Optional[Dict[str, str]] = None
@@ -151,6 +167,7 @@ class Host:
             api = PluginApi(self.id, self.manifest["version"], self.state_dir, self.config,
                             self.plugin_config, self.hooks, self.commands, root_dir=self.dir)
             register(api)
+            self.module = module
         except PluginLoadError:
             raise
         except Exception as exc:
@@ -208,14 +225,28 @@ class Host:
 
     def handle(self, req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
-        if op not in ("hook", "command", "probe"):
-            return {"ok": False, "error": f"unknown op {op!r} (hook, command, probe, ping)"}
+        if op not in ("hook", "command", "probe", "selftest"):
+            return {"ok": False, "error": f"unknown op {op!r} (hook, command, probe, selftest, "
+                                          "stats, ping)"}
         self.take_context(req)
         if op == "hook":
             return self.hook(req)
         if op == "probe":
             return self.probe()
+        if op == "selftest":
+            return self.selftest()
         return self.command(req)
+
+    def stats(self) -> Dict[str, Any]:
+        """The `stats` op's answer: the plugin's hook counts since this worker started."""
+        return {"plugin": self.id, "pid": os.getpid(), **self.hooks.stats([self.id])[self.id]}
+
+    def selftest(self) -> Dict[str, Any]:
+        """The plugin's self-test through this worker's bus and registry (a scratch under the
+        state dir this worker was started with, never one a request names)."""
+        answer = plugin_selftest.run(self.id, self.manifest.get("version"), self.module,
+                              self.state_dir, self.hooks, self.commands, self.plugin_config())
+        return {"ok": True, "result": answer}
 
     def describe(self) -> Dict[str, Any]:
         """What this worker runs: the ready line's fields (and a probe's answer)."""
@@ -238,9 +269,11 @@ class Host:
         ctx = ctx if isinstance(ctx, dict) else {}
         if name in MODIFYING_HOOKS:
             merged, errors = self.hooks.run_modifying(name, event, ctx, inline=True)
-            return {"ok": True, "result": merged or None, "errors": errors}
-        errors = self.hooks.run_void(name, event, ctx)
-        return {"ok": True, "result": None, "errors": errors}
+            result = merged or None
+        else:
+            errors, result = self.hooks.run_void(name, event, ctx), None
+        return {"ok": True, "result": result, "errors": errors,
+                "stats": self.hooks.counts(self.id)}
 
     def command(self, req: Dict[str, Any]) -> Dict[str, Any]:
         name = req.get("command")
@@ -306,6 +339,9 @@ def serve(host: Host, out: Output, stdin: Any) -> None:
                 continue
             if req.get("op") == "ping":
                 out.send({"id": req.get("id"), "ok": True, "result": {"pid": os.getpid()}})
+                continue
+            if req.get("op") == "stats":  # counters only: no plugin code, no wait
+                out.send({"id": req.get("id"), "ok": True, "result": host.stats()})
                 continue
             if req.get("id") is not None:
                 out.send({"ack": req.get("id")})

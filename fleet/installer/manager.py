@@ -21,6 +21,13 @@ Managers (`--manager`, options via `--manager-opt k=v`):
 - `command`  : opt `restart` (shell command, required), optional `stop`.
 Every manager accepts opt `probe` (a shell command printing health JSON) instead of the socket.
 Commands get FLEET_STATE_DIR, FLEET_RELEASE and PYTHONPATH in their environment.
+
+After readiness a deploy runs the plugins' self-tests (`selftest()`: our gateway's `selftest`
+control op; OpenClaw: each plugin's `<id>.selftest`, fleet/installer/openclawgw.py), and `status`
+shows their hook statistics (`hook_stats()`: the `stats` op; `<id>.stats`). A gateway that does
+not know them (an older release) makes the self-test `unsupported` and the statistics None.
+A manager whose readiness is a `probe` command has no socket to ask: its self-test is
+`unsupported` and it shows no statistics.
 """
 
 from __future__ import annotations
@@ -32,15 +39,29 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from fleet.gateway import process
+from fleet.gateway import client, process
 from fleet.gateway.layout import Layout
-from fleet.installer import supervision
+from fleet.installer import releasedirs, supervision
 
 
 class ManagerError(RuntimeError):
     """A restart/stop command failed or timed out."""
+
+
+STATS_TIMEOUT_S = 2.0  # `status`: the hook statistics of a gateway that answered its probe
+
+
+def release_plugins(release: Optional[Path]) -> List[str]:
+    """The plugin ids `release` ships (its `fleet_release.json`)."""
+    meta = releasedirs.read_meta(release) if release is not None else None
+    return sorted((meta or {}).get("plugins") or {})
+
+
+def unknown_op(error: Any) -> bool:
+    """Whether a control answer's error says the gateway has no such op (an older release)."""
+    return isinstance(error, str) and error.startswith("unknown op")
 
 
 def run_command(cmd: Union[str, Sequence[str]], env: Optional[Dict[str, str]] = None,
@@ -142,6 +163,46 @@ class Manager:
         """What this manager's supervisor says of the gateway (restarts, last exit, running),
         None where the manager has none of its own (systemd and launchd keep theirs)."""
         return None
+
+    def selftest(self, release: Path, timeout: float) -> Dict[str, Any]:
+        """Each plugin's self-test answer (fleet/installer/selftest.py says what one may be),
+        asked of the running gateway's control socket within `timeout`."""
+        ids = release_plugins(release)
+        if self.opts.get("probe"):
+            why = "this manager's readiness is a probe command: no control socket to ask"
+            return {pid: {"unsupported": why} for pid in ids}
+        try:
+            resp = client.request(Layout(self.state_dir).socket, {"op": "selftest"},
+                                  timeout_s=timeout, retry_s=0)
+        except client.ClientError as exc:
+            return {pid: {"error": str(exc)} for pid in ids}
+        if not resp.get("ok"):
+            error = resp.get("error")
+            if unknown_op(error):
+                why = "the gateway has no selftest op (a release older than the self-test)"
+                return {pid: {"unsupported": why} for pid in ids}
+            return {pid: {"error": f"{error}"} for pid in ids}
+        result = resp.get("result")
+        plugins = result.get("plugins") if isinstance(result, dict) else None
+        if not isinstance(plugins, dict):
+            return {pid: {"error": f"an answer without plugins: {result!r:.200}"} for pid in ids}
+        return {pid: plugins.get(pid, {"error": "the gateway did not test it"}) for pid in
+                sorted(set(ids) | set(plugins))}
+
+    def hook_stats(self, release: Optional[Path],
+                   health: Optional[dict]) -> Optional[Dict[str, Any]]:
+        """Each plugin's hook statistics (`{id: {calls, errors, timeouts, restarts, since}}`),
+        None when the gateway is down (no `health`) or does not answer them."""
+        if health is None or self.opts.get("probe"):
+            return None
+        try:
+            resp = client.request(Layout(self.state_dir).socket, {"op": "stats"},
+                                  timeout_s=STATS_TIMEOUT_S, retry_s=0)
+        except client.ClientError:
+            return None
+        result = resp.get("result") if resp.get("ok") else None
+        plugins = result.get("plugins") if isinstance(result, dict) else None
+        return plugins if isinstance(plugins, dict) else None
 
     def probe(self, release: Optional[Path] = None) -> Optional[dict]:
         cmd = self.opts.get("probe")

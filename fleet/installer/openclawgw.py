@@ -11,7 +11,10 @@ What an activation does (`restart()`; the transaction calls it after switching `
    gateway restarts: `openclaw gateway restart` where OpenClaw runs as the user's service
    (mode `service`), or, on hosts without a service (sandbox, harness), fleet's own supervised
    `openclaw gateway run` (mode `supervised`: pidfile, SIGTERM, SIGKILL after a deadline).
-Readiness (`probe()`): each fleet plugin answers its own `<id>.ready` at the release's version.
+Readiness (`probe()`): each fleet plugin answers its own `<id>.ready` at the release's version;
+then a deploy runs each plugin's `<id>.selftest` (`selftest()`), and `status` reads each one's
+`<id>.stats` (`hook_stats()`); a plugin whose bridge does not know them (an older release) makes
+the self-test `unsupported` and has no statistics.
 What else a gateway can tell differs between OpenClaw releases; one record per host says what
 (`capabilities()`, fleet/installer/openclawcaps.py). A plugin that fails to load fails the deploy
 as soon as the gateway says so, whichever way it does: the `plugins.reload` answer, the
@@ -60,6 +63,7 @@ DEFAULT_PORT = 18789
 ACTIVE = "active"
 DIRECT = "direct"
 VALIDATED_KEEP = 16  # verdicts remembered (openclaw-validated.json)
+STATS_BUDGET_S = 5.0  # `status`: every plugin's `<id>.stats`, direct RPC only (no CLI boot)
 CONFIG_ATTEMPTS = 3  # read-validate-commit rounds when the file keeps changing meanwhile
 
 
@@ -589,6 +593,54 @@ class OpenclawManager(Manager):
             info["status"] = ACTIVE
         if version is not None:
             versions[plugin_id] = str(version)
+
+
+    # -- the self-test gate and hook statistics ----------------------------------------------
+    def selftest(self, release: Path, timeout: float) -> Dict[str, Any]:
+        """Each plugin's `<id>.selftest` answer (fleet/installer/selftest.py says what one may
+        be), all within `timeout`."""
+        deadline = time.monotonic() + timeout
+        answers: Dict[str, Any] = {}
+        for plugin_id in self.plugin_dirs(release):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                answers[plugin_id] = {"error": f"no time left ({timeout:.0f} s) to ask it"}
+                continue
+            try:
+                answer = self.call(f"{plugin_id}.selftest", timeout=left)
+            except RpcError as exc:
+                if unknown_method(exc):
+                    answers[plugin_id] = {"unsupported": f"the gateway does not know "
+                                                         f"{plugin_id}.selftest (a release "
+                                                         "older than the self-test)"}
+                else:
+                    answers[plugin_id] = {"error": exc.message}
+                continue
+            except ManagerError as exc:
+                answers[plugin_id] = {"error": str(exc)}
+                continue
+            answers[plugin_id] = answer
+        return answers
+
+    def hook_stats(self, release: Optional[Path],
+                   health: Optional[dict]) -> Optional[Dict[str, Any]]:
+        """Each plugin's `<id>.stats`, within STATS_BUDGET_S in all (a read-only `status` keeps
+        its bound); None when the gateway does not answer (or no plugin knows the method)."""
+        if health is None or release is None:
+            return None
+        deadline = time.monotonic() + STATS_BUDGET_S
+        found: Dict[str, Any] = {}
+        for plugin_id in self.plugin_dirs(release):
+            left = deadline - time.monotonic()
+            if left <= 0.1:
+                break
+            try:
+                answer = self.call_direct(f"{plugin_id}.stats", None, left)
+            except (RpcError, ManagerError, openclawrpc.Unsupported):
+                continue
+            found[plugin_id] = {k: answer.get(k) for k in ("calls", "errors", "timeouts",
+                                                           "restarts", "since")}
+        return found or None
 
 
 def installed_openclaw(state_dir: str, opts: Dict[str, str],

@@ -9,11 +9,16 @@ instead of a dict probed with `.get(...)`.
 
 The answer of install / rollback / restart (`InstallerResult`): `{action, ok, result, host,
 state_dir, owner, from, to, reason, notes, restarted, steps: {step: seconds}, duration_s,
-gateway: <health>, lock_takeover?, lock_holder?, pruned?}` where `result` is installed |
-unchanged | rolled_back | restarted | refused | failed and `from`/`to` are `release_summary()`s
-`{release, version, sha256, components}`. `status` (`HostStatus`) gives `{result: "status",
-current, previous, releases, gateway, ready, problem, lock, last_audit, disk_free_bytes,
-openclaw_support?}`, `lock` the holder `{owner, pid, host, time, lease, stale}` (`LockHolder`),
+gateway: <health>, selftest?, lock_takeover?, lock_holder?, pruned?}` where `result` is
+installed | unchanged | rolled_back | restarted | refused | failed and `from`/`to` are
+`release_summary()`s `{release, version, sha256, components}`. An install that restarted the
+gateway runs the plugins' self-tests after readiness (step `selftest`; `selftest`:
+`{state: passed|failed|unsupported, plugins: {id: ...}, reason}`, fleet/installer/selftest.py):
+a failed one switches back as a failed readiness does. `status` (`HostStatus`) gives
+`{result: "status", current, previous, releases, gateway, ready, problem, lock, last_audit,
+disk_free_bytes, hooks, openclaw_support?}`, `lock` the holder `{owner, pid, host, time, lease,
+stale}` (`LockHolder`), `hooks` each plugin's hook statistics `{id: {calls, errors, timeouts,
+restarts, since}}` (`HookStats`; null when the gateway does not answer them),
 `openclaw_support` (OpenClaw hosts) `{state: proven|unproven|outside, version, message}`: the
 host's OpenClaw against the active release's proof. `install` takes ALLOW_UNPROVEN_OPENCLAW to
 go ahead on an OpenClaw the release was not proven on (the answer's `notes` then say so).
@@ -46,11 +51,12 @@ FLEET_LEASE = "--fleet-lease"
 
 
 def worst_case_s(timeout: float) -> float:
-    """The longest an install, rollback or restart with `--timeout timeout` runs: a restart and
-    a readiness wait, then on failure the switch-back restart and its readiness wait, each up to
-    `timeout` plus a little. The installer's lock lease must outlive it (or a peer takes over
-    mid-run), and the control side must wait for it (or it cuts a host off mid-rollback)."""
-    return 4 * (timeout + STEP_SLACK_S)
+    """The longest an install, rollback or restart with `--timeout timeout` runs: a restart, a
+    readiness wait and the plugins' self-tests, then on failure the switch-back restart and its
+    readiness wait, each up to `timeout` plus a little. The installer's lock lease must outlive
+    it (or a peer takes over mid-run), and the control side must wait for it (or it cuts a host
+    off mid-rollback)."""
+    return 5 * (timeout + STEP_SLACK_S)
 
 
 def read_only_s(timeout: float) -> float:
@@ -217,6 +223,32 @@ class LockHolder:
 
 
 @dataclass(frozen=True)
+class HookStats:
+    """One plugin's hook statistics as `status` shows them: its hook calls since `since` (ISO
+    time) and how many raised (`errors`) or ran out of time (`timeouts`); `restarts`: its
+    OpenClaw worker's (0 on our gateway, where a plugin lives as long as the gateway)."""
+
+    calls: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    restarts: int = 0
+    since: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Any, host: str = "", prefix: str = "") -> HookStats:
+        if not isinstance(data, dict):
+            raise _bad(host, f"'{prefix}' must be an object, got {data!r:.80}")
+        counts = {}
+        for key in ("calls", "errors", "timeouts", "restarts"):
+            value = _optional(data, key, int, "an integer", host, f"{prefix}.")
+            if value is not None and value < 0:
+                raise _bad(host, f"'{prefix}.{key}' must be >= 0, got {value!r}")
+            counts[key] = value or 0
+        return cls(since=_optional(data, "since", str, "a string", host, f"{prefix}."),
+                   **counts)
+
+
+@dataclass(frozen=True)
 class HostStatus(_Answer):
     """A host's `status` answer: what runs there. Fields missing from the answer read as
     "nothing" (an empty status is a host with nothing installed); `data` keeps it whole.
@@ -236,6 +268,8 @@ class HostStatus(_Answer):
     openclaw_support: Optional[Dict[str, Any]] = None
     # the fleet manager's supervisor: {running, restarts, last_exit: {why, time}} (supervision.py)
     supervisor: Optional[Dict[str, Any]] = None
+    # plugin id -> its hook statistics; None when the gateway is down or does not answer them
+    hooks: Optional[Dict[str, HookStats]] = None
     data: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -260,6 +294,10 @@ class HostStatus(_Answer):
             last = _optional(supervisor, "last_exit", dict, "an object", host, "supervisor.")
             if last is not None:
                 _optional(last, "time", (int, float), "a number", host, "supervisor.last_exit.")
+        hooks = _optional(data, "hooks", dict, "an object", host)
+        if hooks is not None:
+            hooks = {str(pid): HookStats.from_dict(v, host, f"hooks.{str(pid)[:80]}")
+                     for pid, v in hooks.items()}
         return cls(current=current,
                    ready=bool(_optional(data, "ready", bool, "true or false", host)),
                    problem=_optional(data, "problem", str, "a string", host),
@@ -267,7 +305,7 @@ class HostStatus(_Answer):
                    gateway=gateway,
                    last_audit=_optional(data, "last_audit", dict, "an object", host) or {},
                    disk_free_bytes=_optional(data, "disk_free_bytes", int, "an integer", host),
-                   openclaw_support=support, supervisor=supervisor, data=data)
+                   openclaw_support=support, supervisor=supervisor, hooks=hooks, data=data)
 
 
 @dataclass(frozen=True)

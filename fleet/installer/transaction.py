@@ -1,7 +1,8 @@
 """One host's install / rollback / restart as a transaction, plus read-only status.
 
 Why one process: the control side makes one call per host, and everything that must not be torn
-(lock, hash check, unpack, atomic switch, restart, readiness, switch-back, audit) happens here,
+(lock, hash check, unpack, atomic switch, restart, readiness, the plugins' self-tests,
+switch-back, audit) happens here,
 so a dropped ssh connection can never leave a half-switched host. Each step is timed (the JSON
 result carries `steps`), announced on stderr as `{"step": name}` for live progress, and passes the
 fault seam (`faults.check`).
@@ -22,7 +23,7 @@ from typing import Dict, Iterator, Optional
 from fleet.continuity import regularfile
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
-from fleet.installer import audit, faults, machine, releasedirs
+from fleet.installer import audit, faults, machine, releasedirs, selftest
 from fleet.installer.lock import (
     DEFAULT_LEASE_S,
     DeployLock,
@@ -158,6 +159,20 @@ class Transaction:
             self.manager.restart(release, expect, self.timeout)
         with self.step("ready"):
             return wait_ready(self.manager, release, expect, self.timeout, old_pid)
+
+    def gate(self, release: Path) -> None:
+        """The plugins' self-tests on the new release, after readiness (step `selftest`): a
+        failed one raises ManagerError naming the plugin and its check (the caller switches
+        back); a release that does not know the self-test is noted `selftest: unsupported`."""
+        with self.step("selftest"):
+            verdict = selftest.judge(self.manager.selftest(release, self.timeout))
+        self.result["selftest"] = verdict.as_dict()
+        if verdict.state == selftest.FAILED:
+            raise ManagerError(verdict.reason)
+        if verdict.state == selftest.UNSUPPORTED:
+            self.notes.append(f"selftest: unsupported ({verdict.reason})")
+        elif verdict.reason:
+            self.notes.append(f"selftest: passed; {verdict.reason}")
 
     def utc_now(self) -> str:
         """The machine's time as an audit line writes it."""
@@ -309,6 +324,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
             tx.notes.extend(releasedirs.switch(state_dir, release, current,
                                              tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
+        tx.gate(release)
         # Same release as before (--force, or its gateway was down): a restart, not an install
         res.update(ok=True, result="restarted" if current == release else "installed",
                    to=release_summary(meta), gateway=health)
@@ -412,7 +428,8 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READ
 
 
 def status(state_dir: Path, manager: Manager) -> dict:
-    """What runs here: releases, gateway health, readiness, lock holder, last audit entry."""
+    """What runs here: releases, gateway health, readiness, the plugins' hook statistics, lock
+    holder, last audit entry."""
     current = releasedirs.current_release(state_dir)
     meta = releasedirs.read_meta(current)
     health = manager.probe(current)
@@ -431,6 +448,7 @@ def status(state_dir: Path, manager: Manager) -> dict:
               "gateway": health, "ready": problem is None, "problem": problem,
               "lock": holder, "last_audit": audit.last_entry(state_dir),
               "disk_free_bytes": _disk_free(state_dir)}
+    answer["hooks"] = manager.hook_stats(current, health)
     support = manager.support(current, health)
     if support is not None:
         answer["openclaw_support"] = support

@@ -19,6 +19,18 @@
 // version. A deploy is ready only when that answer names the new version, so a release whose
 // Python cannot load is caught before any agent turn needs it.
 //
+// Two more RPCs serve a deploy and `invoke status`. `<plugin id>.selftest` (a deploy's gate after
+// readiness) sends the worker `selftest`: the plugin's own scenario through the worker's hook bus
+// and command registry, on a scratch workspace the host picks (fleet/gateway/selftest.py), and
+// answers with its result {ok, plugin, version, checks: [{name, ok, detail}], duration_ms}.
+// `<plugin id>.stats` answers the plugin's hook statistics since this OpenClaw process loaded
+// it: {plugin, calls, errors, timeouts, restarts, since, worker}. `calls` are the hooks OpenClaw
+// handed the plugin; `errors` the handlers that raised (the worker's count) plus the calls that
+// got no answer (worker unavailable or failed); `timeouts` the handlers past the worker's time
+// limit plus the calls whose answer missed the bridge's deadline; `restarts` the workers that
+// died (each is started again on the next call). A dead worker's counts are kept: every hook
+// answer carries the worker's running totals. Self-tests and readiness probes are not counted.
+//
 // This file is the one source of the bridge. Each plugin directory holds it as `bridge.mjs`
 // (a link to this file in the source tree, a copy in a release), because OpenClaw copies a plugin
 // directory on its own (capture, restore after a failed reload) and an import from outside that
@@ -41,7 +53,9 @@ const MIN_PYTHON = [3, 9];
 export const STABLE_MS = 60000;
 // Default per-call deadlines, below OpenClaw's own per-handler budgets (15 s prompt, 30 s observe).
 const DEFAULT_TIMEOUTS_MS = { before_prompt_build: 10000, command: 20000, other: 25000 };
+const STATS_TIMEOUT_MS = 2000; // a live worker's counts, for `<id>.stats`
 const REGISTRY = Symbol.for("fleet.openclaw.bridge.workers");
+const STATS = Symbol.for("fleet.openclaw.bridge.stats");
 
 // Python side of the handshake: written for any python (even 2.x) so that a too old interpreter
 // answers with a readable diagnostic instead of a SyntaxError from the worker's own modules.
@@ -67,6 +81,58 @@ const BOOT = [
 function registry() {
   if (!globalThis[REGISTRY]) globalThis[REGISTRY] = new Map();
   return globalThis[REGISTRY];
+}
+
+/**
+ * One plugin's hook statistics in this Node process, kept across `plugins.reload` (a new Bridge
+ * for the same plugin id) and across its workers: `own` is what only the bridge sees, `retired`
+ * the last totals of workers that died, `live` the current worker's latest totals.
+ */
+class HookStats {
+  constructor() {
+    this.since = new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+    this.calls = 0;
+    this.errors = 0; // calls that got no answer (not a timeout)
+    this.timeouts = 0; // calls whose answer missed the deadline
+    this.restarts = 0;
+    this.retired = { calls: 0, errors: 0, timeouts: 0 };
+    this.live = null; // {worker, calls, errors, timeouts}
+  }
+
+  /** A worker's running totals (from a hook answer or a `stats` answer): never backwards. */
+  seen(worker, totals) {
+    if (!totals || typeof totals !== "object") return;
+    if (this.live?.worker !== worker) this.live = { worker, calls: 0, errors: 0, timeouts: 0 };
+    for (const k of ["calls", "errors", "timeouts"]) {
+      const n = Number(totals[k]);
+      if (Number.isSafeInteger(n) && n > this.live[k]) this.live[k] = n;
+    }
+  }
+
+  /** A worker died: its totals stay counted. */
+  retire(worker) {
+    if (this.live?.worker === worker) {
+      for (const k of ["calls", "errors", "timeouts"]) this.retired[k] += this.live[k];
+      this.live = null;
+    }
+  }
+
+  merged(pluginId) {
+    const live = this.live ?? { calls: 0, errors: 0, timeouts: 0 };
+    const worker = this.live ? { pid: this.live.worker.child?.pid ?? null, calls: live.calls,
+      errors: live.errors, timeouts: live.timeouts } : null;
+    return { plugin: pluginId, calls: this.calls,
+      errors: this.errors + this.retired.errors + live.errors,
+      timeouts: this.timeouts + this.retired.timeouts + live.timeouts,
+      restarts: this.restarts, since: this.since, worker };
+  }
+}
+
+function statsOf(pluginId) {
+  if (!globalThis[STATS]) globalThis[STATS] = new Map();
+  const all = globalThis[STATS];
+  if (!all.has(pluginId)) all.set(pluginId, new HookStats());
+  return all.get(pluginId);
 }
 
 function clip(text, max) {
@@ -304,6 +370,7 @@ class Bridge {
     this.failedKey = null;
     this.lastFailure = null; // {why, final}: why the last worker died; final: it cannot start
     this.unread = new Map(); // hook name -> event fields its Python body never reads
+    this.stats = statsOf(pluginId);
   }
 
   config() {
@@ -363,7 +430,9 @@ class Bridge {
       logger: this.logger,
       onExit: (w, why) => {
         if (reg.get(this.pluginId)?.worker === w) reg.delete(this.pluginId);
+        this.stats.retire(w);
         if (why === "stopped") return;
+        if (w.info) this.stats.restarts += 1; // it had started: the next call starts another
         if (Date.now() - w.startedAt >= stableMs()) this.failures = 0; // it had been healthy
         this.failedKey = this.key();
         this.lastFailure = { why, final: w.fatal };
@@ -414,6 +483,7 @@ class Bridge {
         if (!ready.ok) return ready;
       }
       const answer = await worker.request(body, deadline);
+      if (answer.stats) this.stats.seen(worker, answer.stats);
       if (answer.ok) {
         this.lastDiag = "";
       } else if (answer.timedOut) {
@@ -467,6 +537,55 @@ class Bridge {
     }
   }
 
+  /**
+   * The gateway RPC `<plugin id>.selftest`: the plugin's self-test in its worker (started now if
+   * need be). Answers the self-test's result, passed or not ({ok, plugin, version, checks,
+   * duration_ms}); an error only when the worker could not run it (`details.final` as for
+   * `.ready`).
+   */
+  async selftest(respond) {
+    let answer;
+    try {
+      answer = await this.call({ op: "selftest", ...this.context() }, "other");
+    } catch (err) {
+      answer = { ok: false, error: String(err?.message || err) };
+    }
+    try {
+      if (answer.ok && answer.result && typeof answer.result === "object") {
+        respond(true, { id: this.pluginId, ...answer.result });
+      } else {
+        const why = answer.timedOut ? `no answer within ${this.timeoutMs("other")} ms`
+          : answer.error ?? "the worker answered no self-test";
+        respond(false, undefined, { code: "UNAVAILABLE", message: `${this.pluginId}: ${why}`,
+          details: { final: Boolean(answer.final) } });
+      }
+    } catch (err) {
+      this.logger.error(`[bridge] ${this.pluginId}.selftest: ${err?.stack || err}`);
+    }
+  }
+
+  /**
+   * The gateway RPC `<plugin id>.stats`: the merged hook statistics (HookStats). A live worker
+   * is asked for its latest totals (within STATS_TIMEOUT_MS); none is started for it.
+   */
+  async statsRpc(respond) {
+    try {
+      const current = registry().get(this.pluginId);
+      const worker = current && !current.worker.dead && current.worker.info
+        ? current.worker : null;
+      if (worker) {
+        const answer = await worker.request({ op: "stats" }, Date.now() + STATS_TIMEOUT_MS);
+        if (answer.ok) this.stats.seen(worker, answer.result);
+      }
+      respond(true, this.stats.merged(this.pluginId));
+    } catch (err) {
+      this.logger.error(`[bridge] ${this.pluginId}.stats: ${err?.stack || err}`);
+      try {
+        respond(false, undefined, { code: "UNAVAILABLE", message: `${this.pluginId}: ${err}` });
+      } catch { /* the connection is gone */ }
+    }
+  }
+
   context() {
     // What the worker needs beyond event/ctx: this plugin's config and the agents/plugins
     // sections of OpenClaw's config (workspaces, other plugins' entries), parsed by OpenClaw.
@@ -505,7 +624,10 @@ class Bridge {
         + `sending the newest ${trimmed.messages.length} of ${ev.messages.length} messages`);
       answer = await this.call({ ...base, event: trimmed }, kind);
     }
+    this.stats.calls += 1;
     if (!answer.ok) {
+      if (answer.timedOut) this.stats.timeouts += 1;
+      else this.stats.errors += 1;
       this.logger.error(`[bridge] ${name}: ${answer.timedOut ? `no answer within `
         + `${this.timeoutMs(name)} ms` : answer.error}; continuing without it`);
       return undefined;
@@ -574,8 +696,8 @@ export function locate(api, entryUrl) {
  * hooks: [[hookName, priority, unreadFields?], ...] (unreadFields: event keys the Python body
  * of that hook never reads, left out of the line: they mirror the plugin's UNREAD_EVENT_FIELDS);
  * commands: [{name, description}]. register() only registers handlers (hooks, commands, the
- * `<id>.ready` gateway method) and resolves paths: it starts nothing and writes nothing
- * (OpenClaw also runs it inside CLI processes).
+ * `<id>.ready`, `<id>.selftest` and `<id>.stats` gateway methods) and resolves paths: it starts
+ * nothing and writes nothing (OpenClaw also runs it inside CLI processes).
  */
 export function definePlugin({ id, name, description, entryUrl, hooks = [], commands = [] }) {
   return {
@@ -591,6 +713,10 @@ export function definePlugin({ id, name, description, entryUrl, hooks = [], comm
       }
       if (typeof api.registerGatewayMethod === "function") {
         api.registerGatewayMethod(`${id}.ready`, (opts) => bridge.ready(opts?.respond),
+          { scope: "operator.read" });
+        api.registerGatewayMethod(`${id}.selftest`, (opts) => bridge.selftest(opts?.respond),
+          { scope: "operator.write" });
+        api.registerGatewayMethod(`${id}.stats`, (opts) => bridge.statsRpc(opts?.respond),
           { scope: "operator.read" });
       }
       for (const cmd of commands) {

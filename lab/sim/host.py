@@ -200,6 +200,20 @@ class SimManager(Manager):
         self.host.sched.sleep(0.02)
         self.host.gateway.stop()
 
+    def selftest(self, release: Path, timeout: float) -> dict:
+        """The simulated gateway's plugins pass their self-test while it answers (the
+        scenarios themselves are the unit tests'); a gateway gone meanwhile fails it."""
+        self.host.sched.sleep(0.01)
+        health = self.host.gateway.health()
+        if health is None:
+            return {"gateway": {"error": "the gateway did not answer (simulated)"}}
+        return {pid: {"ok": True, "plugin": pid, "version": version,
+                      "checks": [{"name": "simulated", "ok": True, "detail": ""}]}
+                for pid, version in health["versions"].items()}
+
+    def hook_stats(self, release: Path | None, health: dict | None) -> dict | None:
+        return None  # a simulated gateway runs no hooks
+
     def failure(self) -> str | None:
         gateway = self.host.gateway
         return gateway.exited if gateway.pid is None and gateway.exited else None

@@ -113,7 +113,7 @@ def test_lock_left_by_killed_installer_is_taken_over(sandbox, artifacts):
 
 
 @pytest.mark.parametrize("step", ["lock", "verify", "unpack", "switch", "restart", "ready",
-                                  "audit", "prune"])
+                                  "selftest", "audit", "prune"])
 def test_kill_at_each_step_leaves_old_or_new_and_next_deploy_converges(sandbox, artifacts, step):
     base, bumped = artifacts(), artifacts(bump="5.0.1")
     sandbox.deploy(base, hosts="a")

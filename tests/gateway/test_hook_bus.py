@@ -103,3 +103,45 @@ def test_a_hook_openclaw_does_not_have_is_ignored_with_a_warning(caplog):
     assert bus.summary() == {"before_prompt_build": ["new"]}
     assert bus.run_modifying("before_agent_start", {}, {}) == ({}, [])
     assert "unknown typed hook 'before_agent_start' ignored" in caplog.text
+
+
+def test_stats_count_each_plugins_calls_errors_and_timeouts():
+    bus = HookBus(timeout_s=0.2)
+    gate = threading.Event()
+
+    def boom(event, ctx):
+        raise ValueError("nope")
+
+    bus.register("agent_end", boom, priority=9, plugin_id="bad")
+    bus.register("agent_end", lambda e, c: gate.wait(60), priority=5, plugin_id="slow")
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "x"}, 1, "good")
+    try:
+        bus.run_void("agent_end", {}, {})
+    finally:
+        gate.set()
+    bus.run_modifying("before_prompt_build", {}, {}, inline=True)
+    bus.run_modifying("before_prompt_build", {}, {})
+    stats = bus.stats(["unused"])
+    since = stats["bad"]["since"]
+    assert stats == {
+        "bad": {"calls": 1, "errors": 1, "timeouts": 0, "since": since},
+        "good": {"calls": 2, "errors": 0, "timeouts": 0, "since": since},
+        "slow": {"calls": 1, "errors": 0, "timeouts": 1, "since": since},
+        "unused": {"calls": 0, "errors": 0, "timeouts": 0, "since": since},
+    }
+    assert bus.counts("good") == {"calls": 2, "errors": 0, "timeouts": 0}
+
+
+def test_an_exercise_reaches_one_plugin_and_is_not_counted():
+    """What a self-test does: `plugin` keeps other plugins' handlers out, `counted=False`
+    keeps the call out of the statistics."""
+    bus = HookBus()
+    seen = []
+    bus.register("agent_end", lambda e, c: seen.append("a"), 9, "a")
+    bus.register("agent_end", lambda e, c: seen.append("b"), 1, "b")
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "A"}, 9, "a")
+    bus.register("before_prompt_build", lambda e, c: {"prependSystemContext": "B"}, 1, "b")
+    assert bus.run_void("agent_end", {}, {}, plugin="b", counted=False) == []
+    merged, _ = bus.run_modifying("before_prompt_build", {}, {}, plugin="b", counted=False)
+    assert seen == ["b"] and merged == {"prependSystemContext": "B"}
+    assert bus.counts("a") == bus.counts("b") == {"calls": 0, "errors": 0, "timeouts": 0}

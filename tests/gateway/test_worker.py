@@ -11,16 +11,19 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from lab.sourcetree import break_selftest, snapshot
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "fleet" / "plugins"
 BOOT = "import sys; from fleet.gateway.worker import main; sys.exit(main(sys.argv[1:]))"
 
 
-def start(state: Path, plugin_dir: Path, plugin_id: str) -> subprocess.Popen:
-    env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), PYTHONPATH=str(REPO))
+def start(state: Path, plugin_dir: Path, plugin_id: str, root: Path = REPO) -> subprocess.Popen:
+    env = dict(os.environ, OPENCLAW_STATE_DIR=str(state), PYTHONPATH=str(root))
     return subprocess.Popen([sys.executable, "-c", BOOT, "--plugin-dir", str(plugin_dir),
                              "--plugin-id", plugin_id], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=str(root))  # `-c` puts the cwd first on sys.path
 
 
 def talk(proc: subprocess.Popen, lines: List[bytes], timeout: float = 60) -> List[Dict[str, Any]]:
@@ -77,7 +80,8 @@ def test_bad_requests_are_answered_or_logged_and_the_worker_keeps_serving(tmp_pa
     msgs = talk(start(state, PLUGINS / "memory_continuity", "memory-continuity"), lines)
     got = answers(msgs)
     assert got[1] == {"id": 1, "ok": False,
-                      "error": "unknown op 'explode' (hook, command, probe, ping)"}
+                      "error": "unknown op 'explode' (hook, command, probe, selftest, stats, "
+                               "ping)"}
     assert got[2]["ok"] is True and got[2]["result"] is None
     assert got[3]["ok"] is False and "autoExtract" in got[3]["error"]
     assert "Objective: Keep going" in got[4]["result"]["prependSystemContext"]
@@ -125,3 +129,60 @@ def test_a_plugin_that_cannot_load_is_one_fatal_line(tmp_path):
     fatal = json.loads(out.decode().splitlines()[-1])["fatal"]
     assert fatal.startswith(f"plugin broken cannot load from {bad}: ")
     assert "RuntimeError: import fails" in fatal
+
+
+def test_selftest_runs_the_scenario_here_and_stats_count_only_real_hooks(tmp_path):
+    """`selftest` (the `<id>.selftest` RPC) runs the plugin's scenario through this worker's
+    bus; the hook counts (`stats`, and every hook answer's) leave the self-test out."""
+    state = state_dir(tmp_path)
+    ctx = {"agentId": "main", "sessionKey": "agent:main:main", "sessionId": "s", "runId": "r",
+           "workspaceDir": str(state / "workspace")}
+    lines = [
+        {"id": 1, "op": "stats", "junk": [1, 2]},
+        {"id": 2, "op": "selftest", "pluginConfig": {}, "config": {}},
+        {"id": 3, "op": "hook", "hook": "agent_end", "event": {"messages": []}, "ctx": ctx},
+        {"id": 4, "op": "selftest", "pluginConfig": {"autoExtract": "yes"}},
+    ]
+    msgs = talk(start(state, PLUGINS / "memory_continuity", "memory-continuity"),
+                [json.dumps(x).encode() for x in lines])
+    got = answers(msgs)
+    assert got[1]["result"] == {"plugin": "memory-continuity", "pid": got[1]["result"]["pid"],
+                                "calls": 0, "errors": 0, "timeouts": 0,
+                                "since": got[1]["result"]["since"]}
+    result = got[2]["result"]
+    assert got[2]["ok"] is True and result["ok"] is True, result
+    assert (result["plugin"], result["version"]) == ("memory-continuity", json.loads(
+        (PLUGINS / "memory_continuity" / "openclaw.plugin.json").read_text())["version"])
+    assert len(result["checks"]) == 7 and all(c["ok"] for c in result["checks"])
+    assert got[3]["stats"] == {"calls": 1, "errors": 0, "timeouts": 0}  # the hook, not the test
+    assert got[4]["ok"] is False and "autoExtract" in got[4]["error"]  # refused, answered
+    assert sorted((state / "selftest").iterdir()) == []
+
+
+def test_selftest_follows_the_plugins_config(tmp_path):
+    """A feature the host turned off is skipped, not failed: the gate tests what runs."""
+    req = {"id": 1, "op": "selftest", "pluginConfig": {"autoExtract": False,
+                                                        "subagentSeed": False}}
+    got = answers(talk(start(state_dir(tmp_path), PLUGINS / "memory_continuity",
+                             "memory-continuity"), [json.dumps(req).encode()]))
+    result = got[1]["result"]
+    details = {c["name"]: c["detail"] for c in result["checks"]}
+    assert result["ok"] is True, result
+    assert details["seed"] == "skipped: subagentSeed is off"
+    assert details["checkpoint"].startswith("skipped: autoExtract is off")
+    assert "recovery after checkpoint" not in details
+
+
+def test_selftest_of_a_release_whose_mc_cannot_read_state_names_the_command(tmp_path):
+    tree = tmp_path / "tree"
+    snapshot(tree)
+    break_selftest(tree / "fleet" / "plugins" / "mc")
+    req = {"id": 1, "op": "selftest", "pluginConfig": {}, "config": {}}
+    got = answers(talk(start(state_dir(tmp_path), tree / "fleet" / "plugins" / "mc", "mc",
+                             root=tree), [json.dumps(req).encode()]))
+    result = got[1]["result"]
+    checks = {c["name"]: c for c in result["checks"]}
+    assert got[1]["ok"] is True and result["ok"] is False
+    assert checks["/mc state"]["ok"] is False
+    assert "MC error: state unreadable" in checks["/mc state"]["detail"]
+    assert checks["/mc doctor"]["ok"] is True

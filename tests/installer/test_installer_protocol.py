@@ -11,6 +11,7 @@ from fleet.deploy.inventory import Host
 from fleet.deploy.runner import Progress
 from fleet.installer.protocol import (
     DoctorAnswer,
+    HookStats,
     HostStatus,
     InstallerAnswerError,
     InstallerResult,
@@ -106,6 +107,18 @@ def test_a_status_answer_is_typed_down_to_the_lock_holder():
     support = {"state": "unproven", "version": "2026.6.6", "message": "..."}
     assert HostStatus.from_dict({**STATUS, "openclaw_support": support}).openclaw_support == \
         support
+    assert status.hooks is None  # a gateway that did not answer them
+
+
+def test_a_status_answer_types_each_plugins_hook_statistics():
+    hooks = {"memory-continuity": {"calls": 12, "errors": 1, "timeouts": 2, "restarts": 1,
+                                   "since": "2026-12-04T10:00:00Z"},
+             "mc": {"calls": 0}}
+    status = HostStatus.from_dict({**STATUS, "hooks": hooks}, "edge-1")
+    assert status.hooks == {
+        "memory-continuity": HookStats(calls=12, errors=1, timeouts=2, restarts=1,
+                                       since="2026-12-04T10:00:00Z"),
+        "mc": HookStats()}
 
 
 @pytest.mark.parametrize("change, named", [
@@ -121,6 +134,12 @@ def test_a_status_answer_is_typed_down_to_the_lock_holder():
      "host edge-1: 'gateway.plugins' must be an object"),
     ({"current": {"components": ["fleet"]}}, "host edge-1: 'current.components' must be an "
                                              "object"),
+    ({"hooks": []}, "host edge-1: 'hooks' must be an object"),
+    ({"hooks": {"mc": 3}}, "host edge-1: 'hooks.mc' must be an object"),
+    ({"hooks": {"mc": {"calls": "many"}}}, "host edge-1: 'hooks.mc.calls' must be an integer"),
+    ({"hooks": {"mc": {"errors": 1.5}}}, "host edge-1: 'hooks.mc.errors' must be an integer"),
+    ({"hooks": {"mc": {"timeouts": -1}}}, "host edge-1: 'hooks.mc.timeouts' must be >= 0"),
+    ({"hooks": {"mc": {"since": 5}}}, "host edge-1: 'hooks.mc.since' must be a string"),
 ])
 def test_a_bad_status_names_the_host_and_the_field(change, named):
     with pytest.raises(InstallerAnswerError, match=named):

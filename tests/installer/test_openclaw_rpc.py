@@ -16,7 +16,7 @@ from rich.console import Console
 
 from fleet.deploy.report import status_table
 from fleet.deploy.runner import HostResult
-from fleet.installer import openclawconfig, openclawrpc
+from fleet.installer import openclawconfig, openclawrpc, selftest
 from fleet.installer.manager import ManagerError
 from fleet.installer.openclawgw import OpenclawManager, RpcError
 
@@ -332,6 +332,60 @@ def test_ready_means_each_plugin_answered_from_its_worker_at_the_version(gw, tmp
     assert process.judge(health, want).state == process.NOT_YET
     gw.answer("mc.ready", _ready("2.1.0", 42))
     assert process.judge(manager.probe(release), want).state == process.READY
+
+
+# -- the self-test gate and the hook statistics ----------------------------------------------
+def _selftest_answer(plugin: str, ok: bool = True) -> dict:
+    check = {"name": "recovery", "ok": ok, "detail": "the prompt to carry X" if ok else
+             "expected the prompt to carry X, found nothing"}
+    return {"id": plugin, "ok": ok, "plugin": plugin, "version": "5.0.1", "checks": [check],
+            "duration_ms": 12}
+
+
+def test_each_plugins_selftest_rpc_is_judged_and_a_failure_names_its_check(gw, tmp_path):
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    release = _release(manager.state_dir, "5.0.1-a")
+    gw.answer("memory-continuity.selftest", _selftest_answer("memory-continuity", ok=False))
+    gw.answer("mc.selftest", _selftest_answer("mc"))
+    verdict = selftest.judge(manager.selftest(release, timeout=10))
+    assert verdict.state == selftest.FAILED
+    assert verdict.reason == ("self-test failed: memory-continuity: check 'recovery': expected "
+                              "the prompt to carry X, found nothing")
+    assert verdict.plugins["mc"] == {"state": "passed", "checks": 1, "duration_ms": 12}
+    gw.answer("mc.selftest", error("UNAVAILABLE", "mc: no answer within 25000 ms",
+                                   details={"final": False}))
+    gw.answer("memory-continuity.selftest", _selftest_answer("memory-continuity"))
+    verdict = selftest.judge(manager.selftest(release, timeout=10))
+    assert verdict.state == selftest.FAILED
+    assert verdict.reason == ("self-test failed: mc: the self-test did not run: mc: no answer "
+                              "within 25000 ms")
+
+
+def test_an_older_bridge_without_the_selftest_is_unsupported_not_failed(gw, tmp_path):
+    """A rollback to a release from before the self-test must still go through."""
+    manager, _ = _host(tmp_path, gw.port, {"mode": "none"})
+    release = _release(manager.state_dir, "5.0.0-a")
+    verdict = selftest.judge(manager.selftest(release, timeout=10))
+    assert verdict.state == selftest.UNSUPPORTED
+    assert verdict.reason == "mc, memory-continuity do not know the self-test"
+    gw.answer("mc.selftest", _selftest_answer("mc"))
+    verdict = selftest.judge(manager.selftest(release, timeout=10))
+    assert verdict.state == selftest.PASSED
+    assert verdict.reason == "memory-continuity does not know the self-test"
+
+
+def test_hook_statistics_come_from_each_plugins_stats_rpc(gw, tmp_path):
+    manager, cli = _host(tmp_path, gw.port, {"mode": "none"})
+    release = _release(manager.state_dir, "5.0.1-a")
+    health = {"ready": True}
+    assert manager.hook_stats(release, health) is None  # an older bridge: no such method
+    stats = {"plugin": "mc", "calls": 9, "errors": 1, "timeouts": 2, "restarts": 1,
+             "since": "2026-12-04T10:00:00Z", "worker": {"pid": 4, "calls": 3}}
+    gw.answer("mc.stats", stats)
+    assert manager.hook_stats(release, health) == {"mc": {
+        "calls": 9, "errors": 1, "timeouts": 2, "restarts": 1, "since": "2026-12-04T10:00:00Z"}}
+    assert manager.hook_stats(release, None) is None  # a gateway that is down is not asked
+    assert _cli_calls(cli) == []  # never a CLI boot for it (status keeps its time bound)
 
 
 def test_a_plugin_whose_python_cannot_load_fails_readiness_at_once(gw, tmp_path):

@@ -55,14 +55,21 @@ def test_deploy_to_both_hosts_loads_the_plugins_at_the_release_versions(fleet, r
     results = fleet.deploy(art)
     assert {h: r.result for h, r in results.items()} == {"oc-a": "installed", "oc-b": "installed"}
     want = {k: v for k, v in art.components.items() if k in ("memory-continuity", "mc")}
-    for name in results:
+    for name, res in results.items():
         assert fleet[name].loaded() == want
+        # after readiness, each plugin's self-test ran in its worker through `<id>.selftest`
+        assert "host.selftest" in res.steps, res.steps
+        verdict = res.data["selftest"]
+        assert verdict["state"] == "passed", verdict
+        assert {p: v["state"] for p, v in verdict["plugins"].items()} == dict.fromkeys(
+            want, "passed")
     status = fleet.status()
     for res in status.values():
         gw = res.data["gateway"]
         assert res.data["ready"] is True and gw["openclaw"] == fleet.version
         assert {k: v["version"] for k, v in gw["plugins"].items()} == want
         assert {k: v["status"] for k, v in gw["plugins"].items()} == dict.fromkeys(want, "active")
+        assert sorted(res.status.hooks) == sorted(want)  # each plugin's `<id>.stats`
 
 
 def test_a_redeploy_changes_nothing_and_restarts_nothing(fleet, releases):

@@ -91,14 +91,17 @@ def test_register_starts_nothing_and_registers_openclaws_hooks(node, state):
     out = run(node, state, MC_ENTRY, [])
     reg = out["registered"]
     assert reg["id"] == "memory-continuity" and reg["workers"] == [] and out["workers"] == []
-    assert reg["methods"] == {"memory-continuity.ready": "operator.read"}
+    assert reg["methods"] == {"memory-continuity.ready": "operator.read",
+                              "memory-continuity.selftest": "operator.write",
+                              "memory-continuity.stats": "operator.read"}
     assert reg["hooks"] == {"before_prompt_build": 10, "before_compaction": 10,
                             "before_reset": 10, "subagent_spawned": 50, "llm_input": 50,
                             "subagent_ended": 50, "agent_end": 90, "session_end": 90}
     assert out["logs"] == []
     cmd = run(node, state, CMD_ENTRY, [])["registered"]
     assert (cmd["id"], cmd["commands"], cmd["hooks"], cmd["workers"]) == ("mc", ["mc"], {}, [])
-    assert cmd["methods"] == {"mc.ready": "operator.read"}
+    assert cmd["methods"] == {"mc.ready": "operator.read", "mc.selftest": "operator.write",
+                              "mc.stats": "operator.read"}
 
 
 def test_entry_hooks_are_the_python_plugins_hooks():
@@ -464,3 +467,42 @@ def test_a_worker_that_answers_once_then_dies_is_restarted_with_backoff(node, st
     out = run(node, state, slow_entry, healthy * 3 + [end], env={"FLEET_BRIDGE_STABLE_MS": "200"})
     assert len((state / "starts.txt").read_text().split()) == 4  # each death: restarted at once
     assert not any("next start in" in e for e in out["errors"]), out["errors"]
+
+
+def test_the_selftest_method_runs_the_scenario_in_the_worker(node, state):
+    """`<id>.selftest` is a deploy's gate after readiness: the plugin's own scenario in its
+    worker, on a scratch under the state dir; the agent's real state is not touched."""
+    real = state / "workspace" / "memory" / "CURRENT_STATE.md"
+    real.write_text(state_text("Real work"))
+    before = real.read_bytes()
+    out = run(node, state, MC_ENTRY, [{"method": "memory-continuity.selftest"}])
+    step = out["steps"][0]
+    assert step["ok"] is True, step
+    payload = step["payload"]
+    assert payload["id"] == payload["plugin"] == "memory-continuity" and payload["ok"] is True
+    assert [c["name"] for c in payload["checks"]] == [
+        "recovery", "spawn", "seed", "child checkpoint", "child handoff", "checkpoint",
+        "recovery after checkpoint"]
+    assert real.read_bytes() == before and list((state / "selftest").iterdir()) == []
+    cmd = run(node, state, CMD_ENTRY, [{"method": "mc.selftest"}])["steps"][0]
+    assert cmd["ok"] is True and cmd["payload"]["ok"] is True, cmd
+
+
+def test_the_stats_method_merges_the_bridges_counts_with_its_workers(node, state, slow_entry):
+    """A raising handler is the worker's error; a hung one is the bridge's timeout, and the
+    worker it kills for it a restart; the dead worker's counts are kept. Readiness probes and
+    self-tests are not hook calls."""
+    cfg = {"python": sys.executable, "bridgeTimeoutMs": 1500}
+    out = run(node, state, slow_entry, [
+        {"method": "slowpoke.stats"}, {"method": "slowpoke.ready"},
+        {"method": "slowpoke.selftest"}, prompt("raise"), prompt("go"), prompt("hang"),
+        {"sleep": 3000}, prompt("go"), {"method": "slowpoke.stats"}], cfg)
+    steps = out["steps"]
+    first, last = steps[0]["payload"], steps[-1]["payload"]
+    assert first == {"plugin": "slowpoke", "calls": 0, "errors": 0, "timeouts": 0,
+                     "restarts": 0, "since": first["since"], "worker": None}
+    assert steps[2]["payload"]["unsupported"] == "slowpoke has no self-test"
+    assert {k: last[k] for k in ("calls", "errors", "timeouts", "restarts")} == {
+        "calls": 4, "errors": 1, "timeouts": 1, "restarts": 1}, last
+    assert last["since"] == first["since"]
+    assert last["worker"]["calls"] == 1  # the new worker's own, since it started

@@ -22,14 +22,19 @@ from deploy_helpers import (
 
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory):
-    """Builds on demand, cached per (bump, broken): base, bumped, broken releases."""
+    """Builds on demand, cached per option set: base, bumped, broken releases, releases that
+    fail to load on some hosts only (`fail_on`: state dir names) or fail their self-test."""
     cache = {}
 
-    def get(bump: str | None = None, broken: bool = False, rebuild: str | None = None) -> Built:
-        key = (bump, broken, rebuild)
+    def get(bump: str | None = None, broken: bool = False, rebuild: str | None = None,
+            fail_on: tuple[str, ...] = (), bad_selftest: bool = False) -> Built:
+        fail_on = tuple(sorted(set(fail_on)))
+        key = (bump, broken, rebuild, fail_on, bad_selftest)
         if key not in cache:
             work = tmp_path_factory.mktemp("src")
-            cache[key] = build(make_tree(work / "tree", bump, broken, rebuild), work / "dist")
+            tree = make_tree(work / "tree", bump, broken, rebuild, fail_on=fail_on,
+                             bad_selftest=bad_selftest)
+            cache[key] = build(tree, work / "dist")
         return cache[key]
 
     return get

@@ -16,7 +16,7 @@ from fleet.continuity.statelayout import StateLayout
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
 from fleet.release.artifact import build_artifact
-from lab.sourcetree import break_python_entry, snapshot
+from lab.sourcetree import break_python_entry, break_python_entry_on, break_selftest, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,15 +33,23 @@ class Built:
 
 
 def make_tree(dst: Path, bump: str | None = None, broken: bool = False,
-              rebuild: str | None = None) -> Path:
-    """Copy the repo's sources; optionally set memory-continuity's version, break its import, or
-    change a file without changing any version (`rebuild`: same versions, different SHA-256)."""
+              rebuild: str | None = None, fail_on: tuple[str, ...] = (),
+              bad_selftest: bool = False) -> Path:
+    """Copy the repo's sources; optionally set memory-continuity's version, break its import
+    (everywhere, or with `fail_on` only on hosts whose state dir has one of those names), make
+    it fail its self-test while it still loads (`bad_selftest`), or change a file without
+    changing any version (`rebuild`: same versions, different SHA-256)."""
     plugin = snapshot(dst, version=bump)
     if rebuild:
         with open(plugin / "__init__.py", "a") as fh:
             fh.write(f"# rebuild {rebuild}\n")
     if broken:
         break_python_entry(plugin, "broken release: import fails")
+    if fail_on:
+        break_python_entry_on(plugin, fail_on, f"broken release: import fails on "
+                                               f"{', '.join(sorted(fail_on))}")
+    if bad_selftest:
+        break_selftest(plugin)
     return dst
 
 

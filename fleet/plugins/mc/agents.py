@@ -64,13 +64,17 @@ class Agents:
         """From a command ctx: `stateDir` (else OpenClaw's default) and the config file there.
 
         The file is the truth (it is what `/mc settings` edits); `ctx["config"]` is only used
-        when the file does not exist.
+        when the file does not exist, or for a self-test's command (`selfTest: true`, set by
+        fleet/gateway/selftest.py, never by a client): its scratch is all it may read, even
+        where `$OPENCLAW_CONFIG_PATH` names the host's config.
         """
         raw = ctx.get("stateDir")
         state_dir = Path(raw) if raw else paths.resolve_state_dir()
+        fallback = ctx.get("config")
+        if ctx.get("selfTest") is True and isinstance(fallback, Mapping):
+            return cls(state_dir, fallback)
         if paths.resolve_config_path(state_dir=state_dir).exists():
             return cls(state_dir)
-        fallback = ctx.get("config")
         return cls(state_dir, fallback if isinstance(fallback, Mapping) else {})
 
     def mc_config(self) -> Dict[str, Any]:

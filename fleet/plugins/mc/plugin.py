@@ -19,6 +19,7 @@ from fleet.plugins.mc import (
     commands_settings,
     commands_state,
 )
+from fleet.plugins.mc import selftest as scenario
 from fleet.plugins.mc.agents import AgentNotFound, Agents
 from fleet.plugins.mc.textfmt import RULE, fence
 
@@ -70,6 +71,11 @@ COMMANDS: Dict[str, Command] = {
     "subagents": commands_state.cmd_subagents,
     "doctor": commands_doctor.cmd_doctor,
 }
+
+
+# The self-test a deploy runs after readiness, through `/mc` on a scratch workspace (the
+# gateway's fleet/gateway/selftest.py calls `selftest(run)`; the scenario is in selftest.py).
+selftest = scenario.run
 
 
 class UnknownSubcommand(ValueError):

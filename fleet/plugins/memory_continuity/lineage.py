@@ -80,12 +80,31 @@ def _put(state_dir: Path, child: str, fields: Mapping[str, str]) -> None:
         entry = children.pop(child, {})
         entry.update(fields)
         children[child] = entry  # newest last: the cap drops the oldest
-        kept = dict(list(children.items())[-MAX_CHILDREN:])
-        return json.dumps({"children": kept}, indent=0, sort_keys=False) + "\n"
+        return _dump(dict(list(children.items())[-MAX_CHILDREN:]))
 
     path = record_path(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     store.update(path, put)
+
+
+def _dump(children: Dict[str, Dict[str, Any]]) -> str:
+    return json.dumps({"children": children}, indent=0, sort_keys=False) + "\n"
+
+
+def forget(state_dir: Path, child_key: str) -> None:
+    """Drop `child_key`'s entry (the plugin's self-test's child: selftest.py), under the lock;
+    nothing is written when there is none."""
+    path = record_path(state_dir)
+    if not path.exists():
+        return
+
+    def drop(current: Optional[str]) -> Optional[str]:
+        children = _load(current)
+        if children.pop(child_key, None) is None:
+            return None
+        return _dump(children)
+
+    store.update(path, drop)
 
 
 def remember(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:

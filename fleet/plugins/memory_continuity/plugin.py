@@ -10,6 +10,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from . import checkpoint, lineage, recovery, settings, startup
+from . import selftest as scenario
 from .locate import Locator
 
 PLUGIN_ID = settings.PLUGIN_ID
@@ -31,6 +32,10 @@ HOOKS = (
 # bridge's JSON line: OpenClaw hands `before_prompt_build` the session's whole transcript, which
 # would be serialised, piped and parsed on every prompt for nothing. A test keeps this true.
 UNREAD_EVENT_FIELDS = {"before_prompt_build": ("messages",), "llm_input": ("historyMessages",)}
+
+# The self-test a deploy runs after readiness, through these hooks on a scratch workspace (the
+# gateway's fleet/gateway/selftest.py calls `selftest(run)`; the scenario is in selftest.py).
+selftest = scenario.run
 
 
 def _handler(api: Any, locator: Locator, hook: str, body: Callable) -> Callable:
