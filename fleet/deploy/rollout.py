@@ -43,7 +43,7 @@ from fleet.continuity.statelayout import release_name
 from fleet.deploy import api, badreleases, inventory, waves
 from fleet.deploy.inventory import Host, control_dir
 from fleet.deploy.runner import HostResult, RunOptions
-from fleet.deploy.runtime import time
+from fleet.deploy.runtime import threading, time
 
 SCHEMA = 1
 RUNNING, PAUSED, ABORTING, COMPLETED, ABORTED = (
@@ -51,9 +51,9 @@ RUNNING, PAUSED, ABORTING, COMPLETED, ABORTED = (
 FINAL = (COMPLETED, ABORTED)
 # a host's outcome in the record
 PENDING, DEPLOYING, DEPLOYED, UNCHANGED, FAILED, BAKE_FAILED, REVERTED, REVERT_FAILED, \
-    NOT_STARTED, NO_EARLIER = ("pending", "deploying", "deployed", "unchanged", "failed",
-                               "bake_failed", "reverted", "revert_failed", "not_started",
-                               "no_earlier_release")
+    NOT_STARTED, NO_EARLIER, LEFT = ("pending", "deploying", "deployed", "unchanged", "failed",
+                                     "bake_failed", "reverted", "revert_failed", "not_started",
+                                     "no_earlier_release", "left_alone")
 TOUCHED = (DEPLOYING, DEPLOYED, FAILED, BAKE_FAILED, REVERT_FAILED)  # what an abort takes back
 COUNTED = (FAILED, BAKE_FAILED)  # against the budget
 MAX_RECORD_BYTES = 16 * 1024 * 1024
@@ -154,8 +154,21 @@ def unfinished(inventory_path: Path) -> list[dict]:
     return out
 
 
+def run_owner(record: dict, fallback: str = "") -> str:
+    """The owner the hosts' audit lines and locks name for this rollout, whichever control
+    process drives it (a resume finds what the dead one left by it)."""
+    return f"{record.get('owner') or fallback} rollout {record['id']}"
+
+
 def _new_id() -> str:
     return _wallclock.strftime("%Y%m%dT%H%M%SZ", _wallclock.gmtime()) + "-" + secrets.token_hex(3)
+
+
+NOTHING_CHANGED = "nothing was changed"  # the words of a refusal that touched no host
+
+
+def _nothing_changed(res: HostResult) -> bool:
+    return NOTHING_CHANGED in (res.note or "")
 
 
 def _first_line(text: str, limit: int = 300) -> str:
@@ -179,6 +192,8 @@ class Rollout:
         self.artifact = artifact
         self.ui = ui or RolloutUI()
         self.owner = owner or api.default_owner()
+        self.tx_owner = run_owner(record, self.owner)
+        self.lock = threading.Lock()  # host results arrive on the runner's threads
         missing = [n for n in record["hosts"] if n not in self.hosts]
         if missing:
             raise RolloutError(f"rollout {record['id']}: host(s) {', '.join(missing)} are not "
@@ -196,10 +211,12 @@ class Rollout:
         return self.record["artifact"]["release"]
 
     def save(self) -> None:
-        self.record["updated"] = _now()
-        path = records_dir(self.inventory_path) / f"{self.id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps(self.record, indent=2, sort_keys=True) + "\n")
+        with self.lock:
+            self.record["updated"] = _now()
+            text = json.dumps(self.record, indent=2, sort_keys=True) + "\n"
+            path = records_dir(self.inventory_path) / f"{self.id}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text)
 
     def _event(self, what: str) -> None:
         self.record.setdefault("events", []).append({"time": _now(), "what": what[:500]})
@@ -266,7 +283,8 @@ class Rollout:
                 res = read[name]
                 before = _release_of(res.from_release) if res.ok else None
                 host_entries[name] = {"wave": index, "before": before, "now": before,
-                                      "outcome": PENDING, "note": "" if res.ok else
+                                      "read": res.ok, "outcome": PENDING,
+                                      "note": "" if res.ok else
                                       f"not read at the start: {res.note}"}
         record = {
             "schema": SCHEMA, "id": rollout_id, "state": RUNNING, "created": _now(),
@@ -314,6 +332,9 @@ class Rollout:
                     self.record["baked"] = index - 1
                     self.save()
                 verdict = self._wave(index)
+                if verdict == "refused":  # another run holds hosts: nothing changed there
+                    return self._pause("another run holds some of this wave's hosts (see "
+                                       "their notes); nothing was changed on them")
                 if verdict == "interrupted":
                     choice = self.ui.decide()
                     if choice == "abort":
@@ -338,9 +359,10 @@ class Rollout:
                 return self._pause()
             return self.run()
 
-    def _pause(self) -> dict:
+    def _pause(self, why: str = "paused by the operator") -> dict:
         self.record["state"] = PAUSED
-        self._event("paused by the operator")
+        self.record["reason"] = why
+        self._event(why)
         self.save()
         return self.record
 
@@ -351,10 +373,14 @@ class Rollout:
                 f"(--max-fail {self.record['budget']['max_fail']})")
 
     def _wave(self, index: int) -> str:
-        """Deploy the wave's hosts not yet done; "interrupted" after a Ctrl-C."""
+        """Deploy the wave's hosts not yet done: "done", "interrupted" (Ctrl-C) or "refused"
+        (another run holds some of them)."""
+        hosts = self.record["hosts"]
+        resumed = [n for n in self.record["waves"][index] if hosts[n]["outcome"] == DEPLOYING]
+        if resumed:  # a run before this one died with them in flight: read them first
+            self._settle(resumed)
         names = [n for n in self.record["waves"][index]
-                 if self.record["hosts"][n]["outcome"] in (PENDING, DEPLOYING)]
-        resumed = [n for n in names if self.record["hosts"][n]["outcome"] == DEPLOYING]
+                 if hosts[n]["outcome"] in (PENDING, DEPLOYING)]
         self.ui.wave(index, len(self.record["waves"]), names, self.budget_left())
         if not names:
             return "done"
@@ -367,42 +393,113 @@ class Rollout:
 
         def sink(host: str, step: str, note: str) -> None:
             self.ui.host(host, step, note)
-            if step in HOST_DONE and not crashed:
-                crashed.append(host)
-                _crash(f"wave-{index + 1}-host")
+            if step in HOST_DONE:
+                self._host_done(host, step, note, host in resumed)
+                if not crashed:
+                    crashed.append(host)
+                    _crash(f"wave-{index + 1}-host")
 
-        hosts = self._hosts(names, patient=bool(resumed))
         opts = self.record["options"]
-        results = api.deploy(hosts, self.artifact, sink, self._options(True), opts["force"],
+        results = api.deploy(self._hosts(names, patient=bool(resumed)), self.artifact, sink,
+                             self._options(True), opts["force"],
                              allow_unproven_openclaw=opts["allow_unproven_openclaw"],
-                             owner=self.owner)
-        interrupted = False
+                             owner=self.tx_owner)
+        verdict = "done"
+        abandoned = []
         for res in results:
-            entry = self.record["hosts"][res.host]
+            entry = hosts[res.host]
             entry["result"] = res.result
             entry["duration_s"] = round(res.duration_s, 3)
             if res.result == "interrupted":
-                interrupted = True  # its installer goes on alone: read again before anything
+                verdict = "interrupted"  # its installer goes on alone: read again before anything
                 self._set(res.host, DEPLOYING, res.note)
             elif res.result == "skipped":  # the budget was spent before it started
+                # one the dead run had in flight may have changed: it stays to be read
+                self._set(res.host, DEPLOYING if res.host in resumed else PENDING, res.note)
+            elif res.result == "refused" and _nothing_changed(res):
+                verdict = "refused" if verdict == "done" else verdict
                 self._set(res.host, PENDING, res.note)
             elif res.ok:
                 now = _release_of(res.to_release) or self.target
-                was = entry.get("before")
-                self._set(res.host, UNCHANGED if was == self.target else DEPLOYED, res.note,
-                          now)
-                if was is None and _release_of(res.from_release) != now:
-                    entry["before"] = _release_of(res.from_release)
+                self._set(res.host, UNCHANGED if entry.get("before") == self.target
+                          else DEPLOYED, res.note, now)
+                if not entry.get("read") and _release_of(res.from_release) != now:
+                    entry["before"], entry["read"] = _release_of(res.from_release), True
             else:
-                now = _release_of(res.to_release) if res.to_release else entry.get("now")
-                if entry.get("before") is None and _release_of(res.from_release):
-                    entry["before"] = _release_of(res.from_release)
-                self._set(res.host, FAILED, res.note or res.result, now)
+                if not entry.get("read") and res.from_release:
+                    entry["before"], entry["read"] = _release_of(res.from_release), True
+                # the release it runs now, only when its answer says so
+                self._set(res.host, FAILED, res.note or res.result,
+                          _release_of(res.to_release) if res.to_release else None)
+                if not res.to_release:
+                    entry["now"] = None
                 entry["failure"] = _first_line(res.note or res.result)
                 self._count(res.host)
+                if not res.to_release:  # no installer answer: it may still be running
+                    abandoned.append(res.host)
+        if abandoned:  # their installers may have switched after fleet stopped waiting, while
+            # the wave still held the lease; now that it is given back, none can
+            for res in api.status(self._hosts(abandoned), lambda *_: None, self._options(),
+                                  self.tx_owner):
+                hosts[res.host]["now"] = _release_of(res.from_release) if res.ok else None
         self.ui.wave_done(index, results)
         self.save()
-        return "interrupted" if interrupted else "done"
+        return verdict
+
+    def _host_done(self, host: str, step: str, note: str, resumed: bool) -> None:
+        """A host's result as the runner reports it, written at once: a run that dies later
+        in the wave leaves a record that knows it (its `_wave` refines it)."""
+        with self.lock:
+            entry = self.record["hosts"][host]
+            if step in ("installed", "unchanged"):
+                entry["outcome"] = UNCHANGED if entry.get("before") == self.target else DEPLOYED
+                entry["now"] = self.target
+            elif step == "skipped" or (step == "refused" and NOTHING_CHANGED in note):
+                entry["outcome"] = DEPLOYING if resumed else PENDING
+            elif step != "interrupted":
+                entry["outcome"] = FAILED
+                entry["counted"] = True
+                entry["now"] = entry.get("before") if step == "rolled_back" else None
+                entry["failure"] = _first_line(note or step)
+        self.save()
+
+    def _settle(self, names: list[str]) -> None:
+        """Hosts a dead run had in flight: wait (bounded) for its installers, which finish on
+        their own, then take what each host's own audit line says of this rollout's install;
+        a host that says nothing is deployed again (its installer reads it first)."""
+        hosts = self._hosts(names)
+        end = time.monotonic() + max(api.install_timeout(h) for h in hosts)
+        while True:
+            read = api.status(hosts, lambda *_: None, self._options(), self.tx_owner)
+            if any(r.result == "interrupted" for r in read):
+                raise KeyboardInterrupt
+            busy = [r for r in read if r.ok and r.status is not None and r.status.lock
+                    and not r.status.lock.stale and r.status.lock.owner == self.tx_owner]
+            if not busy or time.monotonic() > end:
+                break
+            time.sleep(1.0)
+        for res in read:
+            entry = self.record["hosts"][res.host]
+            if not res.ok or res.status is None:  # unknown: never deployed again blindly
+                self._set(res.host, FAILED, "in flight when the run before this one died, and "
+                          f"it cannot be read now ({res.note or res.result}); not deployed "
+                          "again", None)
+                entry["now"] = None
+                entry["failure"] = "could not be read after the crash"
+                self._count(res.host)
+                continue
+            current = _release_of(res.status.current)
+            last = res.status.last_audit or {}
+            ours = last.get("who") == self.tx_owner and last.get("action") == "install"
+            if ours and last.get("result") in ("installed", "unchanged") and \
+                    current == self.target:
+                self._set(res.host, DEPLOYED, "finished by the run before this one", current)
+            elif ours and last.get("result") in ("rolled_back", "failed"):
+                self._set(res.host, FAILED, f"failed in the run before this one: "
+                          f"{last.get('reason') or last.get('result')}", current)
+                entry["failure"] = _first_line(str(last.get("reason") or last.get("result")))
+                self._count(res.host)
+        self.save()
 
     def _bake(self, index: int) -> None:
         """Watch every host changed so far for `bake_s` seconds (see the module doc)."""
@@ -424,7 +521,7 @@ class Rollout:
                 time.sleep(min(every, max(0.0, remaining)))
             first = False
             read = api.status(self._hosts(watched), lambda *_: None, self._options(),
-                              self.owner)
+                              self.tx_owner)
             if any(res.result == "interrupted" for res in read):
                 raise KeyboardInterrupt  # the runner kept it from us: the driver decides
             for res in read:
@@ -478,16 +575,11 @@ class Rollout:
         badreleases.record(self.inventory_path, art["release"], art["version"], art["sha256"],
                            self.id, reason)
         _crash("aborting")
-        touched = [n for n, h in rec["hosts"].items() if h["outcome"] in TOUCHED]
         for name, entry in rec["hosts"].items():
             if entry["outcome"] == PENDING:
                 self._set(name, NOT_STARTED, "its wave never started")
-        back = {n: rec["hosts"][n]["before"] for n in touched if rec["hosts"][n]["before"]}
-        for name in touched:
-            if name not in back:
-                self._set(name, NO_EARLIER, "no release ran here before this rollout: left on "
-                          f"{rec['hosts'][name].get('now') or 'what it runs'}; nothing to go "
-                          "back to")
+        touched = [n for n, h in rec["hosts"].items() if h["outcome"] in TOUCHED]
+        back = self._revert_plan(touched) if touched else {}
         self.save()
         self.ui.aborting(reason, list(back))
         if back:
@@ -500,29 +592,72 @@ class Rollout:
                     _crash("abort-host")
 
             results = api.rollback(self._hosts(list(back), patient=True), sink,
-                                   self._options(), to=back, owner=self.owner)
+                                   self._options(), to=back, owner=self.tx_owner)
             for res in results:
                 entry = rec["hosts"][res.host]
                 entry["duration_s"] = round(entry.get("duration_s", 0) + res.duration_s, 3)
+                to = back[res.host] or "the release before"
                 if res.ok:
-                    how = ("its installer had switched it back" if res.result == "unchanged"
+                    how = ("it ran it already" if res.result == "unchanged"
                            else "switched back, restarted, ready")
                     why = entry.get("failure")
-                    self._set(res.host, REVERTED, f"back on {back[res.host]} ({how})"
+                    self._set(res.host, REVERTED, f"back on {to} ({how})"
                               + (f"; it had failed: {why}" if why else ""),
                               _release_of(res.to_release) or back[res.host])
                 else:
                     self._set(res.host, REVERT_FAILED, res.note or res.result,
                               _release_of(res.to_release) if res.to_release else None)
-        rec["state"] = ABORTED if all(rec["hosts"][n]["outcome"] != REVERT_FAILED
-                                      for n in back) else ABORTING
-        self._event("aborted" if rec["state"] == ABORTED else
-                    "abort incomplete: some host(s) could not be taken back")
+                    if not res.to_release:
+                        entry["now"] = None
+        failed = [n for n in back if rec["hosts"][n]["outcome"] == REVERT_FAILED]
+        rec["state"] = ABORTING if failed else ABORTED
+        self._event("abort incomplete: could not take back " + ", ".join(failed) if failed
+                    else "aborted")
         self.save()
         return rec
 
+    def _revert_plan(self, touched: list[str]) -> dict[str, str | None]:
+        """Which touched hosts go back, and to what (None: the host's own previous release),
+        read from each host first: one already on its earlier release, or on a release this
+        rollout did not install, is left as it is; one whose in-flight installer (of a run that
+        died) still holds its lock is taken back once that finishes (`_hosts(patient)`)."""
+        rec = self.record
+        back: dict[str, str | None] = {}
+        for res in api.status(self._hosts(touched), lambda *_: None, self._options(),
+                              self.tx_owner):
+            entry = rec["hosts"][res.host]
+            before = entry.get("before")
+            if not res.ok or res.status is None:  # cannot tell: a rollback reads it again
+                if before or not entry.get("read"):
+                    back[res.host] = before
+                else:
+                    self._set(res.host, NO_EARLIER, "no release ran here before this rollout")
+                continue
+            current = _release_of(res.status.current)
+            ours_busy = res.status.lock is not None and not res.status.lock.stale and \
+                res.status.lock.owner == self.tx_owner
+            entry["now"] = current
+            if before is None and current is not None and current != self.target:
+                # not read at the start: what it runs now is what it ran before (an installer
+                # of ours still at work has not switched it yet)
+                before = entry["before"] = current
+            if current == self.target or ours_busy:
+                if before or (res.data.get("previous") or {}).get("release"):
+                    back[res.host] = before  # None: its previous release, the one before ours
+                else:
+                    self._set(res.host, NO_EARLIER, "no release ran here before this rollout: "
+                              f"left on {current}; nothing to go back to", current)
+            elif before and current == before:
+                why = entry.get("failure")
+                self._set(res.host, REVERTED, f"on {before} already (its installer switched it "
+                          "back)" + (f"; it had failed: {why}" if why else ""), current)
+            else:
+                self._set(res.host, LEFT, f"runs {current or 'nothing'}, which this rollout did "
+                          "not install; left as it is", current)
+        return back
 
-FINAL_OK = (DEPLOYED, UNCHANGED, REVERTED)
+
+FINAL_OK = (DEPLOYED, UNCHANGED, REVERTED, LEFT)
 
 
 def hook_failures(status_data: dict | None) -> int | None:

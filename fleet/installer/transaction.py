@@ -358,6 +358,7 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
+    keep_lock = False
     try:
         current = releasedirs.current_release(state_dir)
         res["from"] = release_summary(releasedirs.read_meta(current))
@@ -380,12 +381,18 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
         except Exception as exc:
             tx.switch_back(str(exc), target, current, None)
             res["result"] = "failed"
-        with contextlib.suppress(Exception):
+        try:
             tx.record()
+        except Exception as exc:  # the log now disagrees with the host: leave the lock, whose
+            # next holder reconciles the log (Transaction.reconcile) before changing anything
+            keep_lock = True
+            tx.notes.append(f"audit line not written ({describe(exc)}); the lock stays so the "
+                            "next run reconciles the audit log")
     except Exception as exc:  # always answer with JSON; the lock is released below
         res["reason"] = res["reason"] or describe(exc)
     finally:
-        tx.lock.release()
+        if not keep_lock:
+            tx.lock.release()
     return tx.finish()
 
 

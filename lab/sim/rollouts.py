@@ -266,11 +266,12 @@ def facts(world: World, ro: RolloutRun) -> invariants.RolloutFacts | None:
     record = record_of(world, ro)
     if record is None:
         return None
+    owner = rollout.run_owner(record, OWNER)  # what the rollout's host commands carry
     hosts = {name: invariants.RolloutHost(
         before=ro.before[name], current=host.current(), history=list(host.history),
-        touched=any(owner == OWNER and command != "status" for owner, command in host.commands))
+        touched=any(who == owner and command != "status" for who, command in host.commands))
         for name, host in world.hosts.items()}
-    return invariants.RolloutFacts(OWNER, ro.target, ro.options.waves, record, hosts,
+    return invariants.RolloutFacts(owner, ro.target, ro.options.waves, record, hosts,
                                    ro.taken_back, badreleases.load(world.inventory_path))
 
 
