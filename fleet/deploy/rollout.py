@@ -55,7 +55,6 @@ PENDING, DEPLOYING, DEPLOYED, UNCHANGED, FAILED, BAKE_FAILED, REVERTED, REVERT_F
                                      "bake_failed", "reverted", "revert_failed", "not_started",
                                      "no_earlier_release", "left_alone")
 TOUCHED = (DEPLOYING, DEPLOYED, FAILED, BAKE_FAILED, REVERT_FAILED)  # what an abort takes back
-COUNTED = (FAILED, BAKE_FAILED)  # against the budget
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 CRASH_ENV = "FLEET_ROLLOUT_CRASH_AT"  # test seam: SIGKILL this process at that point
 # the runner's last word on a host (fleet.deploy.runner: progress(host, result, note))

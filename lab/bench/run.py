@@ -17,7 +17,7 @@ from lab.bench import fixture
 from lab.bench.report import Report, Section, machine_info
 
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
-              "rivals", "scale", "hookscale", "failfast", "hung", "busyhook")
+              "rivals", "scale", "hookscale", "failfast", "hung", "busyhook", "rollout")
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`)
 OPT_IN = ("openclaw", "ocgateway")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
@@ -101,6 +101,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "openclaw", "9. OpenClaw deploys",
                lambda: openclawdeploys.bench(base, root, workdir, reps, log=log), log)
+    if "rollout" in selected:
+        from lab.bench import rolloutabort  # noqa: PLC0415
+
+        _guard(report, "rollout", "rollout abort vs a good deploy",
+               lambda: rolloutabort.bench(base, workdir, reps, log=log), log)
     if "scale" in selected:
         from lab.bench import scale  # noqa: PLC0415
 
