@@ -564,18 +564,22 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 
 
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
-             to: str | dict[str, str] | None = None,
-             owner: str | None = None) -> list[HostResult]:
+             to: str | dict[str, str | None] | None = None,
+             owner: str | None = None, guarded: frozenset = frozenset()) -> list[HostResult]:
     """Switch back to the previous release, or to `to`: one release for every host, or a
-    release per host name (a rollout returns each host to the release it ran before)."""
+    release per host name (a rollout returns each host to the release it ran before).
+    `guarded`: hosts whose installer (their current release's) knows the rollback's
+    `--fleet-lease`, so that one this run abandons never switches after it (an older installer
+    would refuse the flag)."""
     owner = owner or default_owner()
 
     def target(h: Host) -> str | None:
         return to.get(h.name) if isinstance(to, dict) else to
 
-    return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
-        h, p, commands.rollback(h, owner, target(h)), "rollback", True, install_timeout(h),
-        conns=conns), sink)
+    return _leased(hosts, owner, options, lambda h, p, conns, held: _simple_host(
+        h, p, commands.rollback(h, owner, target(h),
+                                held.run_id if h.name in guarded else None),
+        "rollback", True, install_timeout(h), conns=conns), sink)
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,

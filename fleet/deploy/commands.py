@@ -74,8 +74,11 @@ def status(host: Host, owner: str) -> Command:
     return _installer_from_current(host, "status", owner, [])
 
 
-def rollback(host: Host, owner: str, to: str | None) -> Command:
-    return _installer_from_current(host, "rollback", owner, ["--to", to] if to else [])
+def rollback(host: Host, owner: str, to: str | None, lease_run: str | None = None) -> Command:
+    """`lease_run`: switch only while that run holds the host's fleet lease (an installer that
+    knows `--fleet-lease` for rollback: one of a release built with this module)."""
+    extra = (["--to", to] if to else []) + ([FLEET_LEASE, lease_run] if lease_run else [])
+    return _installer_from_current(host, "rollback", owner, extra)
 
 
 def restart(host: Host, owner: str) -> Command:

@@ -578,7 +578,7 @@ class Rollout:
             if entry["outcome"] == PENDING:
                 self._set(name, NOT_STARTED, "its wave never started")
         touched = [n for n, h in rec["hosts"].items() if h["outcome"] in TOUCHED]
-        back = self._revert_plan(touched) if touched else {}
+        back, guarded = self._revert_plan(touched) if touched else ({}, frozenset())
         self.save()
         self.ui.aborting(reason, list(back))
         if back:
@@ -591,7 +591,8 @@ class Rollout:
                     _crash("abort-host")
 
             results = api.rollback(self._hosts(list(back), patient=True), sink,
-                                   self._options(), to=back, owner=self.tx_owner)
+                                   self._options(), to=back, owner=self.tx_owner,
+                                   guarded=guarded)
             for res in results:
                 entry = rec["hosts"][res.host]
                 entry["duration_s"] = round(entry.get("duration_s", 0) + res.duration_s, 3)
@@ -615,13 +616,16 @@ class Rollout:
         self.save()
         return rec
 
-    def _revert_plan(self, touched: list[str]) -> dict[str, str | None]:
+    def _revert_plan(self, touched: list[str]) -> tuple[dict[str, str | None], frozenset]:
         """Which touched hosts go back, and to what (None: the host's own previous release),
         read from each host first: one already on its earlier release, or on a release this
         rollout did not install, is left as it is; one whose in-flight installer (of a run that
-        died) still holds its lock is taken back once that finishes (`_hosts(patient)`)."""
+        died) still holds its lock is taken back once that finishes (`_hosts(patient)`).
+        Also the hosts that run this rollout's release, whose installer therefore knows the
+        rollback's fleet-lease guard (`api.rollback(guarded)`)."""
         rec = self.record
         back: dict[str, str | None] = {}
+        guarded = set()
         for res in api.status(self._hosts(touched), lambda *_: None, self._options(),
                               self.tx_owner):
             entry = rec["hosts"][res.host]
@@ -636,6 +640,8 @@ class Rollout:
             ours_busy = res.status.lock is not None and not res.status.lock.stale and \
                 res.status.lock.owner == self.tx_owner
             entry["now"] = current
+            if current == self.target:
+                guarded.add(res.host)
             if before is None and current is not None and current != self.target:
                 # not read at the start: what it runs now is what it ran before (an installer
                 # of ours still at work has not switched it yet)
@@ -653,7 +659,7 @@ class Rollout:
             else:
                 self._set(res.host, LEFT, f"runs {current or 'nothing'}, which this rollout did "
                           "not install; left as it is", current)
-        return back
+        return back, frozenset(guarded)
 
 
 FINAL_OK = (DEPLOYED, UNCHANGED, REVERTED, LEFT)

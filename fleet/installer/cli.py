@@ -118,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("rollback", parents=[common])
     rb.add_argument("--to", default=None, help="version, release dir name or SHA-256 prefix (4+ "
                     "hex digits); ambiguous ones are refused")
+    rb.add_argument(FLEET_LEASE, dest="fleet_lease", default=None, metavar="RUN",
+                    help="switch only while the run RUN holds this host's fleet lease")
     sub.add_parser("restart", parents=[common])
     sub.add_parser("doctor", parents=[common], help="host and continuity health; changes nothing")
     sub.add_parser("supervise", parents=[common], help="run the gateway and start it again when "
@@ -212,6 +214,6 @@ def run(args: argparse.Namespace) -> dict:
     if args.command == "rollback":
         return transaction.rollback(state_dir, manager, owner, to=args.to,
                                     timeout=args.timeout, lease_s=args.lease,
-                                    lock_wait=args.lock_wait)
+                                    lock_wait=args.lock_wait, fleet_run=args.fleet_lease)
     return transaction.restart(state_dir, manager, owner, timeout=args.timeout,
                                lease_s=args.lease, lock_wait=args.lock_wait)

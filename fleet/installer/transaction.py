@@ -352,8 +352,9 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
 
 def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = None,
              timeout: float = READY_TIMEOUT_S, lease_s: float = DEFAULT_LEASE_S,
-             lock_wait: float = 0.0) -> dict:
-    """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified."""
+             lock_wait: float = 0.0, fleet_run: Optional[str] = None) -> dict:
+    """Switch to `to` (version, dir name or SHA prefix) or the previous release, verified;
+    with `fleet_run`, only while that run still holds the host's fleet lease (as install)."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "rollback", lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
@@ -370,6 +371,13 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
         if target == current:  # nothing to go back to: say so, touch nothing
             res.update(ok=True, result="unchanged", to=res["from"])
             tx.notes.append(f"{target.name} is the current release already; nothing changed")
+            with contextlib.suppress(Exception):
+                tx.record()
+            return tx.finish()
+        if fleet_run is not None and fleet_lease_run(state_dir) != fleet_run:
+            res.update(result="refused", to=res["from"],
+                       reason="the run that started this rollback no longer holds this host's "
+                              "fleet lease (it gave up on the host); not switching")
             with contextlib.suppress(Exception):
                 tx.record()
             return tx.finish()
