@@ -225,12 +225,15 @@ def _done(host: Host, conn, conns: Connections | None, failed: bool) -> None:
 def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                 force: bool = False, dry_run: bool = False,
                 conns: Connections | None = None, stored: str | None = None,
-                allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
+                allow_unproven: bool = False, lease_run: str | None = None,
+                give_up: Callable[[], None] | None = None) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
     With `conns`, over the run's shared connection to the host (see Connections); `stored`:
     what the host said of the artifact when the lease was taken (fleet.deploy.lease);
     `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW; `lease_run`: the run's fleet
-    lease, which the installer must still find on the host when it switches."""
+    lease, which the installer must still find on the host when it switches; `give_up`: gives
+    that lease back on this host when the installer's answer never came (it may still be at
+    work there, and must not switch once fleet has stopped waiting), before the read-back."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -247,6 +250,8 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
                     conns.drop(host)
                 result = _failure(host, exc, timer, t0)
             if not result.ok and _unanswered(result):  # say what the host runs now
+                if give_up is not None:
+                    give_up()
                 _read_back(host, result, owner, conns)
             failed = False  # a dropped connection was dropped above
             return result
@@ -509,8 +514,10 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
             refused = _refused_before_upload(h, held, support, allow_unproven_openclaw, owner)
             if refused is not None:
                 return refused
+        give_up = None if held is None else lambda: lease.release_host(held, h, conns)
         return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
-                           allow_unproven_openclaw, held.run_id if held is not None else None)
+                           allow_unproven_openclaw, held.run_id if held is not None else None,
+                           give_up)
 
     return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
                                                                     sink, artifact)

@@ -540,6 +540,16 @@ def _dead_here(holder: dict) -> bool:
             and pid != process.pid() and not process.alive(pid))
 
 
+def release_host(lease: Lease, host: Host, conns: Connections | None = None) -> None:
+    """Give back the lease on one host at once: the run gave up on it (no answer from its
+    installer), and an installer of the run still at work there must not switch now (it checks
+    the lease before it switches). Best effort and bounded; `release` later is a no-op there."""
+    try:
+        run_on(host, lease_command(host, "release", lease.run_id), take_timeout(host), conns)
+    except Exception:  # the run's release at the end tries again
+        pass
+
+
 def release(lease: Lease, conns: Connections | None = None) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
     answer in time may still have taken it), appending `Lease.audit`'s line where the run

@@ -19,9 +19,10 @@ import pytest
 from openclaw_helpers import OpenclawFleet, build, make_tree
 
 from fleet.continuity.document import StateDocument
+from fleet.deploy import rollout
 from lab.openclaw.drive import is_child_request, is_completion_turn, texts, wait_for
 from lab.openclaw.toolchain import OPENCLAW_VERSIONS
-from lab.sourcetree import break_python_entry
+from lab.sourcetree import break_python_entry, break_python_entry_on
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -206,3 +207,62 @@ def test_a_release_whose_python_cannot_load_is_rolled_back_on_both_hosts(fleet, 
         assert "broken release: the Python core raises at import" in res.data["reason"]
     for name in fleet.hosts:
         assert fleet[name].loaded() == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+
+
+# Progressive rollouts on real gateways: at both ends of the range (each rollout is several
+# OpenClaw deploys; the sandbox tier runs them on every path, fleet/deploy/rollout.py).
+_BY_AGE = sorted(OPENCLAW_VERSIONS, key=lambda v: tuple(int(p) for p in v.split(".")))
+ROLLOUT_ENDS = (_BY_AGE[0], _BY_AGE[-1])
+
+
+class _Crash(Exception):
+    """The control side dying after a wave (the CLI tests kill a real process)."""
+
+
+class _DieAfterWave(rollout.RolloutUI):
+    def wave_done(self, index, results):
+        raise _Crash(f"after wave {index + 1}")
+
+
+def _rollout_only_at_the_ends(fleet):
+    if fleet.version not in ROLLOUT_ENDS:
+        pytest.skip(f"rollouts are proven on OpenClaw {' and '.join(ROLLOUT_ENDS)}")
+
+
+def test_a_rollout_bad_on_one_host_is_taken_back_on_both(fleet, releases, tmp_path):
+    _rollout_only_at_the_ends(fleet)
+    before = {name: fleet.status()[name].status.current["release"] for name in fleet.hosts}
+    tree = make_tree(tmp_path / "bad", bump="5.0.6")
+    break_python_entry_on(tree / "fleet" / "plugins" / "memory_continuity", ["oc-b"],
+                          "bad on oc-b only")
+    bad = build(tree, tmp_path / "dist")
+    hosts = list(fleet.hosts.values())
+    record = rollout.Rollout.start(fleet.root / "inventory.yaml", hosts, bad, rollout.Options(
+        waves="1,100%", max_fail="0", allow_unproven_openclaw=True)).run()
+    outcome = {n: h["outcome"] for n, h in record["hosts"].items()}
+    assert record["state"] == "aborted" and outcome == {"oc-a": "reverted", "oc-b": "reverted"}
+    assert "failed to load" in record["hosts"]["oc-b"]["note"]  # its own installer said so
+    after = fleet.status()
+    for name in fleet.hosts:  # both answer on the release they ran before
+        assert after[name].status.current["release"] == before[name]
+        assert after[name].status.ready
+        assert fleet[name].loaded() == {"memory-continuity": "5.0.1", "mc": "2.1.0"}
+
+
+def test_a_rollout_whose_control_side_died_after_a_wave_resumes_to_both(fleet, tmp_path):
+    _rollout_only_at_the_ends(fleet)
+    good = build(make_tree(tmp_path / "good", bump="5.0.7"), tmp_path / "dist")
+    hosts = list(fleet.hosts.values())
+    inv = fleet.root / "inventory.yaml"
+    started = rollout.Rollout.start(inv, hosts, good, rollout.Options(
+        waves="1,100%", max_fail="0", bake_s=2.0, allow_unproven_openclaw=True), _DieAfterWave())
+    with pytest.raises(_Crash):
+        started.run()
+    (pending,) = rollout.unfinished(inv)
+    # it died before closing wave 1, which the record knows oc-a finished
+    assert pending["next_wave"] == 0 and pending["hosts"]["oc-a"]["outcome"] == "deployed"
+    record = rollout.Rollout(inv, rollout.load(inv, pending["id"]), hosts, good).run()
+    assert record["state"] == "completed"
+    assert {h["outcome"] for h in record["hosts"].values()} == {"deployed"}
+    for name in fleet.hosts:
+        assert fleet[name].loaded()["memory-continuity"] == "5.0.7"
