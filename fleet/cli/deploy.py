@@ -38,7 +38,7 @@ BUDGET_HELP = ("failures tolerated (N or N%); the budget is spent when failures 
                "not yet started are skipped (default 0 with --batch, else unlimited)")
 
 
-def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
+def select_hosts(c, hosts: str | None, inventory: str, prepare: bool = False):
     """(inventory, selected hosts); a bad file or name raises InventoryError (exit 2).
 
     Hosts the task tree sets up itself (the checkout's sandbox OpenClaw hosts) get what the
@@ -47,14 +47,15 @@ def select_hosts(c, hosts: str, inventory: str, prepare: bool = False):
     """
     inv = load(inventory) if inventory else default_inventory()
     try:
-        selected = extension.setup_hosts(c, inv.select(hosts or None), prepare)
+        chosen = inv.select_default() if hosts is None else inv.select(hosts)
+        selected = extension.setup_hosts(c, chosen, prepare)
     except extension.SetupError as exc:
         raise Exit(f"error: {exc}", code=USAGE_ERROR) from None
     return inv, selected
 
 
 @contextlib.contextmanager
-def prepared_hosts(c, hosts: str, inventory: str, prepare: bool = True):
+def prepared_hosts(c, hosts: str | None, inventory: str, prepare: bool = True):
     """`select_hosts` for a task that changes hosts; what the task tree set up for them is
     handed back when the task ends, however it ends (fleet/cli/extension.py)."""
     inv, selected = select_hosts(c, hosts, inventory, prepare)
@@ -175,7 +176,7 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
                       "host's state first",
             "rollout": "with --resume: the rollout to finish (its id, see `invoke status`)",
             "json": JSON_HELP})
-def deploy(c, hosts="", inventory="", parallel="10", batch="", max_fail="", dry_run=False,
+def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
            rollout_="", json_=False):
@@ -252,28 +253,37 @@ def _wave_plan(selected: list[Host], waves_: str, max_fail: str, bake: str,
                                                   minimum=0))
 
 
-def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
-            stack: contextlib.ExitStack) -> None:
-    """`deploy --resume`: the rollout's own hosts and artifact, each host read first."""
+def _recorded(c, inventory: str, rollout_id: str, yes: bool, json_: bool,
+              stack: contextlib.ExitStack, what: str, resume: bool):
+    """A recorded rollout to resume or take back: its own hosts (shown and confirmed as for
+    any run), its artifact when it goes on deploying, and the view of its progress."""
     inv_path = (load(inventory) if inventory else default_inventory()).path
     record = rolloutrun.pick(inv_path, rollout_id)
     inv, selected = stack.enter_context(prepared_hosts(c, rolloutrun.hosts_of(record),
                                                        inventory))
-    art = rolloutrun.artifact_of(record) if record["state"] != rollout.ABORTING else None
-    where = _show_targets(f"resume rollout {record['id']}", selected)
+    going_on = resume and record["state"] != rollout.ABORTING
+    art = rolloutrun.artifact_of(record) if going_on else None
+    where = _show_targets(f"{what} rollout {record['id']}", selected)
     _confirm(inv, selected, where, yes, json_)
     view = rolloutrun.View(yes, json_)
-    rolloutrun.show_plan(record)
     try:
-        driven = rollout.Rollout(inv.path, record, selected, art, view)
+        return record, rollout.Rollout(inv.path, record, selected, art, view), view
     except rollout.RolloutError as exc:
         raise Exit(f"error: {exc}", USAGE_ERROR) from None
+
+
+def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
+            stack: contextlib.ExitStack) -> None:
+    """`deploy --resume`: the rollout's own hosts and artifact, each host read first."""
+    record, driven, view = _recorded(c, inventory, rollout_id, yes, json_, stack, "resume",
+                                     True)
+    rolloutrun.show_plan(record)
     rolloutrun.finish(run, rolloutrun.drive(driven.run, view), json_)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "json": JSON_HELP})
-def status(c, hosts="", inventory="", parallel="10", json_=False):
+def status(c, hosts=None, inventory="", parallel="10", json_=False):
     """What runs where: release, versions, gateway pid and uptime, free disk, lock, last change."""
     run = Run("status", json_)
     with run.guard():
@@ -302,7 +312,7 @@ def status(c, hosts="", inventory="", parallel="10", json_=False):
             "rollout": "take back this rollout: every host it changed goes back to the release "
                        "it ran before (its hosts, not -H); remembers its release as bad",
             "yes": YES_HELP, "json": JSON_HELP})
-def rollback(c, hosts="", inventory="", parallel="10", to="", rollout_="", yes=False,
+def rollback(c, hosts=None, inventory="", parallel="10", to="", rollout_="", yes=False,
              json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
     run = Run("rollback", json_)
@@ -321,17 +331,9 @@ def rollback(c, hosts="", inventory="", parallel="10", to="", rollout_="", yes=F
 
 def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
                stack: contextlib.ExitStack) -> None:
-    inv_path = (load(inventory) if inventory else default_inventory()).path
-    record = rolloutrun.pick(inv_path, rollout_id)
-    inv, selected = stack.enter_context(prepared_hosts(c, rolloutrun.hosts_of(record),
-                                                       inventory))
-    where = _show_targets(f"take back rollout {record['id']}", selected)
-    _confirm(inv, selected, where, yes, json_)
-    view = rolloutrun.View(yes, json_)
-    try:
-        driven = rollout.Rollout(inv.path, record, selected, None, view)
-    except rollout.RolloutError as exc:
-        raise Exit(f"error: {exc}", USAGE_ERROR) from None
+    """`rollback --rollout`: every host the rollout touched back to its release before."""
+    record, driven, view = _recorded(c, inventory, rollout_id, yes, json_, stack,
+                                     "take back", False)
     if record["state"] == rollout.ABORTED:
         return rolloutrun.finish(run, record, json_)
     done = rolloutrun.drive(lambda: driven.take_back(
@@ -342,7 +344,7 @@ def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: b
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "batch": "rolling restart in batches of N or N%", "max_fail": BUDGET_HELP,
             "yes": YES_HELP, "json": JSON_HELP})
-def restart(c, hosts="", inventory="", parallel="10", batch="", max_fail="", yes=False,
+def restart(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", yes=False,
             json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
     run = Run("restart", json_)

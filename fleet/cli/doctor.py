@@ -19,7 +19,7 @@ from fleet.deploy import report
             "json": "one JSON document on stdout (docs/operations.md; per host: result = its "
                     "severity, data.checks, data.continuity)",
             "verbose": "list passing checks too"})
-def doctor(c, hosts="", inventory="", parallel="10", json_=False, verbose=False):
+def doctor(c, hosts=None, inventory="", parallel="10", json_=False, verbose=False):
     """Diagnose hosts and every agent's state files, read-only.
 
     Per host: python, disk, clock, permissions, gateway, plugins, locks, temp files; then every

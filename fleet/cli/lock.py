@@ -37,7 +37,7 @@ def duration_s(value: str) -> float:
             "expires": "let it lapse after this long (30m, 2h, 1d; at most 30d); default: "
                        "until released",
             "json": JSON_HELP})
-def acquire(c, hosts="", inventory="", message="", expires="", json_=False):
+def acquire(c, hosts=None, inventory="", message="", expires="", json_=False):
     """Lock hosts for maintenance: every deploy, rollback and restart there is refused."""
     run = Run("lock.acquire", json_)
     with run.guard():
@@ -58,7 +58,7 @@ def _on_hosts(c, run: Run, hosts: str, inventory: str, action) -> None:
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
-def release(c, hosts="", inventory="", json_=False):
+def release(c, hosts=None, inventory="", json_=False):
     """Release the maintenance lock of hosts, whoever took it (a run's own lease stays)."""
     run = Run("lock.release", json_)
     with run.guard():
@@ -66,7 +66,7 @@ def release(c, hosts="", inventory="", json_=False):
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "json": JSON_HELP})
-def status(c, hosts="", inventory="", json_=False):
+def status(c, hosts=None, inventory="", json_=False):
     """Show, per host, whether it is free, locked for maintenance, or held by a run."""
     run = Run("lock.status", json_)
     with run.guard():

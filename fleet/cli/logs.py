@@ -29,7 +29,7 @@ class _TailFlags(FleetTask):
             "follow": "keep printing new lines as they are written, until Ctrl-C",
             "json": "one JSON object per line, {schema, action, host, line, error}, also "
                     "with -f (a usage error: one document, as every task's)"})
-def logs(c, hosts="", inventory="", lines="50", follow=False, json_=False):
+def logs(c, hosts=None, inventory="", lines="50", follow=False, json_=False):
     """Show each host's gateway log (`<state>/logs/gateway.log`), each line prefixed by host."""
     with Run("logs", json_).guard():
         count = number(lines, "--lines", minimum=0)

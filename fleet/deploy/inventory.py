@@ -174,20 +174,21 @@ class Inventory:
     def names(self) -> list[str]:
         return sorted(self.hosts) + sorted(self.groups) + ["all"]
 
+    def select_default(self) -> list[Host]:
+        """The tasks' selection when no -H is given: DEFAULT_SELECTION, explained when this
+        inventory has no host or group of that name (an operator never typed it)."""
+        if not any(name_key(n) == name_key(DEFAULT_SELECTION)
+                   for n in (*self.groups, *self.hosts)):
+            raise InventoryError(
+                f"{self.path}: no --hosts (-H) given, so fleet selects '{DEFAULT_SELECTION}' "
+                "(the local sandbox hosts), and this inventory has no host or group of that "
+                f"name; pass -H with one of: "
+                f"{', '.join(self.names()) or 'none (the inventory defines no host)'}")
+        return self.select(DEFAULT_SELECTION)
+
     def select(self, spec: str | list[str] | None) -> list[Host]:
         """Hosts named by `a,b` (hosts, groups, or `all` = every host outside the sandbox), in
-        order, without duplicates. An empty selection is an error, never "everything"; None is
-        the tasks' default (no -H): DEFAULT_SELECTION, explained when the file has none."""
-        if spec is None:
-            if not any(name_key(n) == name_key(DEFAULT_SELECTION)
-                       for n in (*self.groups, *self.hosts)):
-                raise InventoryError(
-                    f"{self.path}: no --hosts (-H) given, so fleet selects "
-                    f"'{DEFAULT_SELECTION}' (the local sandbox hosts), and this inventory has no "
-                    f"host or group of that name; pass -H with one of: "
-                    f"{', '.join(self.names()) or 'none (the inventory defines no host)'}, or "
-                    "all")
-            spec = DEFAULT_SELECTION
+        order, without duplicates. An empty selection is an error, never "everything"."""
         items = spec.split(",") if isinstance(spec, str) else list(spec or [])
         if not [i for i in items if i.strip()]:
             raise InventoryError(f"{self.path}: no hosts selected (--hosts {spec!r}); pass "

@@ -233,7 +233,9 @@ def _interrupt_while_baking(box: Fleet, artifact, *extra: str) -> tuple[int, dic
     proc = subprocess.Popen(
         [sys.executable, "-c", FLEET, "deploy", "--artifact", str(artifact.path), "--waves",
          "1,100%", "--bake", "8s", "--json", *extra], cwd=box.root, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        # as from a terminal: a run started in the background inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stderr:
             if line.startswith("baking:"):
