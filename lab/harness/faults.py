@@ -207,10 +207,11 @@ class KillAtStep:
     @property
     def killed(self) -> bool:
         """Whether the host was killed. The deploy can notice the dead host before the engine
-        confirms the kill, so a started kill is waited for (bounded)."""
+        confirms the kill (a busy Docker engine takes its time), so a started kill is waited
+        for (bounded)."""
         if not self._watcher.triggered.is_set():
             return False
-        return self._watcher.done.wait(30)
+        return self._watcher.done.wait(FAULT_TIMEOUT_S)
 
     def wait(self, timeout: float = FAULT_TIMEOUT_S) -> bool:
         return self._watcher.done.wait(timeout)
