@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from fleet.continuity import snapshot
 from fleet.deploy.inventory import Host
 from fleet.installer.openclawgw import OpenclawManager, RpcError
 from lab.openclaw import sandbox
@@ -122,6 +123,14 @@ def completion_steered_in(request: dict) -> bool:
     return (len(messages) >= 2 and messages[-2].get("role") == "tool"
             and messages[-1].get("role") == "user" and is_completion_turn(
                 {"body": {"messages": messages[-1:]}}))
+
+
+def recovery_block(request: dict) -> str:
+    """The continuity recovery block the plugin put into one logged model request, or ""."""
+    text = texts(request)
+    if snapshot.BEGIN not in text:
+        return ""
+    return text.split(snapshot.BEGIN, 1)[1].split(snapshot.END, 1)[0]
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,

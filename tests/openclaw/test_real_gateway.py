@@ -20,7 +20,13 @@ from openclaw_helpers import OpenclawFleet, build, make_tree
 
 from fleet.continuity.document import StateDocument
 from fleet.deploy import rollout
-from lab.openclaw.drive import is_child_request, is_completion_turn, texts, wait_for
+from lab.openclaw.drive import (
+    is_child_request,
+    is_completion_turn,
+    recovery_block,
+    texts,
+    wait_for,
+)
 from lab.openclaw.toolchain import OPENCLAW_VERSIONS
 from lab.sourcetree import break_python_entry, break_python_entry_on
 
@@ -128,9 +134,15 @@ def test_a_child_gets_the_parents_seed_and_its_result_reaches_the_parent_once(fl
 def test_two_children_ending_together_each_reach_the_parent_once(fleet):
     """Two parent turns at once, each spawning a child: both children end within a second, each
     with its own announce turn in the parent. Neither announce turn may take the parent's
-    objective, nor push the other child's note out of Unsurfaced Results."""
+    objective, nor push the other child's note out of Unsurfaced Results unseen.
+
+    A note leaves Unsurfaced Results only once the parent's model saw it: when a child ends
+    before the parent's other turn builds its prompt (under load; 2026.8.2 also steers a
+    completion into the still-running spawning turn), that turn's recovery block shows the note
+    and its checkpoint drops it. Either way the result reaches the parent exactly once."""
     results = [f"Archive partition {i} verified: {uuid.uuid4().hex[:8]}" for i in (1, 2)]
     start = threading.Barrier(2)
+    before = len(fleet["oc-a"].requests())
 
     def turn(i: int) -> None:
         start.wait(timeout=60)
@@ -144,11 +156,19 @@ def test_two_children_ending_together_each_reach_the_parent_once(fleet):
     def section(name: str) -> str:
         return StateDocument.parse((memory / "CURRENT_STATE.md").read_text()).get(name)
 
+    def shown(text: str) -> list[str]:
+        """The parent's recovery blocks (after this test began) that showed `text`'s note."""
+        blocks = [recovery_block(r) for r in fleet["oc-a"].requests()[before:]
+                  if not is_child_request(r)]
+        return [b for b in blocks if f"Result: {text}" in b]
+
     for text in results:
-        wait_for(f"{text!r} in the parent's Unsurfaced Results",
-                 lambda t=text: t in section("Unsurfaced Results"))
+        wait_for(f"{text!r} in the parent's Unsurfaced Results or shown to its model",
+                 lambda t=text: t in section("Unsurfaced Results") or shown(t))
     notes = section("Unsurfaced Results")
-    assert [notes.count(f"Result: {text}") for text in results] == [1, 1], notes
+    for text in results:
+        assert notes.count(f"Result: {text}") == 1 or (
+            f"Result: {text}" not in notes and shown(text)), (text, notes)
     # The objective is the user's last request, not a completion event (the announce turns).
     assert section("Objective").startswith("Check archive partition "), section("Objective")
     # Each child's own state names its task, not OpenClaw's [Subagent Context] envelope.
@@ -156,7 +176,8 @@ def test_two_children_ending_together_each_reach_the_parent_once(fleet):
                    for path in (memory / "subagents").glob("*/CURRENT_STATE.md"))
     for i in (1, 2):
         assert f"Verify archive partition {i} [[reply: {results[i - 1]}]]" in tasks, tasks
-    assert f"  Task: Verify archive partition 1 [[reply: {results[0]}]]" in notes
+    task = f"Task: Verify archive partition 1 [[reply: {results[0]}]]"
+    assert f"  {task}" in notes or any(task in b for b in shown(results[0])), notes
 
 
 def test_mc_subagents_answers_through_chat_send(fleet):
