@@ -26,10 +26,11 @@ Host keys (in `vars`, a group's `vars` or the host itself):
 Precedence: built-in defaults < top-level `vars` < group `vars` (outer groups first) < host keys.
 For ssh hosts, `~/.ssh/config` fills in what the inventory leaves unset (fleet/deploy/sshconfig.py).
 
-Reach of the selectors (`--hosts`): a host name selects that host, a group its members, and `all`
-every host *outside the sandbox*. Sandbox hosts are local hosts whose state dir lies in the
-`.fleet/` directory beside the inventory file (they can never touch the operator's own
-`~/.openclaw`); they are reached only by naming them or their group (`sandbox`). `all` is reserved
+Reach of the selectors (`--hosts`, patterns as Ansible's `--limit`: fleet/deploy/hostpattern.py):
+a host name selects that host, a group its members, and `all` every host *outside the sandbox*.
+Sandbox hosts are local hosts whose state dir lies in the `.fleet/` directory beside the inventory
+file (they can never touch the operator's own `~/.openclaw`); they are reached only by naming them
+or their group (`sandbox`). `all` is reserved
 and so are names with commas or spaces (the selector syntax), for hosts and groups alike.
 
 Names are what people read in reports and type after `-H`, so a name must look like itself: one
@@ -56,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from fleet.deploy import hostpattern
 from fleet.installer import textfile
 from fleet.installer.protocol import FLEET_MANAGER, MANAGERS, READY_TIMEOUT_S, wait_problem
 
@@ -187,41 +189,70 @@ class Inventory:
         return self.select(DEFAULT_SELECTION)
 
     def select(self, spec: str | list[str] | None) -> list[Host]:
-        """Hosts named by `a,b` (hosts, groups, or `all` = every host outside the sandbox), in
-        order, without duplicates. An empty selection is an error, never "everything"."""
+        """Hosts of the pattern `spec` (fleet/deploy/hostpattern.py: names, groups, `all` =
+        every host outside the sandbox, `!`, `&`, wildcards), in order, without duplicates. An
+        empty selection is an error, never "everything"."""
         items = spec.split(",") if isinstance(spec, str) else list(spec or [])
-        if not [i for i in items if i.strip()]:
+        if not [i for i in items if str(i).strip()]:
             raise InventoryError(f"{self.path}: no hosts selected (--hosts {spec!r}); pass "
                                  f"--hosts with one of: {', '.join(self.names())}")
-        chosen: list[str] = []
-        spelled = {name_key(n): n for n in (*self.groups, *self.hosts)}
-        for raw in items:
-            item = raw.strip()
-            if not item:
-                continue
-            item = spelled.get(name_key(item), item)  # `ｐｉ` (full-width) selects `pi`
-            if item == "all":
-                members = [n for n, h in self.hosts.items() if not h.sandbox]
-                if not members:
-                    raise InventoryError(
-                        f"{self.path}: 'all' means every host outside the sandbox, and this "
-                        f"inventory has none; name sandbox hosts or their group instead "
-                        f"(e.g. --hosts {next(iter(self.groups), next(iter(self.hosts)))})")
-            elif item in self.hosts:
-                members = [item]
-            elif item in self.groups:
-                members = self.groups[item]
-            else:
-                hint = difflib.get_close_matches(item, self.names(), n=1)
-                maybe = f" (did you mean '{hint[0]}'?)" if hint else ""
-                raise InventoryError(
-                    f"{self.path}: unknown host or group '{item}'{maybe}; known hosts: "
-                    f"{', '.join(sorted(self.hosts)) or 'none'}; groups: "
-                    f"{', '.join(sorted(self.groups)) or 'none'}; or 'all'")
-            chosen.extend(m for m in members if m not in chosen)
+        spelled = {name_key(n): n for n in (*self.groups, *self.hosts, "all")}
+        terms = hostpattern.parse(items, lambda t: name_key(t) in spelled)
+        try:
+            chosen = hostpattern.evaluate(
+                terms, lambda t: self._term_hosts(t, spelled),
+                lambda: self._term_hosts(hostpattern.Term("", "all"), spelled))
+        except hostpattern.PatternError as exc:
+            raise InventoryError(f"{self.path}: --hosts {_shown(spec)}: {exc}") from None
         if not chosen:
-            raise InventoryError(f"{self.path}: --hosts '{spec}' selects no host")
+            raise InventoryError(f"{self.path}: --hosts {_shown(spec)} selects no host")
         return [self.hosts[n] for n in chosen]
+
+    def _term_hosts(self, term: hostpattern.Term, spelled: dict[str, str]) -> list[str]:
+        """One term's host names (see `select`); an error naming the term when it names or
+        matches nothing."""
+        name = spelled.get(name_key(term.text))  # `ｐｉ` (full-width) selects `pi`
+        if name == "all":
+            members = [n for n, h in self.hosts.items() if not h.sandbox]
+            if not members:
+                raise InventoryError(
+                    f"{self.path}: 'all' means every host outside the sandbox, and this "
+                    f"inventory has none; name sandbox hosts or their group instead "
+                    f"(e.g. --hosts {next(iter(self.groups), next(iter(self.hosts)))})")
+            return members
+        if name in self.hosts:
+            return [name]
+        if name in self.groups:
+            return list(self.groups[name])
+        if not term.wildcard:
+            hint = difflib.get_close_matches(term.text, self.names(), n=1)
+            maybe = f" (did you mean '{term.op}{hint[0]}'?)" if hint else ""
+            raise InventoryError(
+                f"{self.path}: unknown host or group '{term}'{maybe}; known hosts: "
+                f"{', '.join(sorted(self.hosts)) or 'none'}; groups: "
+                f"{', '.join(sorted(self.groups)) or 'none'}; or 'all'")
+        match = hostpattern.matcher(term.text)
+        # a wildcard widens a selection only outside the sandbox (see hostpattern)
+        reach = (lambda n: True) if term.op else (lambda n: not self.hosts[n].sandbox)
+        members: list[str] = []
+        for group in (g for g in self.groups if match(g)):
+            members.extend(n for n in self.groups[group] if reach(n) and n not in members)
+        members.extend(n for n in self.hosts if match(n) and reach(n) and n not in members)
+        if members:
+            return members
+        sandboxed = any(match(n) for n in (*self.hosts, *self.groups))
+        why = ("matches only sandbox hosts, which a wildcard does not select; name them or "
+               "their group" if sandboxed else "matches no host or group")
+        raise InventoryError(
+            f"{self.path}: --hosts term '{term}' {why}; known hosts: "
+            f"{', '.join(sorted(self.hosts)) or 'none'}; groups: "
+            f"{', '.join(sorted(self.groups)) or 'none'}")
+
+
+def _shown(spec: str | list[str] | None) -> str:
+    """The pattern as the operator typed it, quoted for a shell."""
+    text = spec if isinstance(spec, str) else ",".join(str(i) for i in spec or [])
+    return shlex.quote(text)
 
 
 def _where(path: Path, keys: list[str]) -> str:
