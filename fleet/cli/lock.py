@@ -4,28 +4,24 @@ print a table (or one `--json` document) and exit 0 only when every host did wha
 
 from __future__ import annotations
 
-import re
-
 from invoke import Collection, Exit
 
 from fleet.cli.deploy import HOSTS_HELP, INV_HELP, JSON_HELP, select_hosts
 from fleet.cli.flags import USAGE_ERROR, task
 from fleet.cli.taskrun import Run
 from fleet.deploy import api, maintenance, report
+from fleet.deploy.duration import seconds as seconds_of
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_EXPIRES_S = 30 * 86400  # a maintenance window; a lock without an end needs no --expires
 
 
 def duration_s(value: str) -> float:
     """`90`, `30m`, `2h`, `1d` in seconds, at most 30 days (a date beyond any calendar made
     every later `lock.status` fail); a usage error naming the flag otherwise."""
-    m = _DURATION.match(value or "")
-    if not m or float(m.group(1)) <= 0:
+    seconds = seconds_of(value)
+    if not seconds:
         raise Exit(f"error: --expires {value!r}: use a duration such as 30m, 2h or 1d",
                    USAGE_ERROR)
-    seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
     if seconds > MAX_EXPIRES_S:
         raise Exit(f"error: --expires {value!r}: at most 30d; for a lock that holds until "
                    "`fleet lock.release`, leave out --expires", USAGE_ERROR)

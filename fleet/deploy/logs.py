@@ -40,12 +40,56 @@ CHUNK = 1 << 20  # at most this many bytes per host per poll
 
 SHOWN = 16 * 1024  # of a line longer than CHUNK, the head that is printed before the mark
 CUT_MARK = " \u2026 [line cut: longer than {limit}]"
+SCAN = 32 << 20  # `--since`/`--grep`: at most this much of the log and of its `.1` is searched
+# A line's time, as our gateway (`2026-12-05 10:00:01,271`, local time) and OpenClaw
+# (`2026-12-05T10:00:01.597+00:00`) write it; a line without one has its predecessor's.
+STAMP = rb"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(Z|z|[+-]\d{2}:?\d{2})?"
 
 LOG_PY = """\\
-import json, os, stat, sys
+import json, os, re, stat, sys, time
+from datetime import datetime
 path = os.path.expanduser(sys.argv[1])
 ino, off, want, chunk, skip, shown = (int(a) for a in sys.argv[2:8])
 mark = sys.argv[8].encode("utf-8")
+grep = re.compile(sys.argv[9]) if sys.argv[9] else None
+kind, _, value = sys.argv[10].partition(":")
+since = float(value) if value else None
+if kind == "ago":
+    since = time.time() - since
+filtered = grep is not None or since is not None
+scan = int(sys.argv[11])
+STAMP = re.compile(@STAMP@)
+def stamp(line):
+    m = STAMP.match(line)
+    if not m:
+        return None
+    try:
+        text = m.group(1).decode() + " " + m.group(2).decode()
+        when = datetime.strptime(text, "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    tz = m.group(3).decode() if m.group(3) else ""
+    if not tz:
+        return time.mktime(when.timetuple())
+    if tz in ("Z", "z"):
+        tz = "+00:00"
+    sign = -1 if tz[0] == "-" else 1
+    hh, mm = int(tz[1:3]), int(tz[-2:])
+    return (when - datetime(1970, 1, 1)).total_seconds() - sign * (hh * 3600 + mm * 60)
+def keep(lines):
+    out, when = [], None
+    for line in lines:
+        t = stamp(line)
+        if t is not None:
+            when = t
+        if since is not None and (when is None or when < since):
+            continue
+        if grep is not None and not grep.search(line.decode("utf-8", "replace")):
+            continue
+        if len(line) > chunk:
+            line = line[:shown] + mark + b"\\n"
+        out.append(line)
+    return out
 def read(p, start, limit):
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
@@ -72,15 +116,22 @@ if not stat.S_ISREG(st.st_mode):
 data = b""
 if ino < 0:
     size = st.st_size
-    start = max(0, size - chunk)
+    limit = scan if filtered else chunk
+    start = max(0, size - limit)
     data = read(path, start, size - start)
     if start:
         data = data[data.find(b"\\n") + 1:]
-    if data.count(b"\\n") < want:
-        data = read(path + ".1", max(0, size_of(path + ".1") - chunk), chunk) + data
+    if filtered or data.count(b"\\n") < want:
+        start = max(0, size_of(path + ".1") - limit)
+        older = read(path + ".1", start, limit)
+        if start:
+            older = older[older.find(b"\\n") + 1:]
+        data = older + data
     lines = data.splitlines(True)
     if lines and not lines[-1].endswith(b"\\n"):
         size -= len(lines.pop())
+    if filtered:
+        lines = keep(lines)
     data = b"".join(lines[-want:]) if want > 0 else b""
     off = size
     skip = 0
@@ -111,20 +162,45 @@ else:
     else:
         data += new[:cut]
         off += cut
+    if grep is not None:
+        data = b"".join(keep(data.splitlines(True)))
 sys.stdout.write(json.dumps({"ino": st.st_ino, "off": off, "skip": skip}) + "\\n")
 sys.stdout.flush()
 sys.stdout.buffer.write(data)
 """
 
 
+LOG_PY = LOG_PY.replace("@STAMP@", repr(STAMP))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """`--grep` (a Python regular expression, searched in each line) and `--since`: a moment
+    (`since_at`, epoch seconds) or a duration back from the host's own clock (`since_ago`,
+    seconds: `--since 5m` means five minutes of the host's time, whatever the skew)."""
+
+    grep: str = ""
+    since_at: float | None = None
+    since_ago: float | None = None
+
+    def since_arg(self) -> str:
+        if self.since_ago is not None:
+            return f"ago:{float(self.since_ago)!r}"
+        return "" if self.since_at is None else f"at:{float(self.since_at)!r}"
+
+
 def read_command(host: Host, ino: int, off: int, lines: int, skip: int = 0,
-                 chunk: int = CHUNK) -> str:
+                 chunk: int = CHUNK, only: Filter = Filter()) -> str:
     """One read of the host's log: `ino < 0` is the first (last `lines` lines), else the whole
     lines after `off` of the file with inode `ino` (and its rotated rest). A line longer than
-    `chunk` comes as its first SHOWN bytes and a mark, and `skip` drops its rest next time."""
+    `chunk` comes as its first SHOWN bytes and a mark, and `skip` drops its rest next time.
+    `only`: lines that match it (the first read searches up to SCAN bytes of the log and of
+    its rotated `.1`; later reads apply `grep` to the new lines, all newer than `since`)."""
     path = f"{host.state_dir.rstrip('/')}/{LOG_FILE}"
     mark = CUT_MARK.format(limit=size_text(chunk))
-    args = [path, str(ino), str(off), str(lines), str(chunk), str(skip), str(SHOWN), mark]
+    since = only.since_arg() if ino < 0 else ""
+    args = [path, str(ino), str(off), str(lines), str(chunk), str(skip), str(SHOWN), mark,
+            only.grep, since, str(SCAN)]
     return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(LOG_PY)} "
             + " ".join(shlex.quote(a) for a in args))
 
@@ -149,6 +225,7 @@ class HostLog:
     conn: object = None
     error: str = ""
     lines: list = field(default_factory=list)
+    only: Filter = Filter()
 
     def poll(self, lines: int, timeout: float) -> None:
         """One read; fills `lines` (whole lines) or `error`; never raises."""
@@ -156,8 +233,8 @@ class HostLog:
         try:
             if self.conn is None:
                 self.conn = connect(self.host)
-            res = self.conn.run(read_command(self.host, self.ino, self.off, lines, self.skip),
-                                timeout)
+            res = self.conn.run(read_command(self.host, self.ino, self.off, lines, self.skip,
+                                             only=self.only), timeout)
             if res.exit_code != 0:
                 tail = " ".join((res.stderr or res.stdout).strip().splitlines()[-2:])
                 raise RuntimeError(f"reading the log failed (exit {res.exit_code}): {tail[:300]}")
@@ -267,12 +344,13 @@ def _interrupt_sets(flag: list) -> Iterator[None]:
 
 def show(hosts: list[Host], lines: int = 50, follow: bool = False, emit: Emit | None = None,
          poll_s: float = POLL_S, timeout: float = POLL_TIMEOUT_S,
-         stop: threading.Event | None = None) -> int:
-    """Print the last `lines` lines of every host's gateway log; with `follow`, keep printing
-    new lines until `stop` is set or Ctrl-C. Returns how many hosts failed the first read."""
+         stop: threading.Event | None = None, only: Filter = Filter()) -> int:
+    """Print the last `lines` lines of every host's gateway log (of those that match `only`);
+    with `follow`, keep printing new lines until `stop` is set or Ctrl-C. Returns how many
+    hosts failed the first read."""
     emit = emit or printer([h.name for h in hosts])
     stop = stop or threading.Event()
-    logs = [HostLog(h) for h in hosts]
+    logs = [HostLog(h, only=only) for h in hosts]
     reported: dict = {}
     interrupted = [False]
 

@@ -15,7 +15,8 @@ hosts tolerates 1 failure (2 of 15 is 13% > 10%).
 from __future__ import annotations
 
 import math
-import re
+
+from fleet.deploy.duration import seconds as seconds_of
 
 DEFAULT_WAVES = "1,25%,100%"
 
@@ -102,17 +103,14 @@ def left(failures: int, tolerated: int | None) -> int | None:
     return None if tolerated is None else max(0, tolerated - failures)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 MAX_BAKE_S = 24 * 3600.0
 
 
 def duration(spec: str, flag: str = "--bake") -> float:
     """Seconds of `30`, `30s`, `5m`, `1h` or `500ms`; a clear error otherwise."""
-    match = _DURATION.match(str(spec))
-    if not match:
+    seconds = seconds_of(spec)
+    if seconds is None:
         raise WaveError(f"{flag} {spec!r}: expected a duration like 30s, 5m or 1h")
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
     if seconds > MAX_BAKE_S:
         raise WaveError(f"{flag} {spec!r}: at most 24h")
     return seconds

@@ -221,3 +221,67 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as fh:  # a zombie waiting for its reaper is gone for us
         return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _stamped(now: float) -> str:
+    """A log in both formats: our gateway's (local time, comma) and OpenClaw's (ISO, offset);
+    an unstamped continuation line belongs to the line before it."""
+    local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 3 * 3600)) + ",271"
+    utc = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 20 * 60)) + ".597+00:00"
+    recent = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now - 60)) + ".001Z"
+    return (f"{local} INFO old start\n{local} ERROR old failure\n"
+            f"{utc} [gateway] ERROR twenty minutes ago\n  continued detail\n"
+            f"{recent} [gateway] info a minute ago\n")
+
+
+def test_since_and_grep_filter_on_the_host(fleet_dir):
+    text = _stamped(time.time())
+    (fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log").write_text(text)
+    lines = text.splitlines()
+
+    def shown(**only) -> list[str]:
+        got = Collector()
+        logs.show(hosts(fleet_dir, "alpha"), lines=100, emit=got, only=logs.Filter(**only))
+        return got.lines("alpha")
+
+    assert shown(since_ago=30 * 60) == lines[2:]  # the continuation line goes with its line
+    assert shown(since_ago=5 * 3600) == lines
+    assert shown(since_ago=0) == []
+    assert shown(grep="ERROR") == [lines[1], lines[2]]
+    assert shown(grep="ERROR", since_ago=3600) == [lines[2]]
+    assert shown(grep="(?i)error|minute", since_ago=3600) == [lines[2], lines[4]]
+    # a moment: the UTC line is 20 minutes back, so 25 minutes back keeps it and what follows
+    assert shown(since_at=time.time() - 25 * 60) == lines[2:]
+
+
+def test_grep_applies_while_following(fleet_dir):
+    got, stop = Collector(), threading.Event()
+    follower = threading.Thread(target=logs.show, args=(hosts(fleet_dir, "alpha"), 0, True, got),
+                                kwargs={"poll_s": 0.1, "stop": stop,
+                                        "only": logs.Filter(grep="(?i)keep")}, daemon=True)
+    follower.start()
+    try:
+        time.sleep(0.5)
+        with open(fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log", "a") as fh:
+            fh.write("drop this\nKEEP this one\nand drop\n")
+        deadline = time.monotonic() + 30
+        while not got.lines("alpha") and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        follower.join(30)
+    assert got.lines("alpha") == ["KEEP this one"]
+
+
+def test_task_since_and_grep_and_their_usage_errors(fleet_dir):
+    (fleet_dir / "hosts" / "alpha" / "logs" / "gateway.log").write_text(_stamped(time.time()))
+    proc = subprocess.run(fleet_cmd("logs", "-H", "alpha", "--since", "30m", "--grep", "ERROR"),
+                          cwd=fleet_dir, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("[gateway] ERROR twenty minutes ago\n"), proc.stdout
+    assert len(proc.stdout.splitlines()) == 1, proc.stdout
+    for flag, value, says in (("--since", "yesterday", "use a duration"),
+                              ("--grep", "([", "not a valid regular expression")):
+        proc = subprocess.run(fleet_cmd("logs", "-H", "alpha", flag, value), cwd=fleet_dir,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
