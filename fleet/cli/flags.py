@@ -5,6 +5,8 @@ Invoke gives each flag an automatic short form from its first free letter, so a 
 `task` here is Invoke's decorator with a Task class that never hands out `-h` and maps `-H` to
 `--hosts` (Fabric's spelling). Numbers are taken as text and parsed by `number()`, so a bad value
 (`--parallel abc`) is a one-line error with exit 2, not a traceback from Invoke's parser.
+Invoke's own `-e`/`--echo` (and `fleet -v`) makes every task print each command it sends to a
+host (fleet.deploy.connection.echo_commands).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from invoke import Exit, Task
 from invoke import task as invoke_task
+
+from fleet.deploy import connection
 
 USAGE_ERROR = 2  # exit code of a bad flag, inventory or host selection (nothing was changed)
 
@@ -25,6 +29,12 @@ class FleetTask(Task):
         if name == "hosts":
             opts["names"] = ["hosts", "H"]
         return opts
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ctx = args[0] if args else None
+        echo = getattr(getattr(getattr(ctx, "config", None), "run", None), "echo", False)
+        connection.echo_commands(bool(echo))
+        return super().__call__(*args, **kwargs)
 
 
 def task(*args: Any, **kwargs: Any):

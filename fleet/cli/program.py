@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from invoke import Exit, ParseError, Program
+from invoke import Argument, Exit, ParseError, Program
 
 from fleet import __version__
 from fleet.cli import CHECKOUT_ONLY, build_namespace
@@ -59,6 +59,20 @@ class FleetProgram(Program):
     """Invoke's Program with parser errors as usage errors (see the module doc)."""
 
     checkout = True
+
+    def core_args(self) -> list:
+        """Invoke's core flags, and `-v`/`--verbose` as Ansible users type it: Invoke's
+        `--echo` for what fleet runs (each command sent to a host, on stderr)."""
+        return [*super().core_args(), Argument(
+            names=("verbose", "v"), kind=bool, default=False,
+            help="Print each command sent to a host, and how it ended (as --echo).")]
+
+    def update_config(self, merge: bool = True) -> None:
+        super().update_config(merge=False)
+        if self.args.verbose.value:
+            self.config.load_overrides({"run": {"echo": True}}, merge=False)
+        if merge:
+            self.config.merge()
 
     def parse_core(self, argv):
         try:

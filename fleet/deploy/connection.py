@@ -17,6 +17,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 
 from fleet.deploy import hostkeys, runtime
 from fleet.deploy.inventory import Host
+from fleet.terminal.text import visible
 
 LineCallback = Callable[[str], None]
 # Paramiko logs a dropped socket ("Socket exception: ...", "Error reading SSH protocol banner")
@@ -35,6 +37,43 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 # What kind of failure a ConnectionError_ is (the host's result in the report)
 UNREACHABLE, AUTH_FAILED, HOST_KEY, FAILED = "unreachable", "auth_failed", "host_key", "failed"
+
+
+_echo_lock = threading.Lock()
+_echo_stream: list = []  # [stream] while `echo_commands` is on
+
+
+def echo_commands(on: bool, stream: Any = None) -> None:
+    """`-v` (`fleet -v`, or Invoke's own `-e`/`--echo`): print each command sent to a host and
+    how it ended, on stderr, as Ansible's `-vvv` shows what it runs. The command is shown
+    escaped, as every host's text (fleet.terminal.text)."""
+    _echo_stream[:] = [stream] if on else []
+
+
+def _echoed(method: Callable) -> Callable:
+    """A connection's command method that, under `echo_commands`, prints `<host> $ <command>`
+    before and `<host> exit N after Ts` (or the error) after."""
+
+    def run(self, command: str, *args: Any, **kwargs: Any) -> Any:
+        if not _echo_stream:
+            return method(self, command, *args, **kwargs)
+        def say(text: str) -> None:
+            stream = _echo_stream[0] if _echo_stream and _echo_stream[0] else sys.stderr
+            with _echo_lock:
+                stream.write(f"{visible(self.host.name)} {text}\n")
+                stream.flush()
+
+        say(f"$ {visible(command)}")
+        started = time.monotonic()
+        try:
+            result = method(self, command, *args, **kwargs)
+        except BaseException as exc:
+            say(f"failed after {time.monotonic() - started:.2f}s: {visible(str(exc))}")
+            raise
+        say(f"exit {result.exit_code} after {time.monotonic() - started:.2f}s")
+        return result
+
+    return run
 
 
 class ConnectionError_(RuntimeError):
@@ -122,6 +161,7 @@ class LocalConnection:
                 on_sent()
             return self._run(command, transfer_timeout + timeout, on_stderr_line, stdin)
 
+    @_echoed
     def _run(self, command: str, timeout: float, on_stderr_line: LineCallback | None,
              stdin) -> CommandResult:
         proc = subprocess.Popen(["sh", "-c", command], stdin=stdin,
@@ -275,6 +315,7 @@ class SshConnection:
         only)."""
         return self._exec(command, timeout, on_stderr_line, (local, transfer_timeout), on_sent)
 
+    @_echoed
     def _exec(self, command: str, timeout: float, on_stderr_line: LineCallback | None,
               upload: tuple[Path, float] | None = None,
               on_sent: Callable[[], None] | None = None) -> CommandResult:
