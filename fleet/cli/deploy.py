@@ -118,9 +118,14 @@ def _options(parallel: str, batch: str = "", max_fail: str = "") -> RunOptions:
                       batch=batch or None, max_fail=max_fail or None)
 
 
-def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool) -> api.ArtifactRef:
-    """`--artifact`, or the current build (built now if needed). A dry run writes nothing: it
-    uses an existing current build, or builds into a temporary directory it removes."""
+def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool,
+              release: str = "") -> api.ArtifactRef:
+    """`--artifact`, `--release` (fleet.release.namedrelease), or the current build (built now
+    if needed). A dry run writes nothing: it uses an existing build, or builds into a temporary
+    directory it removes."""
+    if path and release:
+        raise Exit("error: --artifact and --release name one artifact each; use one",
+                   USAGE_ERROR)
     if path:
         try:
             return api.load_artifact(path)
@@ -130,6 +135,8 @@ def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool) -> api.Arti
     from fleet.release.error import ReleaseError  # noqa: PLC0415
 
     root, out_dir = default_source()
+    if release:
+        return _named(root, out_dir, release, stack, dry_run)
     try:
         if dry_run:
             existing = current_artifact(root, out_dir)
@@ -140,6 +147,24 @@ def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool) -> api.Arti
         return api.build_artifact(root, out_dir)
     except (ReleaseError, OSError, ValueError) as exc:  # e.g. version files disagree
         raise Exit(f"error: cannot build the artifact from {root}: {exc}", USAGE_ERROR) from None
+
+
+def _named(root: Path, out_dir: Path, release: str, stack: contextlib.ExitStack,
+           dry_run: bool) -> api.ArtifactRef:
+    """`--release NAME`: a kept build, else a build of the release's tag (or git ref)."""
+    from fleet.release import namedrelease  # noqa: PLC0415
+    from fleet.release.error import ReleaseError  # noqa: PLC0415
+
+    if dry_run:
+        out_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fleet-plan-")))
+    try:
+        found, _ = namedrelease.resolve(root, out_dir, release)
+    except (ReleaseError, OSError) as exc:
+        raise Exit(f"error: --release {release}: {exc}", USAGE_ERROR) from None
+    if isinstance(found, Path):
+        return api.load_artifact(found)
+    return api.ArtifactRef(Path(found.path), found.sha256, str(found.version),
+                           dict(found.components), False)
 
 
 def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> None:
@@ -160,6 +185,9 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
             "dry_run": "connect, read status, print each host's plan; change and write nothing",
             "force": "restart even where this release is already active and ready",
             "artifact": "deploy this .pyz instead of building one",
+            "release": "deploy a named release instead of the checkout: a version (its kept "
+                       "build in dist/, else a build of its release tag), a tag, a branch or "
+                       "a commit",
             "retry_failed": "only the selected hosts that did not succeed in the last deploy",
             "yes": YES_HELP,
             "allow_dirty": "deploy a build of uncommitted sources outside the sandbox",
@@ -179,7 +207,7 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
 def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
-           rollout_="", json_=False):
+           rollout_="", release="", json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
@@ -204,7 +232,7 @@ def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dr
                 else:
                     print("nothing to retry: the last deploy succeeded on every selected host")
                 return
-        art = _artifact(artifact, stack, dry_run)
+        art = _artifact(artifact, stack, dry_run, release)
         title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
         where = _show_targets(title, selected)
         plan = _wave_plan(selected, waves_, max_fail, bake, max_hook_errors, options, force,
