@@ -27,7 +27,8 @@ from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import MAX_PARALLEL, RunOptions
 from fleet.terminal.text import visible
 
-HOSTS_HELP = ("hosts or groups, comma-separated; 'all' = every host outside the sandbox "
+HOSTS_HELP = ("hosts or groups, comma-separated, or a pattern as Ansible's --limit "
+              "('web:!web3', 'web:&staging', 'web*'); 'all' = every host outside the sandbox "
               "(default: sandbox)")
 INV_HELP = "inventory file (default: $FLEET_INVENTORY, else ./inventory.yaml)"
 JSON_HELP = "one JSON document on stdout, errors included (docs/operations.md); same exit codes"
