@@ -572,12 +572,14 @@ def status(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = N
 
 def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
              to: str | dict[str, str | None] | None = None,
-             owner: str | None = None, guarded: frozenset = frozenset()) -> list[HostResult]:
+             owner: str | None = None, guarded: frozenset = frozenset(),
+             via: str | None = None) -> list[HostResult]:
     """Switch back to the previous release, or to `to`: one release for every host, or a
     release per host name (a rollout returns each host to the release it ran before).
     `guarded`: hosts whose installer (their current release's) knows the rollback's
     `--fleet-lease`, so that one this run abandons never switches after it (an older installer
-    would refuse the flag)."""
+    would refuse the flag). `via`: a release whose installer runs the rollback where the host
+    has it, always with that guard (`commands.rollback`)."""
     owner = owner or default_owner()
 
     def target(h: Host) -> str | None:
@@ -585,7 +587,8 @@ def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None =
 
     return _leased(hosts, owner, options, lambda h, p, conns, held: _simple_host(
         h, p, commands.rollback(h, owner, target(h),
-                                held.run_id if h.name in guarded else None),
+                                held.run_id if h.name in guarded else None,
+                                via=via, run=held.run_id),
         "rollback", True, install_timeout(h), conns=conns), sink)
 
 

@@ -74,11 +74,29 @@ def status(host: Host, owner: str) -> Command:
     return _installer_from_current(host, "status", owner, [])
 
 
-def rollback(host: Host, owner: str, to: str | None, lease_run: str | None = None) -> Command:
+def rollback(host: Host, owner: str, to: str | None, lease_run: str | None = None,
+             via: str | None = None, run: str | None = None) -> Command:
     """`lease_run`: switch only while that run holds the host's fleet lease (an installer that
-    knows `--fleet-lease` for rollback: one of a release built with this module)."""
-    extra = (["--to", to] if to else []) + ([FLEET_LEASE, lease_run] if lease_run else [])
-    return _installer_from_current(host, "rollback", owner, extra)
+    knows `--fleet-lease` for rollback: one of a release built with this module). `via` (with
+    `run`, the run's id): a release whose installer to run when the host has it unpacked, which
+    knows that guard, so the rollback is guarded whatever the active release is (a rollout
+    takes hosts back with its own release's installer); else the active release's, as without
+    `via`."""
+    extra = ["--to", to] if to else []
+    fallback = _installer_from_current(
+        host, "rollback", owner, extra + ([FLEET_LEASE, lease_run] if lease_run else []))
+    if not via or not run:
+        return fallback
+    rel = f"{StateLayout.RELEASES}/{via}"
+    argv = ["rollback", "--state-dir", host.state_dir, *common_args(host, owner), *extra,
+            FLEET_LEASE, run]
+    args = " ".join(shlex.quote(a) for a in argv)
+    where = f'"$S"/{shlex.quote(rel)}'
+    return _command(
+        f'S={_state(host)}; if [ -f {where}/{StateLayout.RELEASE_INSTALLER} ]; then '
+        f'cd / && PYTHONPATH={where} exec {shlex.quote(host.python)} -m fleet.installer {args}; '
+        f"else {fallback}; fi",
+        op="release", release=via, argv=argv, fallback=fallback.intent)
 
 
 def restart(host: Host, owner: str) -> Command:

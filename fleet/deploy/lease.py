@@ -560,3 +560,16 @@ def release(lease: Lease, conns: Connections | None = None) -> None:
         _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id,
                                                        lease.audit.get(h.name)),
                                        take_timeout(h), conns), longest + 5)
+
+
+FENCE_LEASE_S = 120.0  # a fence holds the lease only for its own take and release
+
+
+def fence(hosts: list[Host], owner: str) -> None:
+    """Take the fleet lease on `hosts` and give it back at once. A take replaces the lease of a
+    run that died on this machine (as every take does), so an installer that run left in flight
+    there (hung, or still uploading) never switches afterwards: it switches only while its own
+    run holds the lease (fleet.installer.transaction.fleet_lease_run). Best effort: where
+    another live run holds a host, nothing is taken (the work that follows is refused there)."""
+    if hosts:
+        release(take(hosts, owner, FENCE_LEASE_S))

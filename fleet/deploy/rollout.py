@@ -40,7 +40,7 @@ from pathlib import Path
 from fleet.continuity import regularfile
 from fleet.continuity.atomicfile import atomic_write
 from fleet.continuity.statelayout import release_name
-from fleet.deploy import api, badreleases, inventory, waves
+from fleet.deploy import api, badreleases, inventory, lease, waves
 from fleet.deploy.inventory import Host, control_dir
 from fleet.deploy.runner import HostResult, RunOptions
 from fleet.deploy.runtime import threading, time
@@ -346,6 +346,7 @@ class Rollout:
                 self.record["next_wave"] = index + 1
                 self.save()
                 _crash(f"wave-{index + 1}-done")
+            self._final_read()
             self.record["state"] = COMPLETED
             self._event("completed")
             self.save()
@@ -462,10 +463,9 @@ class Rollout:
                 entry["failure"] = _first_line(note or step)
         self.save()
 
-    def _settle(self, names: list[str]) -> None:
-        """Hosts a dead run had in flight: wait (bounded) for its installers, which finish on
-        their own, then take what each host's own audit line says of this rollout's install;
-        a host that says nothing is deployed again (its installer reads it first)."""
+    def _read_when_idle(self, names: list[str]) -> list:
+        """Each host's status once no installer of this rollout holds its lock (they finish on
+        their own), waiting at most one install timeout; then as it is."""
         hosts = self._hosts(names)
         end = time.monotonic() + max(api.install_timeout(h) for h in hosts)
         while True:
@@ -475,9 +475,31 @@ class Rollout:
             busy = [r for r in read if r.ok and r.status is not None and r.status.lock
                     and not r.status.lock.stale and r.status.lock.owner == self.tx_owner]
             if not busy or time.monotonic() > end:
-                break
+                return read
             time.sleep(1.0)
-        for res in read:
+
+    def _final_read(self) -> None:
+        """Before the record is final: the failed hosts, read again. An installer this run gave
+        up on goes on alone and may yet switch its host back; the record says where each host
+        ends, not where it was when the run stopped waiting."""
+        failed = [n for n, h in self.record["hosts"].items()
+                  if h["outcome"] in (FAILED, BAKE_FAILED)]
+        if not failed:
+            return
+        for res in self._read_when_idle(failed):
+            entry = self.record["hosts"][res.host]
+            if res.ok and res.status is not None:
+                entry["now"] = _release_of(res.status.current)
+            elif entry.get("now"):  # what it ran when it failed may no longer hold
+                entry["now"] = None
+                entry["note"] = (entry.get("note", "") + "; not readable at the end "
+                                 f"({res.note or res.result}): where it stands is unknown")
+
+    def _settle(self, names: list[str]) -> None:
+        """Hosts a dead run had in flight: wait (bounded) for its installers, which finish on
+        their own, then take what each host's own audit line says of this rollout's install;
+        a host that says nothing is deployed again (its installer reads it first)."""
+        for res in self._read_when_idle(names):
             entry = self.record["hosts"][res.host]
             if not res.ok or res.status is None:  # unknown: never deployed again blindly
                 self._set(res.host, FAILED, "in flight when the run before this one died, and "
@@ -578,6 +600,9 @@ class Rollout:
             if entry["outcome"] == PENDING:
                 self._set(name, NOT_STARTED, "its wave never started")
         touched = [n for n, h in rec["hosts"].items() if h["outcome"] in TOUCHED]
+        # an installer a dead run of this rollout left in flight must not switch after the
+        # hosts are read: fence them first (their leases taken over)
+        lease.fence(self._hosts(touched), self.tx_owner)
         back, guarded = self._revert_plan(touched) if touched else ({}, frozenset())
         self.save()
         self.ui.aborting(reason, list(back))
@@ -592,7 +617,7 @@ class Rollout:
 
             results = api.rollback(self._hosts(list(back), patient=True), sink,
                                    self._options(), to=back, owner=self.tx_owner,
-                                   guarded=guarded)
+                                   guarded=guarded, via=self.target)
             for res in results:
                 entry = rec["hosts"][res.host]
                 entry["duration_s"] = round(entry.get("duration_s", 0) + res.duration_s, 3)
@@ -609,7 +634,7 @@ class Rollout:
                               _release_of(res.to_release) if res.to_release else None)
                     if not res.to_release:
                         entry["now"] = None
-        failed = [n for n in back if rec["hosts"][n]["outcome"] == REVERT_FAILED]
+        failed = [n for n in touched if rec["hosts"][n]["outcome"] == REVERT_FAILED]
         rec["state"] = ABORTING if failed else ABORTED
         self._event("abort incomplete: could not take back " + ", ".join(failed) if failed
                     else "aborted")
@@ -617,22 +642,29 @@ class Rollout:
         return rec
 
     def _revert_plan(self, touched: list[str]) -> tuple[dict[str, str | None], frozenset]:
-        """Which touched hosts go back, and to what (None: the host's own previous release),
-        read from each host first: one already on its earlier release, or on a release this
-        rollout did not install, is left as it is; one whose in-flight installer (of a run that
-        died) still holds its lock is taken back once that finishes (`_hosts(patient)`).
-        Also the hosts that run this rollout's release, whose installer therefore knows the
-        rollback's fleet-lease guard (`api.rollback(guarded)`)."""
+        """Which touched hosts go back, and to which release, named now (never "the host's
+        previous release" as the installer will find it: an installer of ours still at work may
+        switch the host back on its own first, and its previous release is then this
+        rollout's), read from each host first: one already on its earlier release, or on a
+        release this rollout did not install, is left as it is; one whose in-flight installer
+        (of a run that died) still holds its lock is taken back once that finishes
+        (`_hosts(patient)`); one that cannot be read and whose earlier release is not known is
+        sent nothing and stays to take back (REVERT_FAILED). Also the hosts that run this
+        rollout's release, whose installer therefore knows the rollback's fleet-lease guard
+        (`api.rollback(guarded)`)."""
         rec = self.record
         back: dict[str, str | None] = {}
         guarded = set()
-        for res in api.status(self._hosts(touched), lambda *_: None, self._options(),
-                              self.tx_owner):
+        for res in self._read_when_idle(touched):  # an installer of ours finishes first
             entry = rec["hosts"][res.host]
             before = entry.get("before")
             if not res.ok or res.status is None:  # cannot tell: a rollback reads it again
-                if before or not entry.get("read"):
+                if before:
                     back[res.host] = before
+                elif not entry.get("read"):
+                    self._set(res.host, REVERT_FAILED, "could not be read, and the release it "
+                              "ran before this rollout is not known; nothing was sent ("
+                              f"{res.note or res.result})")
                 else:
                     self._set(res.host, NO_EARLIER, "no release ran here before this rollout")
                 continue
@@ -647,8 +679,22 @@ class Rollout:
                 # of ours still at work has not switched it yet)
                 before = entry["before"] = current
             if current == self.target or ours_busy:
-                if before or (res.data.get("previous") or {}).get("release"):
-                    back[res.host] = before  # None: its previous release, the one before ours
+                earlier = before or (
+                    (res.data.get("previous") or {}).get("release") if current == self.target
+                    else current)
+                if not before and earlier == self.target:  # a failed switch back may leave
+                    # `previous` there: then what it ran before is not known
+                    self._set(res.host, REVERT_FAILED, "the release it ran before this rollout "
+                              "is not known (its previous release is this rollout's); nothing "
+                              "was sent: take it back with `rollback --to <release>`", current)
+                elif earlier:
+                    back[res.host] = entry["before"] = earlier  # kept: a later read may not
+                    # find it again (a failed switch back moves `previous`)
+                elif ours_busy:  # still at work after the wait: where it ends is not known
+                    self._set(res.host, REVERT_FAILED, "an installer of this rollout still "
+                              "works there; take the rollout back again once it is done",
+                              None)
+                    entry["now"] = None
                 else:
                     self._set(res.host, NO_EARLIER, "no release ran here before this rollout: "
                               f"left on {current}; nothing to go back to", current)

@@ -3,7 +3,8 @@
 Why: "kill -9 at each step leaves the host on the old or the new release" can only be proven if
 the installer can be stopped exactly there. When the installer reaches a step it looks for the
 file `<state>/fleet/faults/<step>` (steps: lock, verify, unpack, switch, restart, ready, selftest,
-audit, prune; and `doctor`, where the read-only doctor starts) and acts on its first word:
+audit, prune; `commit`, inside `switch` once its last checks passed, right before the `current`
+link changes; and `doctor`, where the read-only doctor starts) and acts on its first word:
 
 - `kill`: SIGKILL itself (no cleanup, no JSON: what a power cut or `kill -9` leaves behind);
 - `hold`: sleep while the file exists, at most 60 s (so a test can kill it or race it there),
@@ -30,8 +31,8 @@ from pathlib import Path
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import machine
 
-STEPS = ("lock", "verify", "unpack", "switch", "restart", "ready", "selftest", "audit", "prune",
-         "doctor")
+STEPS = ("lock", "verify", "unpack", "switch", "commit", "restart", "ready", "selftest", "audit",
+         "prune", "doctor")
 HOLD_LIMIT_S = 60.0
 
 

@@ -191,12 +191,20 @@ class Transaction:
                  "reason": self.result["reason"],
                  "duration_s": round(self.host.monotonic() - self.started, 4)}
         with self.step("audit"):
+            if not self.lock.still_mine():  # taken over while this one hung: the host's
+                # history is the new holder's now; this installer claims nothing
+                self.result.update(ok=False, result="failed", reason=LOST_LOCK)
+                raise NotSwitching(LOST_LOCK)
             audit.append(self.state_dir, entry)
 
     def switch_back(self, reason: str, failed: Optional[Path], target: Optional[Path],
                     previous: Optional[Path]) -> None:
-        """Put the host back on `target` (or on no release) and check that it answers."""
+        """Put the host back on `target` (or on no release) and check that it answers; not
+        when another installer took the lock over meanwhile (the host is its to change)."""
         self.result["reason"] = reason
+        if not self.lock.still_mine():
+            self.result.update(ok=False, result="failed", reason=f"{reason}; {LOST_LOCK}")
+            return
         t0 = self.host.monotonic()
         try:
             if target is None:
@@ -258,13 +266,42 @@ def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owne
         tx.lock.release()
 
 
+LOST_LOCK = ("lost the host lock while this installer was held up (its lease ran out and "
+             "another installer took it over); what it did is superseded, nothing recorded")
+
+
+class NotSwitching(RuntimeError):
+    """Checked as the switch begins: this installer may no longer change the host (nothing
+    was changed)."""
+
+
+def _may_switch(tx: Transaction, fleet_run: Optional[str], what: str) -> None:
+    """Raise NotSwitching unless this installer still holds the host lock and, with
+    `fleet_run`, that run still holds the host's fleet lease. Called inside the switch step,
+    right before the switch: a pause before it (a hung or stopped process) is then followed by
+    the check, never by a switch its run gave up on."""
+    if not tx.lock.still_mine():
+        raise NotSwitching("lost the deploy lock (lease expired and another installer took it "
+                           "over); not switching")
+    if fleet_run is not None and fleet_lease_run(tx.state_dir) != fleet_run:
+        # its run gave up on this host (a hang, a dropped connection) and released the host,
+        # or the lease expired: another run may be changing the fleet now
+        raise NotSwitching(f"the {what} run that started this no longer holds this host's "
+                           "fleet lease (it gave up on the host); not switching")
+    faults.check(tx.state_dir, "commit")  # the change point itself (fleet.installer.faults)
+
+
 def fleet_lease_run(state_dir: Path) -> Optional[str]:
-    """The run id in the host's fleet lease (`<state>/fleet/run.lease`), None without one."""
+    """The run id of the host's fleet lease (`<state>/fleet/run.lease`) while it is held: taken
+    less than its `lease` seconds ago by this host's clock. None without a live one: a run whose
+    lease ran out is dead or gave up, and its installer must not switch after it."""
     try:
         data = json.loads(regularfile.read_text(StateLayout(state_dir).lease, follow=False))
-    except (OSError, ValueError):
+        taken = float(data.get("time") or 0)
+        alive = machine.current().time() - taken < float(data.get("lease") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
-    return data.get("run") if isinstance(data, dict) else None
+    return data.get("run") if alive else None
 
 
 def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[str, str],
@@ -306,14 +343,6 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         release = releasedirs.unpack(state_dir, artifact, sha256, manifest)
     meta = releasedirs.read_meta(release) or {}
     want = expected_versions(meta, expect)
-    if not tx.lock.still_mine():
-        raise RuntimeError("lost the deploy lock (lease expired and another installer took it "
-                           "over); not switching")
-    if fleet_run is not None and fleet_lease_run(state_dir) != fleet_run:
-        # its run gave up on this host (a hang, a dropped connection) and released the host,
-        # or the lease expired: another run may be changing the fleet now
-        raise RuntimeError("the deploy run that started this install no longer holds this "
-                           "host's fleet lease (it gave up on the host); not switching")
     if current != release:
         back_to, back_prev = current, previous
     else:  # converging a host already switched to this release (e.g. killed mid-deploy)
@@ -321,6 +350,7 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         back_prev = None
     try:
         with tx.step("switch"):
+            _may_switch(tx, fleet_run, "deploy")
             tx.notes.extend(releasedirs.switch(state_dir, release, current,
                                              tx.manager.links_extensions))
         health = tx.restart_and_wait(release, want)
@@ -329,6 +359,8 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         res.update(ok=True, result="restarted" if current == release else "installed",
                    to=release_summary(meta), gateway=health)
         tx.record()
+    except NotSwitching:
+        raise
     except Exception as exc:
         if res["ok"]:
             res["ok"] = False
@@ -374,23 +406,24 @@ def rollback(state_dir: Path, manager: Manager, owner: str, to: Optional[str] = 
             with contextlib.suppress(Exception):
                 tx.record()
             return tx.finish()
-        if fleet_run is not None and fleet_lease_run(state_dir) != fleet_run:
-            res.update(result="refused", to=res["from"],
-                       reason="the run that started this rollback no longer holds this host's "
-                              "fleet lease (it gave up on the host); not switching")
-            with contextlib.suppress(Exception):
-                tx.record()
-            return tx.finish()
         try:
             with tx.step("switch"):
+                _may_switch(tx, fleet_run, "rollback")
                 releasedirs.switch(state_dir, target, current, manager.links_extensions)
             health = tx.restart_and_wait(target, expected_versions(meta, {}))
             res.update(ok=True, result="rolled_back", to=release_summary(meta), gateway=health)
+        except NotSwitching as exc:
+            res.update(result="refused", to=res["from"], reason=str(exc))
+            with contextlib.suppress(Exception):
+                tx.record()
+            return tx.finish()
         except Exception as exc:
             tx.switch_back(str(exc), target, current, None)
             res["result"] = "failed"
         try:
             tx.record()
+        except NotSwitching:
+            pass  # not ours any more: nothing to keep
         except Exception as exc:  # the log now disagrees with the host: leave the lock, whose
             # next holder reconciles the log (Transaction.reconcile) before changing anything
             keep_lock = True

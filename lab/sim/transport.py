@@ -150,7 +150,7 @@ def describe(command: str) -> str:
             if f" {action} " in command[-400:]:
                 return f"lease {action}"
         return "lease ?" + tail[:0]
-    if intent["op"] == "current":
+    if intent["op"] in ("current", "release"):
         return "installer " + intent["argv"][0]
     return intent["op"]
 
@@ -219,6 +219,12 @@ def execute(world: Any, host: SimHost, command: str, stdin: bytes | None,
             out.append(commands.MISSING + "\n")
             return 0
         return run_installer(world, host, intent["argv"], art, out)
+    if op == "release":  # that release's installer when the host has it, else the fallback
+        rel = host.state / StateLayout.RELEASES / intent["release"]
+        if (rel / StateLayout.RELEASE_INSTALLER).is_file():
+            return run_installer(world, host, intent["argv"], None, out)
+        intent = intent["fallback"]
+        op = intent["op"]
     if op == "current":
         if not (host.state / StateLayout.CURRENT / StateLayout.RELEASE_INSTALLER).is_file():
             out.append(commands.NOT_INSTALLED + "\n")
@@ -277,7 +283,8 @@ def run_installer(world: Any, host: SimHost, argv: list[str], artifact: Path | N
         result = transaction.status(state, manager)
     elif args.command == "rollback":
         result = transaction.rollback(state, manager, owner, to=args.to, timeout=args.timeout,
-                                      lease_s=lease, lock_wait=args.lock_wait)
+                                      lease_s=lease, lock_wait=args.lock_wait,
+                                      fleet_run=args.fleet_lease)
     elif args.command == "restart":
         result = transaction.restart(state, manager, owner, timeout=args.timeout,
                                      lease_s=lease, lock_wait=args.lock_wait)
