@@ -376,15 +376,40 @@ def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: b
 def restart(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", yes=False,
             json_=False):
     """Restart gateways through their managers (never pkill -f) and wait until they are ready."""
-    run = Run("restart", json_)
+    _gateway_task(c, "restart", hosts, inventory, parallel, batch, max_fail, yes, json_)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
+            "yes": YES_HELP, "json": JSON_HELP})
+def stop(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
+    """Stop gateways through their managers and leave them stopped (start, restart or a deploy
+    starts them again), as Kamal's app stop."""
+    _gateway_task(c, "stop", hosts, inventory, parallel, "", "", yes, json_)
+
+
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
+            "yes": YES_HELP, "json": JSON_HELP})
+def start(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
+    """Start stopped gateways on their active release and wait until they are ready; a ready
+    one is left alone (as Kamal's app start)."""
+    _gateway_task(c, "start", hosts, inventory, parallel, "", "", yes, json_)
+
+
+def _gateway_task(c, action: str, hosts, inventory: str, parallel: str, batch: str,
+                  max_fail: str, yes: bool, json_: bool) -> None:
+    """restart, stop or start: confirmed, leased, recorded, reported alike."""
+    run = Run(action, json_)
     with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel, batch, max_fail)
-        where = _show_targets("restart", selected)
+        where = _show_targets(action, selected)
         _confirm(inv, selected, where, yes, json_)
-        with report.LiveReport([h.name for h in selected], "restart") as live:
-            results = api.restart(selected, live.update, options)
-        _record(inv, "restart", results)
-        run.finish("restart", results)
+        with report.LiveReport([h.name for h in selected], action) as live:
+            if action == "restart":
+                results = api.restart(selected, live.update, options)
+            else:
+                results = api.gateway(selected, action, live.update, options)
+        _record(inv, action, results)
+        run.finish(action, results)
 
 
-TASKS = [deploy, status, rollback, restart]
+TASKS = [deploy, status, rollback, restart, stop, start]

@@ -592,6 +592,16 @@ def rollback(hosts: list[Host], sink: ProgressSink, options: RunOptions | None =
         "rollback", True, install_timeout(h), conns=conns), sink)
 
 
+def gateway(hosts: list[Host], action: str, sink: ProgressSink,
+            options: RunOptions | None = None, owner: str | None = None) -> list[HostResult]:
+    """`stop` (leave the gateway stopped) or `start` (start it, wait until ready) on every
+    host, under the fleet lease and the host lock as a restart."""
+    owner = owner or default_owner()
+    return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
+        h, p, commands.gateway(h, owner, action), action, True, install_timeout(h),
+        conns=conns), sink)
+
+
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
             owner: str | None = None) -> list[HostResult]:
     owner = owner or default_owner()

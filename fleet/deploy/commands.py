@@ -103,6 +103,11 @@ def restart(host: Host, owner: str) -> Command:
     return _installer_from_current(host, "restart", owner, [])
 
 
+def gateway(host: Host, owner: str, action: str) -> Command:
+    """`stop` or `start` the host's gateway through its active release's installer."""
+    return _installer_from_current(host, action, owner, [])
+
+
 def doctor(host: Host, owner: str) -> Command:
     """The installed release's `doctor` (read-only health); NOT_INSTALLED when there is none."""
     return _installer_from_current(host, "doctor", owner, [])

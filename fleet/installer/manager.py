@@ -132,6 +132,13 @@ class Manager:
         if cmd:
             self._run(cmd, release, timeout, "stop")
 
+    def stoppable(self) -> Optional[str]:
+        """None when `stop` leaves the gateway stopped (`fleet stop`), else why it cannot."""
+        if self.stop_cmd(None, 0.0):
+            return None
+        return (f"the {self.name} manager has no stop command here; give it one "
+                "(gateway.options.stop) or stop the gateway with the service manager")
+
     def failure(self) -> Optional[str]:
         """Why a gateway this manager started can never become ready (it exited), or None."""
         return None
@@ -256,6 +263,9 @@ class FleetManager(Manager):
         except (process.StopError, OSError) as exc:
             raise ManagerError(f"fleet stop failed: {exc}") from exc
 
+    def stoppable(self) -> Optional[str]:
+        return None  # its supervisor is stopped with it
+
     def failure(self) -> Optional[str]:
         gone = self.spawned.exited() if self.spawned is not None else None
         return gone + self.log_tail() if gone else None
@@ -279,6 +289,10 @@ class SystemdManager(Manager):
 
 class LaunchdManager(Manager):
     name = "launchd"
+
+    def stoppable(self) -> Optional[str]:
+        return ("launchd starts the gateway again (KeepAlive); unload it instead: launchctl "
+                f"bootout gui/{os.getuid()}/{self.opts.get('label', 'ai.openclaw.gateway')}")
 
     def restart_cmd(self, release, expect, timeout):
         label = self.opts.get("label", "ai.openclaw.gateway")

@@ -511,6 +511,9 @@ class OpenclawManager(Manager):
             return
         self._run(self.argv("gateway", "stop"), None, timeout, "gateway stop")
 
+    def stoppable(self) -> Optional[str]:
+        return None  # its own process, or `openclaw gateway stop`
+
     def failure(self) -> Optional[str]:
         return self.process.exited() if self.process is not None else None
 

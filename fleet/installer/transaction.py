@@ -475,6 +475,64 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READ
     return tx.finish()
 
 
+def stop(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+         lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
+    """Stop the gateway through its manager and leave it stopped (Kamal's `app stop`): the
+    release stays active; `start`, `restart` or a deploy starts it again. Refused, changing
+    nothing, where the manager cannot stop it for good (`Manager.stoppable`)."""
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "stop", lock_wait)
+    res = tx.result
+    if not tx.lock_or_refuse():
+        return tx.finish()
+    try:
+        current = releasedirs.current_release(state_dir)
+        res["from"] = res["to"] = release_summary(releasedirs.read_meta(current))
+        why = manager.stoppable()
+        if why:
+            res.update(result="refused", reason=why)
+        else:
+            try:
+                with tx.step("stop"):
+                    manager.stop(current, timeout)
+                health = manager.probe(current)
+                if health is not None and (health.get("pid") or health.get("ready")):
+                    res["reason"] = f"the gateway still answers after the stop: {health}"
+                else:
+                    res.update(ok=True, result="stopped")
+            except (ManagerError, faults.InjectedFault, OSError, RuntimeError) as exc:
+                res["reason"] = str(exc)
+        with contextlib.suppress(Exception):
+            tx.record()
+    except Exception as exc:  # always answer with JSON; the lock is released below
+        res["reason"] = res["reason"] or describe(exc)
+    finally:
+        tx.lock.release()
+    return tx.finish()
+
+
+def start(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+          lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
+    """Start a stopped gateway on the current release and wait until it is ready (Kamal's
+    `app start`); one already ready is left alone (`result: running`)."""
+    current = releasedirs.current_release(state_dir)
+    meta = releasedirs.read_meta(current) if current is not None else None
+    if meta:
+        health = manager.probe(current)
+        if process.judge(health, expected_versions(meta, {}),
+                         release=current.name).state == process.READY:
+            summary = release_summary(meta)
+            return {"action": "start", "ok": True, "result": "running", "from": summary,
+                    "to": summary, "gateway": health, "restarted": False,
+                    "host": machine.current().hostname(), "state_dir": str(state_dir),
+                    "owner": owner, "steps": {}, "notes": [], "reason": None,
+                    "duration_s": 0.0}
+    result = restart(state_dir, manager, owner, timeout, lease_s, lock_wait)
+    result["action"] = "start"
+    if result.get("result") == "restarted":
+        result["result"] = "started"
+    return result
+
+
 def status(state_dir: Path, manager: Manager) -> dict:
     """What runs here: releases, gateway health, readiness, the plugins' hook statistics, lock
     holder, last audit entry."""
@@ -487,6 +545,11 @@ def status(state_dir: Path, manager: Manager) -> dict:
         holder.pop("token", None)
     problem = (process.judge(health, expected_versions(meta, {}), release=current.name).reason
                if meta and current is not None else "not installed") or None
+    last = audit.last_entry(state_dir)
+    if problem and isinstance(last, dict) and last.get("action") == "stop" and \
+            last.get("result") == "stopped":
+        problem = (f"stopped by {last.get('who')} at {last.get('time')} (fleet stop); fleet start "
+                   "starts it")
     answer = {"action": "status", "ok": True, "result": "status",
               "host": machine.current().hostname(),
               "state_dir": str(state_dir), "current": release_summary(meta),
@@ -494,7 +557,7 @@ def status(state_dir: Path, manager: Manager) -> dict:
                   releasedirs.previous_release(state_dir))),
               "releases": [r.name for r in releasedirs.list_releases(state_dir)],
               "gateway": health, "ready": problem is None, "problem": problem,
-              "lock": holder, "last_audit": audit.last_entry(state_dir),
+              "lock": holder, "last_audit": last,
               "disk_free_bytes": _disk_free(state_dir)}
     answer["hooks"] = manager.hook_stats(current, health)
     support = manager.support(current, health)
