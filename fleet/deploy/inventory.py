@@ -346,9 +346,24 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
-    """`[user@]host[:port]` -> (user, host, port or None); ValueError says what is wrong."""
-    user, _, rest = spec.strip().rpartition("@")
-    host, colon, port = rest.partition(":")
+    """`[user@]host[:port]`, `[user@][host]:port` (an IPv6 address in brackets, as `ssh -G`
+    prints a hop) or `ssh://[user@]host[:port]` -> (user, host, port or None); ValueError says
+    what is wrong."""
+    text = spec.strip()
+    if text[:6].lower() == "ssh://":
+        text = text[6:].rstrip("/")
+        if "/" in text:
+            raise ValueError(f"'{spec}': an ssh:// jump host has no path; write "
+                             "ssh://[user@]host[:port]")
+    user, _, rest = text.rpartition("@")
+    if rest.startswith("["):
+        close = rest.find("]")
+        host, tail = (rest[1:close], rest[close + 1:]) if close > 0 else ("", rest)
+        colon, port = (":", tail[1:]) if tail.startswith(":") else ("", tail)
+        if port and not colon:
+            host = ""  # text after the bracket that is not a port
+    else:
+        host, colon, port = rest.partition(":")
     if not host or any(c.isspace() for c in spec.strip()) or "," in spec or (colon and not port):
         raise ValueError(f"'{spec}' is not a jump host; write [user@]host[:port], e.g. "
                          "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config), "

@@ -351,9 +351,10 @@ def _apply(line: _Line, opts: Options) -> None:
     if kw in FIRST_WINS:
         if not args:
             raise SshConfigError(f"{line.where}: {kw} needs a value")
-        value = " ".join(args) if kw == "userknownhostsfile" else args[0]
-        if kw == "port" and not (value.isdigit() and 0 < int(value) < 65536):
-            raise SshConfigError(f"{line.where}: Port {value!r} is not a TCP port (1-65535)")
+        # several files, each kept whole (a quoted path may hold spaces): one per line
+        value = "\n".join(args) if kw == "userknownhostsfile" else args[0]
+        if kw == "port":
+            value = str(_port(value, line.where))
         opts.first(kw, value, line.where)
     elif kw == "identityfile" and args:
         if args[0] not in opts.identity_files:
@@ -361,6 +362,27 @@ def _apply(line: _Line, opts: Options) -> None:
     elif kw in ("proxyjump", "proxycommand") and args and opts.proxy is None:
         opts.proxy = (kw, " ".join(args))
         opts.where[kw] = line.where
+
+
+def _port(value: str, where: str) -> int:
+    """A Port value as ssh reads it: a number 1-65535 or a service name (`ssh`, from the
+    services database, as ssh's a2port)."""
+    if value.isdigit():
+        if 0 < int(value) < 65536:
+            return int(value)
+    else:
+        try:
+            return socket.getservbyname(value, "tcp")
+        except OSError:
+            pass
+    raise SshConfigError(f"{where}: Port {value!r} is not a TCP port (1-65535) nor a service "
+                         "name")
+
+
+def known_hosts_files(opts: Options) -> list[str]:
+    """The UserKnownHostsFile values of `opts` as written (unexpanded), in order."""
+    raw = opts.values.get("userknownhostsfile")
+    return raw.split("\n") if raw else []
 
 
 def resolved_hostname(opts: Options, host: str, lower: bool = True) -> str:
@@ -379,8 +401,12 @@ def expand_path(raw: str, tokens: dict[str, str]) -> str:
             raise SshConfigError(f"{raw!r}: unknown token %{m.group(1)}")
         return tokens[m.group(1)]
 
-    path = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
-                  lambda m: os.environ.get(m.group(1), ""), raw)
+    def env(m: re.Match) -> str:
+        if m.group(1) not in os.environ:  # ssh refuses it too, rather than use another path
+            raise SshConfigError(f"{raw!r}: environment variable ${{{m.group(1)}}} is not set")
+        return os.environ[m.group(1)]
+
+    path = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", env, raw)
     path = re.sub(r"%(.)", token, path)
     return os.path.expanduser(path)
 
@@ -469,7 +495,7 @@ def _resolve(name: str, config: SshConfig, host: Host, explicit: frozenset,
     if "known_hosts" in explicit:
         known = host.known_hosts
     else:
-        files = opts.values.get("userknownhostsfile", "").split()
+        files = known_hosts_files(opts)
         known = expand_path(files[0], tokens) if files else host.known_hosts
     if "host_key_policy" in explicit:
         policy = host.host_key_policy

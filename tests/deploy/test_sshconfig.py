@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet.deploy.inventory import parse
-from fleet.deploy.sshconfig import SshConfig, load, resolve
+from fleet.deploy.sshconfig import SshConfig, SshConfigError, load, resolve
 
 CONFIG = """\
 Host pi
@@ -201,3 +201,52 @@ def test_a_jump_host_that_jumps_through_itself_is_an_error_not_a_hang(tmp_path):
     (tmp_path / "cfg").write_text("Host loop\n  ProxyJump loop\n")
     with pytest.raises(ValueError, match="host loop: .*more than 8 jump hosts"):
         resolve(host(tmp_path, "hosts: {loop: {}}", "loop"), load(tmp_path / "cfg"))
+
+
+def cfg(tmp_path, text: str) -> SshConfig:
+    path = tmp_path / "ssh_config_forms"
+    path.write_text(text)
+    return load(path)
+
+
+def named(tmp_path, name: str):
+    return host(tmp_path, f"hosts: {{{name}: {{}}}}", name)
+
+
+def test_openssh_forms_of_values_ssh_accepts(tmp_path, monkeypatch):
+    """A quoted path with a space is one path; `Port ssh` is port 22; a jump host as an
+    ssh:// URI or with an IPv6 address in brackets (as `ssh -G` prints a hop)."""
+    monkeypatch.setenv("KH_DIR", str(tmp_path))
+    config = cfg(tmp_path, f"""\
+Host quoted
+  UserKnownHostsFile "{tmp_path}/with space/kh" /other/kh
+Host envkh
+  UserKnownHostsFile ${{KH_DIR}}/kh
+Host svc
+  Port ssh
+Host uri
+  ProxyJump ssh://ops@bastion.example:2222
+Host v6
+  ProxyJump ops@[::1]:2200
+""")
+    assert resolve(named(tmp_path, "quoted"), config).known_hosts == f"{tmp_path}/with space/kh"
+    assert resolve(named(tmp_path, "envkh"), config).known_hosts == f"{tmp_path}/kh"
+    assert resolve(named(tmp_path, "svc"), config).port == 22
+    jump = resolve(named(tmp_path, "uri"), config).jump
+    assert (jump.user, jump.hostname, jump.port) == ("ops", "bastion.example", 2222)
+    jump = resolve(named(tmp_path, "v6"), config).jump
+    assert (jump.user, jump.hostname, jump.port) == ("ops", "::1", 2200)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("Host h\n  UserKnownHostsFile ${FLEET_TEST_UNSET_VAR}/kh\n",
+     "environment variable ${FLEET_TEST_UNSET_VAR} is not set"),
+    ("Host h\n  Port nosuchservice\n", "is not a TCP port (1-65535) nor a service name"),
+    ("Host h\n  ProxyJump ssh://ops@bastion/path\n", "has no path"),
+    ("Host h\n  ProxyJump ops@[::1\n", "is not a jump host"),
+])
+def test_values_ssh_refuses_are_errors_naming_the_host(tmp_path, monkeypatch, text, says):
+    monkeypatch.delenv("FLEET_TEST_UNSET_VAR", raising=False)
+    with pytest.raises(SshConfigError) as info:
+        resolve(named(tmp_path, "h"), cfg(tmp_path, text))
+    assert says in str(info.value) and "host h" in str(info.value), str(info.value)

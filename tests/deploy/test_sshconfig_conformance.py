@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from fleet.deploy.inventory import parse_jump
 from fleet.deploy.sshconfig import (
     DEFAULT_IDENTITIES,
     DEFAULT_KNOWN_HOSTS,
     SshConfig,
     expand_path,
+    known_hosts_files,
     resolved_hostname,
 )
 
@@ -86,6 +88,14 @@ Match !host lu-* originalhost neg-*
   StrictHostKeyChecking no
 Host known
   UserKnownHostsFile ~/.ssh/kh_%h_%p {d}/kh2
+Host quoted
+  UserKnownHostsFile "{d}/with space/known_hosts" {d}/kh3
+Host service
+  Port ssh
+Host urijump
+  ProxyJump ssh://ops@bastion:2222
+Host bracketjump
+  ProxyJump ops@[::1]:2222
 Host CaseSensitive
   Port 2700
 Host *
@@ -133,6 +143,10 @@ CASES = [  # (config, host, -l user, -p port)
     ("main", "neg-1", None, None),           # Match with a negated criterion
     ("main", "lu-neg", None, None),
     ("main", "known", None, None),           # UserKnownHostsFile with ~ and tokens
+    ("main", "quoted", None, None),          # ... a quoted path with a space, kept whole
+    ("main", "service", None, None),         # Port by service name
+    ("main", "urijump", None, None),         # ProxyJump as an ssh:// URI
+    ("main", "bracketjump", None, None),     # ... and with a bracketed IPv6 hop
     ("main", "alpha", None, None),           # glob Include, nested Include inside a block
     ("main", "alpha-nested", None, None),
     ("main", "beta", None, None),            # a file the glob does not match is not read
@@ -182,15 +196,23 @@ def fleets(path: Path, host: str, user: str | None, port: int | None) -> dict:
     login = opts.values.get("user", LOCAL_USER)
     tokens = {"%": "%", "h": hostname, "p": port_s, "r": login, "n": host, "u": LOCAL_USER,
               "d": os.path.expanduser("~")}
-    known = opts.values.get("userknownhostsfile", " ".join(DEFAULT_KNOWN_HOSTS)).split()
+    known = known_hosts_files(opts) or list(DEFAULT_KNOWN_HOSTS)
     out = {"hostname": hostname, "port": port_s, "user": login,
            "identityfile": opts.identity_files or list(DEFAULT_IDENTITIES),
            "userknownhostsfile": " ".join(expand_path(f, tokens) for f in known),
            "stricthostkeychecking": PRINTED_POLICY[
                opts.values.get("stricthostkeychecking", "ask").lower()]}
     if opts.proxy is not None and opts.proxy[1].lower() != "none":
-        out[opts.proxy[0]] = opts.proxy[1]
+        kind, value = opts.proxy
+        out[kind] = ",".join(hop(h) for h in value.split(",")) if kind == "proxyjump" else value
     return out
+
+
+def hop(spec: str) -> str:
+    """One ProxyJump hop as fleet reads it, printed as `ssh -G` prints a hop."""
+    user, host, port = parse_jump(spec)
+    return (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host) + (
+        f":{port}" if port else "")
 
 
 @pytest.fixture(autouse=True)
