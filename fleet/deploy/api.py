@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fleet.continuity.openclawrange import CompatError, Support
 from fleet.continuity.statelayout import StateLayout, release_name
-from fleet.deploy import commands, lease
+from fleet.deploy import commands, hostkeys, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
@@ -519,8 +519,10 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
                            allow_unproven_openclaw, held.run_id if held is not None else None,
                            give_up)
 
-    return _run(hosts, work, sink, options) if dry_run else _leased(hosts, owner, options, work,
-                                                                    sink, artifact)
+    if dry_run:
+        with hostkeys.not_recording():  # a dry run writes nothing, known_hosts included
+            return _run(hosts, work, sink, options)
+    return _leased(hosts, owner, options, work, sink, artifact)
 
 
 class _SupportOf:

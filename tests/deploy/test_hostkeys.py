@@ -13,6 +13,7 @@ import threading
 import paramiko
 import pytest
 
+from fleet.deploy import hostkeys
 from fleet.deploy.connection import ConnectionError_, connect
 from fleet.deploy.inventory import Host
 
@@ -273,3 +274,71 @@ def test_every_hop_of_a_multi_hop_jump_is_used_and_its_key_checked(tmp_path, cli
             with pytest.raises(ConnectionError_, match="unknown host key") as info:
                 connect(host)
             assert info.value.kind == "host_key"
+
+
+def test_marker_lines_and_a_bad_line_do_not_spoil_the_file(ssh_server, tmp_path, client_key):
+    """One `@cert-authority` or `@revoked` line (or a line ssh skips) used to make every host of
+    the file fail with paramiko's raw InvalidHostKey; they are read as OpenSSH reads them."""
+    port, key = ssh_server
+    other = paramiko.ECDSAKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"@cert-authority *.example.com {other.get_name()} {other.get_base64()}\n"
+                     f"@revoked old.example.com {other.get_name()} {other.get_base64()}\n"
+                     "this line is not a key line\n" + known_line(port, key))
+    conn = connect(host_for(port, known, "strict", client_key))
+    try:
+        assert conn.run("true", timeout=10).exit_code == 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("policy", ["strict", "accept-new"])
+def test_a_revoked_key_is_refused_by_name_even_where_listed(ssh_server, tmp_path, client_key,
+                                                             policy):
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    text = f"@revoked * {key.get_name()} {key.get_base64()}\n" + known_line(port, key)
+    known.write_text(text)
+    with pytest.raises(ConnectionError_) as info:
+        connect(host_for(port, known, policy, client_key))
+    assert "is marked @revoked in" in str(info.value) and "SHA256:" in str(info.value)
+    assert known.read_text() == text  # never recorded
+
+
+def test_a_host_known_only_through_a_certificate_authority_is_refused_saying_so(
+        ssh_server, tmp_path, client_key):
+    port, _ = ssh_server
+    ca = paramiko.ECDSAKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"@cert-authority [127.0.0.1]:* {ca.get_name()} {ca.get_base64()}\n")
+    with pytest.raises(ConnectionError_) as info:
+        connect(host_for(port, known, "strict", client_key))
+    message = str(info.value)
+    assert "@cert-authority" in message and "does not verify host certificates" in message
+
+
+def test_accept_new_in_a_dry_run_writes_nothing(ssh_server, tmp_path, client_key):
+    port, _ = ssh_server
+    known = tmp_path / "known_hosts"
+    with hostkeys.not_recording():
+        connect(host_for(port, known, "accept-new", client_key)).close()
+    assert not known.exists()
+
+
+def test_a_dry_run_deploy_under_accept_new_writes_no_known_hosts(ssh_server, tmp_path,
+                                                                 client_key):
+    """The docs say a dry run writes nothing; it connects (and plans), and known_hosts stays
+    as it was; a real run then records the key."""
+    from pathlib import Path
+
+    from fleet.deploy import api
+
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    host = host_for(port, known, "accept-new", client_key)
+    art = api.ArtifactRef(Path(tmp_path / "fleet-1.0.0.pyz"), "0" * 64, "1.0.0", {}, False)
+    results = api.deploy([host], art, lambda *e: None, dry_run=True)
+    assert results[0].result != "unreachable", results[0]  # it did connect
+    assert not known.exists()
+    connect(host).close()
+    assert known.read_text() == known_line(port, key)
