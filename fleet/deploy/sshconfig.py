@@ -215,7 +215,37 @@ def _parse(text: str, source: str) -> Iterator[_Line]:
         if found is None:
             raise SshConfigError(f"{where}: cannot read {stripped!r}; write `Keyword value`")
         args = _split_args(found.group(2), where)
-        yield _Line(found.group(1).lower(), tuple(args), where)
+        line = _Line(found.group(1).lower(), tuple(args), where)
+        _check(line, found.group(1))
+        yield line
+
+
+ONE_VALUE = ("hostname", "port", "user", "stricthostkeychecking", "proxyjump", "identityfile")
+AT_LEAST_ONE = ("host", "include", "userknownhostsfile", "proxycommand")
+STRICT_VALUES = ("yes", "no", "ask", "accept-new", "off", "true", "false")
+
+
+def _check(line: _Line, spelled: str) -> None:
+    """What ssh refuses in a line of a keyword fleet reads, wherever the line stands (ssh checks
+    every line, in a block that applies or not): a missing value, more than one where one is
+    taken, a StrictHostKeyChecking, Port or ProxyJump value it does not know."""
+    kw, args, where = line.keyword, line.args, line.where
+    if kw in ONE_VALUE + AT_LEAST_ONE and not args:
+        raise SshConfigError(f"{where}: {spelled} needs a value")
+    if kw in ONE_VALUE and len(args) > 1:
+        raise SshConfigError(f"{where}: {spelled} takes one value, not {len(args)} (quote a "
+                             "value that holds spaces)")
+    if kw == "stricthostkeychecking" and args[0].lower() not in STRICT_VALUES:
+        raise SshConfigError(f"{where}: StrictHostKeyChecking {args[0]!r}: use one of "
+                             f"{', '.join(STRICT_VALUES)}")
+    if kw == "port":
+        _port(args[0], where)
+    if kw == "proxyjump" and args[0].lower() != "none":
+        for hop in args[0].split(","):
+            try:
+                parse_jump(hop)
+            except ValueError as exc:
+                raise SshConfigError(f"{where}: ProxyJump {args[0]!r}: {exc}") from None
 
 
 def _split_args(text: str, where: str) -> list[str]:
@@ -496,7 +526,10 @@ def _resolve(name: str, config: SshConfig, host: Host, explicit: frozenset,
         known = host.known_hosts
     else:
         files = known_hosts_files(opts)
-        known = expand_path(files[0], tokens) if files else host.known_hosts
+        try:
+            known = expand_path(files[0], tokens) if files else host.known_hosts
+        except SshConfigError as exc:
+            raise SshConfigError(f"{opts.where['userknownhostsfile']}: {exc}") from None
     if "host_key_policy" in explicit:
         policy = host.host_key_policy
     else:
