@@ -15,7 +15,7 @@ from invoke import Exit
 from rich.text import Text
 
 from fleet.cli.flags import USAGE_ERROR
-from fleet.deploy import api, badreleases, report, rollout, waves
+from fleet.deploy import api, badreleases, inventory, report, rollout, waves
 from fleet.deploy.runner import HostResult
 from fleet.terminal.text import visible
 
@@ -167,23 +167,24 @@ def pick(inventory_path, rollout_id: str) -> dict:
     pending = rollout.unfinished(inventory_path)
     if not pending:
         raise Exit(f"error: no rollout in progress for {inventory_path}; start one with "
-                   "`invoke deploy --waves ...`", USAGE_ERROR)
+                   f"`{inventory.command('deploy', [], inventory_path, '--waves', '1,25%,100%')}`",
+                   USAGE_ERROR)
     return pending[0]
 
 
 def artifact_of(record: dict) -> api.ArtifactRef:
     """The rollout's artifact, checked to be the very file it started with."""
     art = record["artifact"]
+    take_back = rollout.next_steps(record)[1]
     try:
         ref = api.load_artifact(art["path"])
     except ValueError as exc:
         raise Exit(f"error: rollout {record['id']}: its artifact is gone or changed: {exc}; "
-                   f"take the rollout back with `invoke rollback --rollout {record['id']}`",
-                   USAGE_ERROR) from None
+                   f"take the rollout back with `{take_back}`", USAGE_ERROR) from None
     if ref.sha256 != art["sha256"]:
         raise Exit(f"error: rollout {record['id']}: {art['path']} is no longer the artifact it "
                    f"started with (SHA-256 {ref.sha256[:12]}, not {art['sha256'][:12]}); take "
-                   f"it back with `invoke rollback --rollout {record['id']}`", USAGE_ERROR)
+                   f"it back with `{take_back}`", USAGE_ERROR)
     return ref
 
 

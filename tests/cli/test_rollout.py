@@ -227,6 +227,8 @@ def test_flag_errors_change_nothing(fleet6, artifacts):
                         (("--resume",), "no rollout in progress")]:
         code, doc = box.json("deploy", *args)
         assert code == 2 and words in doc["error"], (args, doc)
+    # the command it offers names the inventory, so it works when pasted elsewhere
+    assert f"--inventory {box.root / 'inventory.yaml'} --waves" in doc["error"], doc
 
 
 def _interrupt_while_baking(box: Fleet, artifact, *extra: str) -> tuple[int, dict]:
