@@ -64,7 +64,7 @@ class Driver:
                                      "idempotencyKey": uuid.uuid4().hex}, timeout=120)
         end = manager.call("agent.wait", {"runId": run["runId"], "timeoutMs": int(timeout * 1000)},
                            timeout=timeout + 30)
-        if end.get("status") != "ok":
+        if end.get("status") != "ok" and not _spawn_fenced(message, end):
             raise TurnFailed(f"agent turn {message[:60]!r} ended {end}")
         return str(run["runId"])
 
@@ -84,6 +84,20 @@ class Driver:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# OpenClaw 2026.6.x fences a run's session file: when a child ends so fast (our scripted model
+# answers at once) that its completion is written to the parent's session while the parent's run
+# has its prompt lock released, the parent run ends with this error (seen once in CI, on
+# 2026.6.6, after the spawn's tool call).
+SESSION_TAKEOVER = "EmbeddedAttemptSessionTakeoverError"
+
+
+def _spawn_fenced(message: str, end: dict) -> bool:
+    """A spawning turn OpenClaw ended with SESSION_TAKEOVER: it counts as sent, and the test
+    checks what it needs of it (the child's request, the completion), failing by name if the
+    spawn never went out."""
+    return "[[spawn:" in message and SESSION_TAKEOVER in str(end.get("error") or "")
 
 
 def texts(request: dict) -> str:
