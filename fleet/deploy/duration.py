@@ -13,7 +13,6 @@ from datetime import datetime
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-UNITS = "ms, s, m, h, d"
 
 
 def seconds(spec: str) -> float | None:

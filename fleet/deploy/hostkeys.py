@@ -24,7 +24,6 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 import paramiko
 from paramiko.hostkeys import HostKeyEntry
 
+from fleet.deploy.sshconfig import pattern_list
 from fleet.installer import textfile
 
 _RECORD_LOCK = threading.Lock()
@@ -67,25 +67,8 @@ class KnownHosts:
         return (key.get_name(), key.asbytes()) in self.revoked
 
     def has_authority_for(self, hostname: str) -> bool:
-        return any(_matches(hostname, patterns) for patterns in self.authorities)
-
-
-def _glob(pattern: str, value: str) -> bool:
-    """ssh's wildcards only: `*` any run, `?` one character; brackets are literal."""
-    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(rx, value, re.IGNORECASE) is not None
-
-
-def _matches(hostname: str, patterns: str) -> bool:
-    """A known_hosts host pattern list (`*`, `?`, `!` negation) against a name or `[name]:port`."""
-    hit = False
-    for pattern in patterns.split(","):
-        negated = pattern.startswith("!")
-        if _glob(pattern[1:] if negated else pattern, hostname):
-            if negated:
-                return False
-            hit = True
-    return hit
+        return any(pattern_list(hostname, patterns, lower=True)
+                   for patterns in self.authorities)
 
 
 def read_known_hosts(path: Path) -> KnownHosts:

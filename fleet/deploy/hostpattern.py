@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 WILDCARD_CHARS = "*?["
 REGEX_PREFIX = "~"
-ALL = "all"
 
 
 class PatternError(ValueError):

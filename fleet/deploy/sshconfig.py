@@ -313,8 +313,9 @@ def _host_matches(host: str, patterns: tuple[str, ...]) -> bool:
     return _any_matches(host, patterns)
 
 
-def _pattern_list(value: str, patterns: str, lower: bool = False) -> bool:
-    """OpenSSH's match_pattern_list (a `Match` argument): a comma list, `!` negates."""
+def pattern_list(value: str, patterns: str, lower: bool = False) -> bool:
+    """OpenSSH's match_pattern_list (a `Match` argument, a known_hosts host field): a comma
+    list, `!` negates."""
     if lower:
         value, patterns = value.lower(), patterns.lower()
     return _any_matches(value, patterns.split(","))
@@ -353,13 +354,13 @@ def _match(line: _Line, host: str, original: str, opts: Options, final: bool) ->
                                  "host); give the host its settings in a `Host` block or in "
                                  "the inventory")
         if attrib == "host":
-            ok = _pattern_list(resolved_hostname(opts, host, lower=False), arg, lower=True)
+            ok = pattern_list(resolved_hostname(opts, host, lower=False), arg, lower=True)
         elif attrib == "originalhost":
-            ok = _pattern_list(original, arg, lower=True)
+            ok = pattern_list(original, arg, lower=True)
         elif attrib == "user":
-            ok = _pattern_list(opts.values.get("user", _local_user()), arg)
+            ok = pattern_list(opts.values.get("user", _local_user()), arg)
         else:  # localuser
-            ok = _pattern_list(_local_user(), arg)
+            ok = pattern_list(_local_user(), arg)
         if ok == negate:
             result = False
     return result

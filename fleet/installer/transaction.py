@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 from fleet.continuity import regularfile
 from fleet.continuity.statelayout import StateLayout, release_name
@@ -448,22 +448,22 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
         StateLayout(state_dir).releases_dir, current.name if current else "no release"))
 
 
-def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
-            lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
-    """Restart the gateway on the current release and wait until it reports its versions."""
-    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "restart", lock_wait)
+def _on_current(state_dir: Path, manager: Manager, owner: str, action: str, timeout: float,
+                lease_s: float, lock_wait: float,
+                change: Callable[[Transaction, Optional[Path], dict], None]) -> dict:
+    """A change to the gateway of the current release (restart, stop): under the host lock,
+    `change(tx, current, meta)` fills the result; an error it raises (the manager's, an
+    injected fault) is the answer's reason; always an audit line, always JSON."""
+    tx = Transaction(state_dir, manager, owner, timeout, lease_s, action, lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
         return tx.finish()
     try:
         current = releasedirs.current_release(state_dir)
-        if current is None:
-            raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
         meta = releasedirs.read_meta(current) or {}
-        res["from"] = res["to"] = release_summary(meta)
+        res["from"] = res["to"] = release_summary(meta) if meta else None
         try:
-            health = tx.restart_and_wait(current, expected_versions(meta, {}))
-            res.update(ok=True, result="restarted", gateway=health)
+            change(tx, current, meta)
         except (ManagerError, faults.InjectedFault, OSError, RuntimeError) as exc:
             res["reason"] = str(exc)
         with contextlib.suppress(Exception):
@@ -475,39 +475,38 @@ def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READ
     return tx.finish()
 
 
+def restart(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+            lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
+    """Restart the gateway on the current release and wait until it reports its versions."""
+    def change(tx: Transaction, current: Optional[Path], meta: dict) -> None:
+        if current is None:
+            raise UnusableRelease(f"no release installed under {state_dir}; deploy first")
+        health = tx.restart_and_wait(current, expected_versions(meta, {}))
+        tx.result.update(ok=True, result="restarted", gateway=health)
+
+    return _on_current(state_dir, manager, owner, "restart", timeout, lease_s, lock_wait,
+                       change)
+
+
 def stop(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
          lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
     """Stop the gateway through its manager and leave it stopped (Kamal's `app stop`): the
     release stays active; `start`, `restart` or a deploy starts it again. Refused, changing
     nothing, where the manager cannot stop it for good (`Manager.stoppable`)."""
-    tx = Transaction(state_dir, manager, owner, timeout, lease_s, "stop", lock_wait)
-    res = tx.result
-    if not tx.lock_or_refuse():
-        return tx.finish()
-    try:
-        current = releasedirs.current_release(state_dir)
-        res["from"] = res["to"] = release_summary(releasedirs.read_meta(current))
+    def change(tx: Transaction, current: Optional[Path], meta: dict) -> None:
         why = manager.stoppable()
         if why:
-            res.update(result="refused", reason=why)
+            tx.result.update(result="refused", reason=why)
+            return
+        with tx.step("stop"):
+            manager.stop(current, timeout)
+        health = manager.probe(current)
+        if health is not None and (health.get("pid") or health.get("ready")):
+            tx.result["reason"] = f"the gateway still answers after the stop: {health}"
         else:
-            try:
-                with tx.step("stop"):
-                    manager.stop(current, timeout)
-                health = manager.probe(current)
-                if health is not None and (health.get("pid") or health.get("ready")):
-                    res["reason"] = f"the gateway still answers after the stop: {health}"
-                else:
-                    res.update(ok=True, result="stopped")
-            except (ManagerError, faults.InjectedFault, OSError, RuntimeError) as exc:
-                res["reason"] = str(exc)
-        with contextlib.suppress(Exception):
-            tx.record()
-    except Exception as exc:  # always answer with JSON; the lock is released below
-        res["reason"] = res["reason"] or describe(exc)
-    finally:
-        tx.lock.release()
-    return tx.finish()
+            tx.result.update(ok=True, result="stopped")
+
+    return _on_current(state_dir, manager, owner, "stop", timeout, lease_s, lock_wait, change)
 
 
 def start(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
