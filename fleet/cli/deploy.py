@@ -382,16 +382,18 @@ def restart(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", y
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "yes": YES_HELP, "json": JSON_HELP})
 def stop(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
-    """Stop gateways through their managers and leave them stopped (start, restart or a deploy
-    starts them again), as Kamal's app stop."""
+    """Stop gateways through their managers and leave them stopped, as Kamal's app stop.
+
+    `start`, `restart` or a deploy starts them again."""
     _gateway_task(c, "stop", hosts, inventory, parallel, "", "", yes, json_)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
             "yes": YES_HELP, "json": JSON_HELP})
 def start(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
-    """Start stopped gateways on their active release and wait until they are ready; a ready
-    one is left alone (as Kamal's app start)."""
+    """Start stopped gateways and wait until they are ready, as Kamal's app start.
+
+    They start on their active release; a gateway already ready is left alone."""
     _gateway_task(c, "start", hosts, inventory, parallel, "", "", yes, json_)
 
 
