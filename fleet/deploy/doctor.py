@@ -9,13 +9,14 @@ exit code: 0 healthy, 1 warnings, 2 critical (the continuity doctor's codes).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
 from rich.table import Table
 
 from fleet.continuity.doctor import exit_code, worst
-from fleet.deploy import commands
+from fleet.deploy import commands, inventory
 from fleet.deploy.api import command_timeout, default_owner, parse_json
 from fleet.deploy.connection import connect
 from fleet.deploy.inventory import Host
@@ -79,12 +80,23 @@ def doctor_host(host: Host, progress: Progress, owner: str) -> HostResult:
         except InstallerAnswerError as exc:
             return _unreachable(host, f"doctor gave an answer fleet cannot read: {exc}", t_start)
         clock = clock_check(answer.time, t0, t1)
-        data["checks"] = [*answer.checks, clock]
+        data["checks"] = [dict(c, message=pasteable(str(c.get("message", "")), host))
+                          for c in answer.checks] + [clock]
         data["continuity"] = answer.continuity
         severity = worst([*answer.severities, clock["severity"]])
     data["severity"], data["exit"] = severity, exit_code(severity)
     return HostResult(host.name, severity, True, duration_s=time.monotonic() - t_start,
                       note=_headline(data), data=data)
+
+
+_HINT = re.compile(r"`(?:invoke|fleet) ([a-z][a-z0-9_.-]*)`")
+
+
+def pasteable(message: str, host: Host) -> str:
+    """A host's "fix: `invoke restart`" as a command that works when pasted: the host and its
+    inventory named (the host cannot know either)."""
+    return _HINT.sub(lambda m: f"`{inventory.command(m.group(1), [host.name], host.inventory)}`",
+                     message)
 
 
 def _result(data: dict | None, host: Host) -> str | None:

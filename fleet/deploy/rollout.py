@@ -116,14 +116,16 @@ def _crash(point: str) -> None:
 def load(inventory_path: Path, rollout_id: str) -> dict:
     """The record of `rollout_id`; RolloutError naming the file when it is missing or bad."""
     if not rollout_id or "/" in rollout_id or rollout_id.startswith("."):
-        raise RolloutError(f"rollout id {rollout_id!r}: not a rollout id (see `invoke status` "
-                           f"or {records_dir(inventory_path)})")
+        raise RolloutError(f"rollout id {rollout_id!r}: not a rollout id (see "
+                           f"`{inventory.command('status', [], inventory_path)}` or "
+                           f"{records_dir(inventory_path)})")
     path = records_dir(inventory_path) / f"{rollout_id}.json"
     try:
         data = json.loads(regularfile.read_text(path, MAX_RECORD_BYTES))
     except FileNotFoundError:
         raise RolloutError(f"no rollout {rollout_id} for {inventory_path} ({path} does not "
-                           "exist); `invoke status` lists the rollouts in progress") from None
+                           f"exist); `{inventory.command('status', [], inventory_path)}` lists "
+                           "the rollouts in progress") from None
     except (OSError, ValueError) as exc:
         raise RolloutError(f"{path}: cannot read this rollout's record ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or \
@@ -575,8 +577,9 @@ class Rollout:
             return ""
         start = baseline.setdefault(res.host, bad)
         if bad - start > max_hook_errors:
+            status = inventory.command("status", [res.host], self.inventory_path, "--json")
             return (f"{bad - start} new hook error(s)/timeout(s) while baking (tolerated "
-                    f"{max_hook_errors}; `invoke status --json` shows them per plugin)")
+                    f"{max_hook_errors}; `{status}` shows them per plugin)")
         return ""
 
     # --- taking back ----------------------------------------------------------------------

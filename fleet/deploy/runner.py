@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from fleet.deploy import inventory
 from fleet.deploy.inventory import Host
 from fleet.deploy.runtime import queue, threading, time  # the real ones, or a simulation's
 from fleet.installer.protocol import HostStatus
@@ -137,7 +138,12 @@ class _Pool:
 
 DEADLINE_CHECK_S = 0.5  # longest wait between looks at hosts that have not started yet
 INTERRUPTED = ("interrupted before this host finished; an installer already running on it "
-               "completes its transaction on its own (see `invoke status`)")
+               "completes its transaction on its own (see `{}`)")
+
+
+def _interrupted(host: Host) -> HostResult:
+    return HostResult(host.name, "interrupted", False, note=INTERRUPTED.format(
+        inventory.command("status", [host.name], host.inventory)))
 
 
 def _batches(hosts: list[Host], size: int | None) -> list[list[Host]]:
@@ -170,7 +176,7 @@ def run(hosts: list[Host], work: Callable[[Host, Progress], HostResult],
         interrupted.set()
         for host in hosts:
             if host.name not in results:
-                results[host.name] = HostResult(host.name, "interrupted", False, note=INTERRUPTED)
+                results[host.name] = _interrupted(host)
     except PoolError as exc:  # before any host started: each is told why, nothing was done
         note = (f"not started: {exc}; nothing was done on this host. Lower --parallel (now "
                 f"{options.parallel}) or raise this machine's process limit (ulimit -u)")
@@ -206,7 +212,7 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
 
     def call(host: Host) -> HostResult:
         if interrupted.is_set():
-            return HostResult(host.name, "interrupted", False, note=INTERRUPTED)
+            return _interrupted(host)
         if stop.is_set():
             return HostResult(host.name, "skipped", False,
                               note=f"not started: failure budget ({budget}) spent")

@@ -128,7 +128,7 @@ def test_ctrl_c_reports_unfinished_hosts_without_waiting_for_them():
     finally:
         gate.set()  # released only after run() returned: it did not wait for h1 and h2
     assert results["h0"].result == "installed"
-    assert results["h1"].result == "interrupted" and "invoke status" in results["h1"].note
+    assert results["h1"].result == "interrupted" and "fleet status -H h1" in results["h1"].note
 
 
 def test_local_command_timeout_is_bounded_and_named():

@@ -206,7 +206,8 @@ def test_status_and_doctor_show_the_openclaw_against_the_active_releases_proof(
     found = _check(checked, "openclaw")
     assert found["severity"] == "warning" and checked.data["exit"] == 1
     assert found["message"].startswith("OpenClaw 2026.7.35 is in the declared range")
-    assert found["message"].endswith("fix: run `invoke deploy`: it re-checks and converges, or "
+    deploy = f"fleet deploy -H oc --inventory {host.box.inventory.path}"  # works when pasted
+    assert found["message"].endswith(f"fix: run `{deploy}`: it re-checks and converges, or "
                                      "pass --allow-unproven-openclaw")
     assert checked.data["openclaw_support"]["state"] == "unproven"  # doctor --json
 
