@@ -397,21 +397,57 @@ def start(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
     _gateway_task(c, "start", hosts, inventory, parallel, "", "", yes, json_)
 
 
+@task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
+            "yes": "remove without asking (asked every time otherwise)", "json": JSON_HELP})
+def remove(c, hosts=None, inventory="", parallel="10", yes=False, json_=False):
+    """Take fleet off hosts: stop the gateway and delete fleet's releases, as Kamal's remove.
+
+    Each host's gateway is stopped, fleet's plugins are taken out of its config (OpenClaw:
+    openclaw.json, validated by OpenClaw), and fleet's releases, artifacts, audit log, run
+    files and logs are deleted. What the agents wrote (sessions, memory) stays, and so does
+    OpenClaw. Asked every time, even on the sandbox; `--yes` answers it."""
+    _gateway_task(c, "remove", hosts, inventory, parallel, "", "", yes, json_)
+
+
+REMOVES = ("stop its gateway, take fleet's plugins out of its config and delete fleet's "
+           "releases, artifacts, audit log and logs there (the agents' sessions and memory stay)")
+
+
+def _confirm_remove(selected: list[Host], yes: bool, as_json: bool) -> None:
+    """`remove` is asked every time (as Kamal's), on a terminal; elsewhere `--yes` says it."""
+    if yes:
+        return
+    names = ", ".join(h.name for h in selected)
+    answer = ""
+    if not as_json and sys.stdin.isatty() and sys.stderr.isatty():
+        print(f"Remove fleet from {visible(names)}: {REMOVES}. Continue? [y/N] ", end="",
+              file=sys.stderr, flush=True)
+        answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise Exit(f"error: refusing to remove fleet from {names} without a yes: it would "
+                   f"{REMOVES}; pass --yes to confirm", USAGE_ERROR)
+
+
 def _gateway_task(c, action: str, hosts, inventory: str, parallel: str, batch: str,
                   max_fail: str, yes: bool, json_: bool) -> None:
-    """restart, stop or start: confirmed, leased, recorded, reported alike."""
+    """restart, stop, start or remove: confirmed, leased, recorded, reported alike."""
     run = Run(action, json_)
     with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
         options = _options(parallel, batch, max_fail)
         where = _show_targets(action, selected)
+        if action == "remove":
+            _confirm_remove(selected, yes, json_)
+            yes = True  # one question is enough: it names the hosts
         _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], action) as live:
             if action == "restart":
                 results = api.restart(selected, live.update, options)
+            elif action == "remove":
+                results = api.remove(selected, live.update, options)
             else:
                 results = api.gateway(selected, action, live.update, options)
         _record(inv, action, results)
         run.finish(action, results)
 
 
-TASKS = [deploy, status, rollback, restart, stop, start]
+TASKS = [deploy, status, rollback, restart, stop, start, remove]

@@ -145,9 +145,10 @@ def stderr_tail(stderr: str, lines: int = 5) -> str:
 
 
 def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
-                      status: bool = False) -> HostResult:
+                      status: bool = False, absent: str | None = None) -> HostResult:
     """The installer's answer as a HostResult; `status`: a status answer becomes `ok` with the
-    active release and, if the gateway is not ready, why not."""
+    active release and, if the gateway is not ready, why not; `absent`: the (ok) result of a
+    host with nothing installed, else that is a failure."""
     data = parse_json(res.stdout)
     try:
         answer = None if data is None else InstallerResult.from_dict(data, host.name)
@@ -156,12 +157,23 @@ def _installer_result(host: Host, res, timer: _Timer, t0: float, what: str,
                           duration_s=time.monotonic() - t0,
                           note=f"{what} gave an answer fleet cannot read: {exc}",
                           data={"exit_code": res.exit_code, "answer": data})
+    if answer is None and res.exit_code == 2 and f"invalid choice: '{what}'" in res.stderr:
+        return HostResult(host.name, "failed", False, steps=timer.steps,
+                          duration_s=time.monotonic() - t0,
+                          note=f"the release active on {host.name} predates `{what}` (its "
+                               f"installer does not know it); deploy this version of fleet "
+                               f"there first, then {what} again",
+                          data={"exit_code": res.exit_code})
     if answer is None:
         tail = stderr_tail(res.stderr) or " ".join(res.stdout.strip().splitlines()[-3:])[:300]
         return HostResult(host.name, "failed", False, steps=timer.steps,
                           duration_s=time.monotonic() - t0,
                           note=f"{what} failed on the host (exit {res.exit_code}): {tail}",
                           data={"exit_code": res.exit_code, "stderr_tail": tail})
+    if absent and answer.result == "status" and data.get("installed") is False:
+        return HostResult(host.name, absent, True, steps=timer.steps,
+                          duration_s=time.monotonic() - t0,
+                          note=f"no release is installed on {host.name}", data=data)
     if not status and answer.result == "status" and data.get("installed") is False:
         # the shell's answer where no release is installed (commands.NOT_INSTALLED): nothing
         # to restart or roll back; was reported `status`, ok
@@ -406,7 +418,8 @@ def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, o
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
                  relay: bool = False, timeout: float | None = None,
-                 status: bool = False, conns: Connections | None = None) -> HostResult:
+                 status: bool = False, conns: Connections | None = None,
+                 absent: str | None = None) -> HostResult:
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -418,7 +431,7 @@ def _simple_host(host: Host, progress: Progress, command: str, what: str,
             res = conn.run(command, timeout or command_timeout(host),
                            on_stderr_line=_step_relay(progress, what) if relay else None)
         failed = False
-        return _installer_result(host, res, timer, t0, what, status)
+        return _installer_result(host, res, timer, t0, what, status, absent)
     except Exception as exc:
         return _failure(host, exc, timer, t0)
     finally:
@@ -602,6 +615,17 @@ def gateway(hosts: list[Host], action: str, sink: ProgressSink,
     return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
         h, p, commands.gateway(h, owner, action), action, True, install_timeout(h),
         conns=conns), sink)
+
+
+def remove(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,
+           owner: str | None = None) -> list[HostResult]:
+    """Take fleet off every host (stop the gateway, fleet's plugins out of its config, fleet's
+    files deleted), under the fleet lease and the host lock; a host with nothing installed is
+    `absent`, which is what a remove wants."""
+    owner = owner or default_owner()
+    return _leased(hosts, owner, options, lambda h, p, conns, _held: _simple_host(
+        h, p, commands.remove(h, owner), "remove", True, install_timeout(h), conns=conns,
+        absent="absent"), sink)
 
 
 def restart(hosts: list[Host], sink: ProgressSink, options: RunOptions | None = None,

@@ -108,6 +108,12 @@ def gateway(host: Host, owner: str, action: str) -> Command:
     return _installer_from_current(host, action, owner, [])
 
 
+def remove(host: Host, owner: str) -> Command:
+    """Take fleet off the host through its active release's installer (`fleet remove`);
+    NOT_INSTALLED when there is none."""
+    return _installer_from_current(host, "remove", owner, [])
+
+
 def doctor(host: Host, owner: str) -> Command:
     """The installed release's `doctor` (read-only health); NOT_INSTALLED when there is none."""
     return _installer_from_current(host, "doctor", owner, [])

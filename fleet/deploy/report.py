@@ -34,7 +34,8 @@ RESULT_STYLE = {"installed": "green", "unchanged": "cyan", "rolled_back": "yello
                 "restarted": "green", "planned": "blue", "ok": "green", "failed": "bold red",
                 "unreachable": "bold red", "auth_failed": "bold red", "host_key": "bold red",
                 "refused": "red", "skipped": "dim", "interrupted": "bold yellow",
-                "locked": "yellow", "unlocked": "green", "free": "green", "running": "cyan"}
+                "locked": "yellow", "unlocked": "green", "free": "green", "running": "cyan",
+                "stopped": "yellow", "started": "green", "removed": "yellow", "absent": "dim"}
 JSON_SCHEMA = 1  # bump when a field changes meaning or goes away (adding fields is compatible)
 
 

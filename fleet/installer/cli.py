@@ -123,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("restart", parents=[common])
     sub.add_parser("stop", parents=[common], help="stop the gateway and leave it stopped")
     sub.add_parser("start", parents=[common], help="start a stopped gateway, wait until ready")
+    sub.add_parser("remove", parents=[common], help="stop the gateway, take fleet's plugins out "
+                   "of its config, delete fleet's releases and files; the agents' data stays")
     sub.add_parser("doctor", parents=[common], help="host and continuity health; changes nothing")
     sub.add_parser("supervise", parents=[common], help="run the gateway and start it again when "
                    "it fails (what the fleet manager starts; fleet/installer/supervision.py)")
@@ -217,8 +219,9 @@ def run(args: argparse.Namespace) -> dict:
         return transaction.rollback(state_dir, manager, owner, to=args.to,
                                     timeout=args.timeout, lease_s=args.lease,
                                     lock_wait=args.lock_wait, fleet_run=args.fleet_lease)
-    if args.command in ("stop", "start"):
-        act = transaction.stop if args.command == "stop" else transaction.start
+    if args.command in ("stop", "start", "remove"):
+        act = {"stop": transaction.stop, "start": transaction.start,
+               "remove": transaction.remove}[args.command]
         return act(state_dir, manager, owner, timeout=args.timeout, lease_s=args.lease,
                    lock_wait=args.lock_wait)
     return transaction.restart(state_dir, manager, owner, timeout=args.timeout,

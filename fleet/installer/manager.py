@@ -132,6 +132,13 @@ class Manager:
         if cmd:
             self._run(cmd, release, timeout, "stop")
 
+    def unconfigure(self, release: Optional[Path]) -> bool:
+        """Make the gateway load none of fleet's plugins (`fleet remove`): the links fleet made
+        in `<state>/extensions`; True when something changed."""
+        if release is None:
+            return False
+        return bool(releasedirs.unlink_extensions(self.state_dir, release_plugins(release)))
+
     def stoppable(self) -> Optional[str]:
         """None when `stop` leaves the gateway stopped (`fleet stop`), else why it cannot."""
         if self.stop_cmd(None, 0.0):

@@ -43,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fleet.continuity import detached, paths, regularfile, store
 from fleet.continuity.openclawrange import OUTSIDE, PROVEN, CompatError, Support
@@ -325,14 +325,33 @@ class OpenclawManager(Manager):
         `/mc settings`) is not overwritten: fleet's change is made again on the new content and
         validated again. Through a symlinked openclaw.json the linked file is replaced, the link
         kept."""
+        dirs = self.plugin_dirs(release)
+        root = str(StateLayout(self.state_dir).releases_dir)
+        return self._edit_config(lambda cur: openclawconfig.with_plugins(cur, dirs, root),
+                                 release)
+
+    def unconfigure(self, release: Optional[Path]) -> bool:
+        """Take fleet's plugins out of openclaw.json (`fleet remove`), as `configure` edits
+        it, the result validated by OpenClaw; True when the file changed."""
+        super().unconfigure(release)
+        ids = list(self.plugin_dirs(release)) if release is not None else []
+        root = str(StateLayout(self.state_dir).releases_dir)
+        if not self.config_path.exists():
+            return False
+        return self._edit_config(lambda cur: openclawconfig.without_plugins(cur, ids, root),
+                                 None)
+
+    def _edit_config(self, change: Callable[[dict], dict], release: Optional[Path]) -> bool:
+        """openclaw.json rewritten as `change` makes it (see `configure`); `release`: the
+        release whose plugins the result loads (None: fleet's plugins taken out)."""
         target = paths.config_write_target(self.config_path)
+        with_what = "with fleet's plugin entries" if release else "without fleet's plugins"
         for _ in range(CONFIG_ATTEMPTS):
             try:
                 current = openclawconfig.load(target)
             except openclawconfig.ConfigError as exc:
                 raise ManagerError(str(exc)) from None
-            wanted = openclawconfig.with_plugins(current, self.plugin_dirs(release),
-                                                 str(StateLayout(self.state_dir).releases_dir))
+            wanted = change(current)
             if wanted == current:
                 return False
             try:  # a rollback or restart comes here without the install's before_change
@@ -343,16 +362,20 @@ class OpenclawManager(Manager):
             try:
                 # Going back (a rollback in this same transaction) to the content this manager
                 # replaced: it was in place and served before, so it is not validated again.
-                problem = None if wanted == self._replaced else self.validated(candidate, wanted,
-                                                                               release)
+                if wanted == self._replaced:
+                    problem = None
+                elif release is None:
+                    problem = self.invalid(candidate)
+                else:
+                    problem = self.validated(candidate, wanted, release)
                 if problem:
                     before = self.invalid(target) if target.exists() else None
                     if before:
                         raise ManagerError(f"{self.config_path} is invalid already, before "
                                            f"fleet's change: {before}; fix it (`openclaw config "
-                                           "validate`, `openclaw doctor --fix`) and deploy again")
-                    raise ManagerError(f"OpenClaw refuses {self.config_path} with fleet's plugin "
-                                       f"entries: {problem}; nothing was written")
+                                           "validate`, `openclaw doctor --fix`) and run again")
+                    raise ManagerError(f"OpenClaw refuses {self.config_path} {with_what}: "
+                                       f"{problem}; nothing was written")
                 with store.locked(target):
                     try:
                         unchanged = openclawconfig.load(target) == current
@@ -366,7 +389,7 @@ class OpenclawManager(Manager):
             finally:
                 openclawconfig.discard(candidate)
         raise ManagerError(f"{self.config_path} changed {CONFIG_ATTEMPTS} times while fleet "
-                           "updated it; nothing of fleet's was written; deploy again")
+                           "updated it; nothing of fleet's was written; run again")
 
     def validated(self, candidate: Path, wanted: dict, release: Path) -> Optional[str]:
         """`invalid(candidate)`, unless OpenClaw already accepted a config that it must judge the

@@ -277,15 +277,18 @@ def link_extensions(state_dir: Path, release: Path) -> List[str]:
     return notes
 
 
-def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> None:
+def unlink_extensions(state_dir: Path, plugin_ids: List[str]) -> List[str]:
     """Remove the `<state>/extensions/<id>` links fleet made (a host that moved to a gateway
-    loading plugins from elsewhere, where a second copy would be a duplicate). Anything not
-    pointing through `fleet/current` is the user's and stays."""
+    loading plugins from elsewhere, where a second copy would be a duplicate; `fleet remove`).
+    Anything not pointing through `fleet/current` is the user's and stays. The ids unlinked."""
     prefix = os.path.join("..", StateLayout.CURRENT, "")
+    gone = []
     for plugin_id in plugin_ids:
         link = StateLayout(state_dir).extensions / plugin_id
         if os.path.islink(str(link)) and os.readlink(str(link)).startswith(prefix):
             os.unlink(str(link))
+            gone.append(plugin_id)
+    return gone
 
 
 def unlink_current(state_dir: Path) -> None:

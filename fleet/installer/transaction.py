@@ -23,7 +23,7 @@ from typing import Callable, Dict, Iterator, Optional
 from fleet.continuity import regularfile
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.gateway import process
-from fleet.installer import audit, faults, machine, releasedirs, selftest
+from fleet.installer import audit, faults, machine, releasedirs, removal, selftest
 from fleet.installer.lock import (
     DEFAULT_LEASE_S,
     DeployLock,
@@ -450,10 +450,12 @@ def _previous_release(state_dir: Path, current: Optional[Path]) -> Path:
 
 def _on_current(state_dir: Path, manager: Manager, owner: str, action: str, timeout: float,
                 lease_s: float, lock_wait: float,
-                change: Callable[[Transaction, Optional[Path], dict], None]) -> dict:
-    """A change to the gateway of the current release (restart, stop): under the host lock,
-    `change(tx, current, meta)` fills the result; an error it raises (the manager's, an
-    injected fault) is the answer's reason; always an audit line, always JSON."""
+                change: Callable[[Transaction, Optional[Path], dict], None],
+                audited: bool = True) -> dict:
+    """A change to the gateway of the current release (restart, stop, remove): under the host
+    lock, `change(tx, current, meta)` fills the result; an error it raises (the manager's, an
+    injected fault) is the answer's reason; always JSON, and an audit line unless not
+    `audited` (a remove deletes the log)."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, action, lock_wait)
     res = tx.result
     if not tx.lock_or_refuse():
@@ -466,8 +468,9 @@ def _on_current(state_dir: Path, manager: Manager, owner: str, action: str, time
             change(tx, current, meta)
         except (ManagerError, faults.InjectedFault, OSError, RuntimeError) as exc:
             res["reason"] = str(exc)
-        with contextlib.suppress(Exception):
-            tx.record()
+        if audited or (not res["ok"] and releasedirs.current_release(state_dir)):
+            with contextlib.suppress(Exception):
+                tx.record()
     except Exception as exc:  # always answer with JSON; the lock is released below
         res["reason"] = res["reason"] or describe(exc)
     finally:
@@ -507,6 +510,36 @@ def stop(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_T
             tx.result.update(ok=True, result="stopped")
 
     return _on_current(state_dir, manager, owner, "stop", timeout, lease_s, lock_wait, change)
+
+
+def remove(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
+           lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0) -> dict:
+    """Take fleet off this host (Kamal's `remove`): stop the gateway, make it load none of
+    fleet's plugins (OpenClaw: their entries out of openclaw.json, validated), then delete
+    fleet's releases, artifacts, audit log, run files and logs (fleet/installer/removal.py).
+    What the agents wrote stays. Refused, changing nothing, where the gateway cannot be
+    stopped for good; a step that fails leaves the host installed (removal is the last)."""
+    def change(tx: Transaction, current: Optional[Path], meta: dict) -> None:
+        why = manager.stoppable()
+        if why:
+            tx.result.update(result="refused", reason=why)
+            return
+        with tx.step("stop"):
+            manager.stop(current, timeout)
+        health = manager.probe(current)
+        if health is not None and (health.get("pid") or health.get("ready")):
+            raise ManagerError(f"the gateway still answers after the stop: {health}; nothing "
+                               "was removed")
+        with tx.step("unconfigure"):
+            tx.result["config_changed"] = manager.unconfigure(current)
+        if not tx.lock.still_mine():
+            raise NotSwitching(LOST_LOCK)
+        with tx.step("remove"):
+            tx.result["removed"] = removal.remove(state_dir)
+        tx.result.update(ok=True, result="removed", to=None)
+
+    return _on_current(state_dir, manager, owner, "remove", timeout, lease_s, lock_wait, change,
+                       audited=False)
 
 
 def start(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,

@@ -37,6 +37,17 @@ def test_an_existing_allowlist_gains_the_ids():
     assert out["plugins"]["allow"] == ["voice", "memory-continuity", "mc"]
 
 
+def test_a_remove_takes_out_what_a_deploy_put_in_and_nothing_else():
+    user = {"gateway": {"port": 19610},
+            "plugins": {"load": {"paths": ["/home/u/my-plugin"]}, "allow": ["voice"],
+                        "entries": {"other": {"enabled": True}}}}
+    deployed = oc.with_plugins(user, DIRS, ROOT)
+    assert oc.without_plugins(deployed, list(DIRS), ROOT) == user
+    assert oc.without_plugins(user, list(DIRS), ROOT) == user  # nothing of fleet's: unchanged
+    assert oc.without_plugins({"models": {}}, list(DIRS), ROOT) == {"models": {}}
+    assert "memory-continuity" in deployed["plugins"]["entries"]  # the input is not mutated
+
+
 @pytest.mark.parametrize("text, words", [
     ('{"plugins": {} // comment\n}', "not plain JSON"),
     ("[1]", "top level must be a JSON object"),

@@ -56,6 +56,10 @@ class OpenclawFleet:
                              lambda *e: self.events.append(e), **kw)
         return {r.host: r for r in results}
 
+    def remove(self) -> dict:
+        results = api.remove(list(self.hosts.values()), lambda *e: self.events.append(e))
+        return {r.host: r for r in results}
+
     def status(self) -> dict:
         results = api.status(list(self.hosts.values()), lambda *e: None)
         return {r.host: r for r in results}

@@ -11,6 +11,8 @@ scripted model's request log and the files the plugins write.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -287,3 +289,34 @@ def test_a_rollout_whose_control_side_died_after_a_wave_resumes_to_both(fleet, t
     assert {h["outcome"] for h in record["hosts"].values()} == {"deployed"}
     for name in fleet.hosts:
         assert fleet[name].loaded()["memory-continuity"] == "5.0.7"
+
+
+def test_remove_takes_fleet_off_both_hosts_and_leaves_a_config_openclaw_accepts(fleet, releases):
+    """Last in the module: `fleet remove` stops each gateway, takes fleet's plugins out of
+    openclaw.json (OpenClaw validated the result before it was written) and deletes fleet's
+    files; the agents' memory stays, and a deploy afterwards starts afresh."""
+    pids = {name: fleet.gateway_pid(name) for name in fleet.hosts}
+    assert all(pids.values()), pids
+    memory = {name: {p: p.read_bytes() for p in (fleet.state(name) / "workspace").rglob("*")
+                     if p.is_file()} for name in fleet.hosts}
+    assert any(memory["oc-a"]), "the turns above wrote memory"
+    results = fleet.remove()
+    assert {h: r.result for h, r in results.items()} == {"oc-a": "removed", "oc-b": "removed"}
+    for name in fleet.hosts:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pids[name], 0)
+        state = fleet.state(name)
+        assert not (state / "fleet").exists()
+        config = json.loads(fleet[name].manager().config_path.read_text())
+        plugins = config.get("plugins", {})
+        assert not [p for p in plugins.get("load", {}).get("paths", []) if "/fleet/" in p]
+        assert not {"memory-continuity", "mc"} & set(plugins.get("entries", {}))
+        assert {p: p.read_bytes() for p in (state / "workspace").rglob("*")
+                if p.is_file()} == memory[name], "the agents' memory stays"
+        assert fleet.status()[name].data.get("installed") is False
+    if fleet.version in ROLLOUT_ENDS:
+        again = fleet.deploy(releases["v1"])
+        assert {r.result for r in again.values()} == {"installed"}
+        for name in fleet.hosts:
+            assert fleet[name].loaded()["memory-continuity"] == releases["v1"].components[
+                "memory-continuity"]
