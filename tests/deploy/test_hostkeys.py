@@ -7,14 +7,25 @@ changed key is refused under `strict`, and `accept-new` records a first-seen key
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
+import subprocess
 import threading
+import time
 
 import paramiko
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    SSHCertificateBuilder,
+    SSHCertificateType,
+)
 
 from fleet.deploy import hostkeys
 from fleet.deploy.connection import ConnectionError_, connect
+from fleet.deploy.hostkeys import CERT_SUFFIX, fingerprint
 from fleet.deploy.inventory import Host
 
 
@@ -88,9 +99,10 @@ def ssh_server():
 
 
 @contextlib.contextmanager
-def serving():
-    """Run an SSH server on 127.0.0.1 with a fresh host key: (port, host_key) while inside."""
-    host_key = paramiko.ECDSAKey.generate()
+def serving(host_key=None, certificate=None):
+    """Run an SSH server on 127.0.0.1 with `host_key` (default: a fresh one) and, like sshd's
+    HostCertificate, `certificate` (see `certified`): (port, host_key) while inside."""
+    host_key = host_key or paramiko.ECDSAKey.generate()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -106,6 +118,8 @@ def serving():
                 continue
             transport = paramiko.Transport(sock)
             transport.add_server_key(host_key)
+            if certificate is not None:
+                transport.server_key_dict[certificate.public_blob.key_type] = certificate
             transports.append(transport)
             server = _Server()
             try:
@@ -305,16 +319,20 @@ def test_a_revoked_key_is_refused_by_name_even_where_listed(ssh_server, tmp_path
     assert known.read_text() == text  # never recorded
 
 
-def test_a_host_known_only_through_a_certificate_authority_is_refused_saying_so(
+def test_a_host_with_a_matching_authority_but_no_certificate_is_refused_saying_so(
         ssh_server, tmp_path, client_key):
-    port, _ = ssh_server
+    port, key = ssh_server
     ca = paramiko.ECDSAKey.generate()
     known = tmp_path / "known_hosts"
     known.write_text(f"@cert-authority [127.0.0.1]:* {ca.get_name()} {ca.get_base64()}\n")
     with pytest.raises(ConnectionError_) as info:
         connect(host_for(port, known, "strict", client_key))
     message = str(info.value)
-    assert "@cert-authority" in message and "does not verify host certificates" in message
+    assert info.value.kind == "host_key"
+    assert f"[127.0.0.1]:{port}: no host certificate: the host presented its plain key" in message
+    assert f"@cert-authority line 1 of {known}" in message and fingerprint(key) in message
+    known.write_text(known.read_text() + known_line(port, key))  # its own key line vouches
+    connect(host_for(port, known, "strict", client_key)).close()
 
 
 def test_accept_new_in_a_dry_run_writes_nothing(ssh_server, tmp_path, client_key):
@@ -342,3 +360,231 @@ def test_a_dry_run_deploy_under_accept_new_writes_no_known_hosts(ssh_server, tmp
     assert not known.exists()
     connect(host).close()
     assert known.read_text() == known_line(port, key)
+
+
+# --- host certificates (`@cert-authority`), checked as ssh checks them ---------------------------
+
+HOST, USER = SSHCertificateType.HOST, SSHCertificateType.USER
+
+
+class _Certified(paramiko.ECDSAKey):
+    """A host key as a server presents it with its certificate (sshd's HostCertificate): the
+    key exchange sends the certificate, signatures are made with the key."""
+
+    def asbytes(self):
+        return self.public_blob.key_blob
+
+
+def openssh(public_key) -> str:
+    return public_key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+def certified(key: paramiko.ECDSAKey, ca, principals=(b"127.0.0.1",), kind=HOST,
+              after: int = -60, before: int = 3600, critical=None) -> _Certified:
+    """`key` with a certificate signed by `ca`, valid from now+after to now+before (seconds)."""
+    now = int(time.time())
+    builder = (SSHCertificateBuilder().public_key(key.verifying_key).serial(7).type(kind)
+               .key_id(b"box-cert").valid_after(now + after).valid_before(now + before))
+    builder = (builder.valid_principals(list(principals)) if principals
+               else builder.valid_for_all_principals())
+    for name, value in (critical or {}).items():
+        builder = builder.add_critical_option(name, value)
+    presented = _Certified(vals=(key.signing_key, key.verifying_key))
+    presented.load_certificate(builder.sign(ca).public_bytes().decode())
+    return presented
+
+
+@pytest.fixture
+def ca():
+    return ed25519.Ed25519PrivateKey.generate()
+
+
+def authority(ca, patterns="[127.0.0.1]:*", marker="@cert-authority") -> str:
+    return f"{marker} {patterns} {openssh(ca.public_key())}\n"
+
+
+def cert_server(ca, **cert):
+    """A server presenting a certificate of its fresh host key signed by `ca` (`certified`
+    arguments), besides the key itself, as sshd with HostKey and HostCertificate."""
+    key = paramiko.ECDSAKey.generate()
+    return serving(key, certified(key, ca, **cert))
+
+
+def refusal(port, known, client_key, policy="strict") -> str:
+    with pytest.raises(ConnectionError_) as info:
+        connect(host_for(port, known, policy, client_key))
+    assert info.value.kind == "host_key"
+    message = str(info.value)
+    assert f"[127.0.0.1]:{port}" in message and str(known) in message
+    return message
+
+
+def test_a_valid_host_certificate_from_a_trusted_ca_is_accepted(tmp_path, client_key, ca):
+    """known_hosts lists no key of the host, only the CA: the certificate is what vouches."""
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(ca))
+    with cert_server(ca) as (port, _):
+        conn = connect(host_for(port, known, "strict", client_key))
+        try:
+            assert conn.conn.client.get_transport().host_key_type.endswith(CERT_SUFFIX)
+            assert conn.run("echo certified", timeout=10).stdout == "ran: echo certified\n"
+        finally:
+            conn.close()
+    assert known.read_text() == authority(ca)  # nothing recorded
+
+
+def test_hosts_without_a_matching_authority_negotiate_plain_keys_as_before(
+        tmp_path, client_key, ca):
+    """A server offering its certificate too is asked for its plain key when no
+    `@cert-authority` line matches it (one for other hosts does not count)."""
+    known = tmp_path / "known_hosts"
+    with cert_server(ca) as (port, key):
+        known.write_text(authority(ca, "*.example.com") + known_line(port, key))
+        conn = connect(host_for(port, known, "strict", client_key))
+        try:
+            assert conn.conn.client.get_transport().host_key_type == key.get_name()
+        finally:
+            conn.close()
+        known.write_text(authority(ca, "*.example.com"))
+        assert "unknown host key" in refusal(port, known, client_key)
+
+
+@pytest.mark.parametrize("cert, reason", [
+    ({"after": -7200, "before": -3600}, "expired at "),
+    ({"after": 3600, "before": 7200}, "is not valid before "),
+    ({"principals": (b"web1.example.com", b"10.0.0.9")},
+     "is for web1.example.com, 10.0.0.9, not 127.0.0.1"),
+    ({"principals": ()}, "lists no principals"),
+    ({"kind": USER}, "is a user certificate, not a host certificate"),
+    ({"critical": {b"force-command": b"true"}}, "carries critical options (force-command)"),
+])
+def test_an_invalid_host_certificate_is_refused_saying_why(tmp_path, client_key, ca, cert,
+                                                           reason):
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(ca))
+    with cert_server(ca, **cert) as (port, key):
+        message = refusal(port, known, client_key)
+    assert f"[127.0.0.1]:{port}: host certificate refused: its certificate \"box-cert\"" in message
+    assert reason in message and fingerprint(key) in message
+    assert "has no line of its own" in message
+
+
+def test_a_certificate_from_an_unknown_ca_is_refused(tmp_path, client_key, ca):
+    other = ed25519.Ed25519PrivateKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(other))
+    with cert_server(ca) as (port, _):
+        message = refusal(port, known, client_key)
+    assert "host certificate refused" in message
+    assert "no @cert-authority line has that key" in message
+
+
+def test_a_ca_whose_line_does_not_match_the_host_is_not_trusted_for_it(tmp_path, client_key,
+                                                                        ca):
+    """The signer's line is for *.example.com; another CA's line matches the host."""
+    other = ed25519.Ed25519PrivateKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(ca, "*.example.com") + authority(other))
+    with cert_server(ca) as (port, _):
+        message = refusal(port, known, client_key)
+    assert (f"trusted by @cert-authority line 1 of {known} only for *.example.com, not for "
+            f"[127.0.0.1]:{port}") in message
+
+
+def test_a_hashed_authority_host_field_matches(tmp_path, client_key, ca):
+    known = tmp_path / "known_hosts"
+    with cert_server(ca) as (port, _):
+        known.write_text(authority(ca, paramiko.HostKeys.hash_host(f"[127.0.0.1]:{port}")))
+        connect(host_for(port, known, "strict", client_key)).close()
+
+
+@pytest.mark.parametrize("policy", ["strict", "accept-new"])
+def test_a_revoked_ca_is_refused_even_where_the_hosts_key_is_listed(tmp_path, client_key, ca,
+                                                                     policy):
+    known = tmp_path / "known_hosts"
+    with cert_server(ca) as (port, key):
+        text = authority(ca) + authority(ca, "*", "@revoked") + known_line(port, key)
+        known.write_text(text)
+        message = refusal(port, known, client_key, policy)
+    assert "which is marked @revoked in" in message and "CA ssh-ed25519 SHA256:" in message
+    assert known.read_text() == text
+
+
+def test_a_certificate_of_a_revoked_host_key_is_refused(tmp_path, client_key, ca):
+    known = tmp_path / "known_hosts"
+    with cert_server(ca) as (port, key):
+        known.write_text(authority(ca) + f"@revoked * {key.get_name()} {key.get_base64()}\n")
+        message = refusal(port, known, client_key)
+    assert f"host key {key.get_name()} {fingerprint(key)} is marked @revoked" in message
+
+
+def test_a_refused_certificate_falls_back_to_the_hosts_own_key_line_as_ssh_does(
+        tmp_path, client_key, ca):
+    """ssh drops a certificate it refuses and checks the plain key: a key line listing it
+    accepts the host, a line listing another key is a changed key."""
+    known = tmp_path / "known_hosts"
+    with cert_server(ca, after=-7200, before=-3600) as (port, key):
+        known.write_text(authority(ca) + known_line(port, key))
+        connect(host_for(port, known, "strict", client_key)).close()
+        known.write_text(authority(ca) + known_line(port, paramiko.ECDSAKey.generate()))
+        message = refusal(port, known, client_key)
+    assert "host key CHANGED" in message and "expired at" in message
+
+
+def test_accept_new_records_the_plain_key_of_a_host_whose_certificate_is_refused(
+        tmp_path, client_key, ca):
+    """As ssh's accept-new: the certificate's plain key is new, so it is recorded."""
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(ca))
+    with cert_server(ca, principals=(b"elsewhere",)) as (port, key):
+        connect(host_for(port, known, "accept-new", client_key)).close()
+    assert known.read_text() == authority(ca) + known_line(port, key)
+
+
+def test_every_jump_hop_has_its_certificate_checked(tmp_path, client_key, ca):
+    import dataclasses
+
+    known = tmp_path / "known_hosts"
+    known.write_text(authority(ca))
+    with cert_server(ca) as (port_a, _), cert_server(ca) as (port_b, _):
+        host = dataclasses.replace(host_for(port_b, known, "strict", client_key),
+                                   jump=f"tester@127.0.0.1:{port_a}")
+        conn = connect(host)
+        try:
+            assert conn.run("echo hop", timeout=10).stdout == "ran: echo hop\n"
+        finally:
+            conn.close()
+    with cert_server(ca, after=-7200, before=-3600) as (port_a, _), \
+            cert_server(ca) as (port_b, _):
+        host = dataclasses.replace(host_for(port_b, known, "strict", client_key),
+                                   jump=f"tester@127.0.0.1:{port_a}")
+        with pytest.raises(ConnectionError_, match=f"127.0.0.1]:{port_a}: host certificate "
+                                                   "refused: .* expired at"):
+            connect(host)
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
+def test_certificates_signed_by_ssh_keygen_are_read_as_openssh_writes_them(tmp_path,
+                                                                         client_key):
+    keygen = shutil.which("ssh-keygen")
+    ca_path, pub = tmp_path / "ca", tmp_path / "host.pub"
+    subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", ca_path], check=True)
+    key = paramiko.ECDSAKey.generate()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"@cert-authority * {(tmp_path / 'ca.pub').read_text()}")
+    for validity, principal, ok in (("-5m:+1h", "127.0.0.1", True),
+                                    ("-5m:+1h", "db.example.com", False),
+                                    ("20200101:20200102", "127.0.0.1", False)):
+        pub.write_text(f"{key.get_name()} {key.get_base64()}\n")
+        subprocess.run([keygen, "-q", "-s", ca_path, "-I", "keygen-cert", "-h", "-n", principal,
+                        "-V", validity, pub], check=True, capture_output=True)
+        presented = _Certified(vals=(key.signing_key, key.verifying_key))
+        presented.load_certificate((tmp_path / "host-cert.pub").read_text())
+        with serving(key, presented) as (port, _):
+            if ok:
+                connect(host_for(port, known, "strict", client_key)).close()
+                continue
+            message = refusal(port, known, client_key)
+        assert 'certificate "keygen-cert"' in message
+        assert ("expired at 2020-01-0" in message if principal == "127.0.0.1"
+                else "is for db.example.com, not 127.0.0.1" in message)
