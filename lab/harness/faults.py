@@ -86,7 +86,7 @@ def paused(host: hosts.Host) -> Iterator[hosts.Host]:
         host.container.unpause()
 
 
-def _restart_sshd(host: hosts.Host) -> None:
+def restart_sshd(host: hosts.Host) -> None:
     """Kill the sshd listener; host-init starts a new one (with the current host key)."""
     since = time.time()
     host.exec_ok("kill $(cat /run/sshd.pid)", timeout=10)
@@ -119,14 +119,14 @@ def host_key_changed(host: hosts.Host) -> Iterator[str]:
                  f"/run/fleet-harness/old_key.pub && rm -f {key} {key}.pub && "
                  f"ssh-keygen -q -t ed25519 -N '' -f {key}", timeout=20)
     try:
-        _restart_sshd(host)
+        restart_sshd(host)
         if host.host_key == old_key:
             raise FaultError(f"{host.name}: host key did not change")
         yield host.host_key
     finally:
         host.exec(f"cp -p /run/fleet-harness/old_key {key} && "
                   f"cp -p /run/fleet-harness/old_key.pub {key}.pub", timeout=10)
-        _restart_sshd(host)
+        restart_sshd(host)
         if host.host_key != old_key:
             raise FaultError(f"{host.name}: original host key not restored")
 
