@@ -130,8 +130,7 @@ def read_known_hosts(path: Path) -> KnownHosts:
         if not line or line.startswith("#"):
             continue
         if line.startswith("@"):
-            marker, _, rest = line.partition(" ")
-            fields = rest.split()
+            marker, *fields = line.split()  # spaces or tabs, as ssh splits the fields
             if marker in ("@revoked", "@cert-authority") and len(fields) >= 3:
                 try:
                     blob = base64.b64decode(fields[2], validate=True)

@@ -7,6 +7,8 @@ changed key is refused under `strict`, and `accept-new` records a first-seen key
 from __future__ import annotations
 
 import contextlib
+import copy
+import io
 import shutil
 import socket
 import subprocess
@@ -15,12 +17,15 @@ import time
 
 import paramiko
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
+    NoEncryption,
+    PrivateFormat,
     PublicFormat,
     SSHCertificateBuilder,
     SSHCertificateType,
+    load_ssh_public_key,
 )
 
 from fleet.deploy import hostkeys
@@ -118,8 +123,11 @@ def serving(host_key=None, certificate=None):
                 continue
             transport = paramiko.Transport(sock)
             transport.add_server_key(host_key)
-            if certificate is not None:
-                transport.server_key_dict[certificate.public_blob.key_type] = certificate
+            if certificate is not None:  # an RSA one is offered under its SHA-2 names
+                cert_type = certificate.public_blob.key_type
+                for name in ([f"rsa-sha2-{bits}{CERT_SUFFIX}" for bits in (512, 256)]
+                             if cert_type == f"ssh-rsa{CERT_SUFFIX}" else [cert_type]):
+                    transport.server_key_dict[name] = certificate
             transports.append(transport)
             server = _Server()
             try:
@@ -367,31 +375,32 @@ def test_a_dry_run_deploy_under_accept_new_writes_no_known_hosts(ssh_server, tmp
 HOST, USER = SSHCertificateType.HOST, SSHCertificateType.USER
 
 
-class _Certified(paramiko.ECDSAKey):
-    """A host key as a server presents it with its certificate (sshd's HostCertificate): the
-    key exchange sends the certificate, signatures are made with the key."""
-
-    def asbytes(self):
-        return self.public_blob.key_blob
+def presenting(key: paramiko.PKey, certificate: str) -> paramiko.PKey:
+    """`key` as a server presents it with its certificate (sshd's HostCertificate): the key
+    exchange sends the certificate, signatures are made with the key."""
+    shown = copy.copy(key)
+    shown.__class__ = type("Certified", (type(key),),
+                           {"asbytes": lambda self: self.public_blob.key_blob})
+    shown.load_certificate(certificate)
+    return shown
 
 
 def openssh(public_key) -> str:
     return public_key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
 
 
-def certified(key: paramiko.ECDSAKey, ca, principals=(b"127.0.0.1",), kind=HOST,
-              after: int = -60, before: int = 3600, critical=None) -> _Certified:
+def certified(key: paramiko.PKey, ca, principals=(b"127.0.0.1",), kind=HOST,
+              after: int = -60, before: int = 3600, critical=None) -> paramiko.PKey:
     """`key` with a certificate signed by `ca`, valid from now+after to now+before (seconds)."""
     now = int(time.time())
-    builder = (SSHCertificateBuilder().public_key(key.verifying_key).serial(7).type(kind)
+    public = load_ssh_public_key(f"{key.get_name()} {key.get_base64()}".encode())
+    builder = (SSHCertificateBuilder().public_key(public).serial(7).type(kind)
                .key_id(b"box-cert").valid_after(now + after).valid_before(now + before))
     builder = (builder.valid_principals(list(principals)) if principals
                else builder.valid_for_all_principals())
     for name, value in (critical or {}).items():
         builder = builder.add_critical_option(name, value)
-    presented = _Certified(vals=(key.signing_key, key.verifying_key))
-    presented.load_certificate(builder.sign(ca).public_bytes().decode())
-    return presented
+    return presenting(key, builder.sign(ca).public_bytes().decode())
 
 
 @pytest.fixture
@@ -403,10 +412,11 @@ def authority(ca, patterns="[127.0.0.1]:*", marker="@cert-authority") -> str:
     return f"{marker} {patterns} {openssh(ca.public_key())}\n"
 
 
-def cert_server(ca, **cert):
-    """A server presenting a certificate of its fresh host key signed by `ca` (`certified`
-    arguments), besides the key itself, as sshd with HostKey and HostCertificate."""
-    key = paramiko.ECDSAKey.generate()
+def cert_server(ca, key=None, **cert):
+    """A server presenting a certificate of its host key (default: a fresh ECDSA one) signed by
+    `ca` (`certified` arguments), besides the key itself, as sshd with HostKey and
+    HostCertificate."""
+    key = key or paramiko.ECDSAKey.generate()
     return serving(key, certified(key, ca, **cert))
 
 
@@ -419,11 +429,23 @@ def refusal(port, known, client_key, policy="strict") -> str:
     return message
 
 
-def test_a_valid_host_certificate_from_a_trusted_ca_is_accepted(tmp_path, client_key, ca):
+def _host_key(kind: str) -> paramiko.PKey:
+    if kind == "ecdsa":
+        return paramiko.ECDSAKey.generate()
+    private = (rsa.generate_private_key(public_exponent=65537, key_size=2048) if kind == "rsa"
+               else ed25519.Ed25519PrivateKey.generate())
+    pem = private.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()).decode()
+    return {"rsa": paramiko.RSAKey, "ed25519": paramiko.Ed25519Key}[kind].from_private_key(
+        io.StringIO(pem))
+
+
+@pytest.mark.parametrize("kind", ["ecdsa", "ed25519", "rsa"])
+def test_a_valid_host_certificate_from_a_trusted_ca_is_accepted(tmp_path, client_key, ca,
+                                                                 kind):
     """known_hosts lists no key of the host, only the CA: the certificate is what vouches."""
     known = tmp_path / "known_hosts"
     known.write_text(authority(ca))
-    with cert_server(ca) as (port, _):
+    with cert_server(ca, _host_key(kind)) as (port, _):
         conn = connect(host_for(port, known, "strict", client_key))
         try:
             assert conn.conn.client.get_transport().host_key_type.endswith(CERT_SUFFIX)
@@ -491,10 +513,12 @@ def test_a_ca_whose_line_does_not_match_the_host_is_not_trusted_for_it(tmp_path,
             f"[127.0.0.1]:{port}") in message
 
 
-def test_a_hashed_authority_host_field_matches(tmp_path, client_key, ca):
+def test_a_hashed_or_tab_separated_authority_line_matches(tmp_path, client_key, ca):
     known = tmp_path / "known_hosts"
     with cert_server(ca) as (port, _):
         known.write_text(authority(ca, paramiko.HostKeys.hash_host(f"[127.0.0.1]:{port}")))
+        connect(host_for(port, known, "strict", client_key)).close()
+        known.write_text(authority(ca).replace(" ", "\t"))
         connect(host_for(port, known, "strict", client_key)).close()
 
 
@@ -578,8 +602,7 @@ def test_certificates_signed_by_ssh_keygen_are_read_as_openssh_writes_them(tmp_p
         pub.write_text(f"{key.get_name()} {key.get_base64()}\n")
         subprocess.run([keygen, "-q", "-s", ca_path, "-I", "keygen-cert", "-h", "-n", principal,
                         "-V", validity, pub], check=True, capture_output=True)
-        presented = _Certified(vals=(key.signing_key, key.verifying_key))
-        presented.load_certificate((tmp_path / "host-cert.pub").read_text())
+        presented = presenting(key, (tmp_path / "host-cert.pub").read_text())
         with serving(key, presented) as (port, _):
             if ok:
                 connect(host_for(port, known, "strict", client_key)).close()
