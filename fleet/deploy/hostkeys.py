@@ -62,6 +62,7 @@ _NOT_RECORDING = [0]  # > 0 while a dry run connects (`not_recording`)
 CERT_SUFFIX = "-cert-v01@openssh.com"
 RSA_ALGORITHMS = ("rsa-sha2-512", "rsa-sha2-256")  # what an `ssh-rsa` key line is negotiated as
 SHOWN_PRINCIPALS = 5  # principals named in a refusal; the rest are counted
+SHOWN_ID_CHARS = 80  # of a certificate's key id (the CA's free text) in a refusal
 
 
 @contextlib.contextmanager
@@ -300,7 +301,8 @@ class CertificateOrKey(paramiko.MissingHostKeyPolicy):
                                f"marked @revoked in {self.known_hosts}; refusing it (re-sign the "
                                "host's key with a CA that is not revoked, or remove the @revoked "
                                "line if it is wrong)")
-        ident = f'certificate "{cert.key_id.decode("utf-8", "replace")}" signed by {ca}'
+        key_id = cert.key_id.decode("utf-8", "replace")[:SHOWN_ID_CHARS]
+        ident = f'certificate "{key_id}" signed by {ca}'
         lines = [a for a in self.known.authorities if (a.key_type, a.key) == (ca_type, ca_blob)]
         if not any(a.matches(self.name) for a in lines):
             if lines:
