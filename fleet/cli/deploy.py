@@ -8,6 +8,8 @@ when some did not, 2 when it changed nothing because of a usage error or a refus
 A host outside the sandbox needs a yes on first use (`--yes`, or the prompt on a terminal), and a
 build from uncommitted sources goes there only with `--allow-dirty`. An OpenClaw host whose
 OpenClaw the release was not proven on is refused unless `--allow-unproven-openclaw`.
+A deploy or rollback that is about to change hosts runs its hooks of `.fleet/hooks/` beside the
+inventory (fleet.deploy.runhooks, as Kamal's): a failing `pre-*` hook is a refusal.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from invoke import Exit
 from fleet.cli import extension, rolloutrun
 from fleet.cli.flags import USAGE_ERROR, number, task
 from fleet.cli.taskrun import Run
-from fleet.deploy import api, consent, deploylog, report, rollout, waves
+from fleet.deploy import api, consent, deploylog, report, rollout, runhooks, waves
 from fleet.deploy.inventory import Host, default_inventory, load
 from fleet.deploy.runner import MAX_PARALLEL, RunOptions
 from fleet.terminal.text import visible
@@ -37,6 +39,9 @@ BUDGET_HELP = ("failures tolerated (N or N%); the budget is spent when failures 
                "20 hosts tolerates 2, stops at the 3rd). With --waves: counted over the whole "
                "rollout, and a spent budget takes every changed host back. With --batch: hosts "
                "not yet started are skipped (default 0 with --batch, else unlimited)")
+SKIP_HOOKS_HELP = "run none of the hooks in .fleet/hooks/ beside the inventory (as Kamal's)"
+HOOK_TIMEOUT_HELP = ("how long each hook may run, e.g. 90s or 5m (default "
+                     f"{runhooks.DEFAULT_TIMEOUT}, at most 1h); then its process group is killed")
 
 
 def select_hosts(c, hosts: str | None, inventory: str, prepare: bool = False):
@@ -98,6 +103,31 @@ def _confirm(inv, hosts: list[Host], where: dict[str, str], yes: bool, as_json: 
                        f"the sandbox and not yet confirmed for {inv.path}; check the host "
                        "list above, then pass --yes (asked once per host)", USAGE_ERROR)
     consent.confirm(inv.path, new, where)
+
+
+def _hook_timeout(skip_hooks: bool, hook_timeout: str) -> float | None:
+    """`--hook-timeout` in seconds, checked before anything connects; None with --skip-hooks."""
+    timeout = runhooks.timeout_of(hook_timeout)
+    return None if skip_hooks else timeout
+
+
+def _pre_hook(run: Run, inv, hosts: list[Host], timeout: float | None, release: dict,
+              extra: dict, rollout_id: str = "") -> None:
+    """Right before the run changes a host: its `pre-*` hook, given the plan (a failure is a
+    refusal, exit 2); the `post-*` ones then run when it ends (Run.after)."""
+    names = [h.name for h in hosts]
+    if timeout is None:
+        _no_hooks(inv, "--skip-hooks")
+        return
+    run.hooks = runhooks.RunHooks(inv.path, run.action, names, release, timeout, rollout_id)
+    run.hooks.before(runhooks.plan_document(run.action, names, run.elapsed, extra))
+
+
+def _no_hooks(inv, why: str) -> None:
+    found = runhooks.present(inv.path)
+    if found:
+        print(f"note: {why}: the hooks in {visible(runhooks.hooks_dir(inv.path))} are not run "
+              f"({', '.join(found)})", file=sys.stderr)
 
 
 def _record(inv, action: str, results, artifact: dict | None = None) -> None:
@@ -204,16 +234,19 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
             "resume": "finish the newest unfinished rollout (or --rollout ID), reading each "
                       "host's state first",
             "rollout": "with --resume: the rollout to finish (its id, see `invoke status`)",
+            "skip_hooks": SKIP_HOOKS_HELP, "hook_timeout": HOOK_TIMEOUT_HELP,
             "json": JSON_HELP})
 def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
-           rollout_="", release="", json_=False):
+           rollout_="", release="", skip_hooks=False, hook_timeout=runhooks.DEFAULT_TIMEOUT,
+           json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
+        hook_s = _hook_timeout(skip_hooks, hook_timeout)
         if resume:
-            return _resume(c, run, inventory, rollout_, yes, json_, stack)
+            return _resume(c, run, inventory, rollout_, yes, json_, stack, hook_s)
         if bake and not waves_:
             raise Exit("error: --bake needs --waves (it is the watch between waves)", USAGE_ERROR)
         if waves_ and (batch or retry_failed):
@@ -240,27 +273,43 @@ def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dr
                           allow_unproven_openclaw)
         if plan is not None and dry_run:
             rolloutrun.show_plan_of([h.name for h in selected], plan)
-        if not dry_run:
+        art_doc = {"path": None if dry_run and not art.reused else str(art.path),
+                   "sha256": art.sha256, "version": art.version,
+                   "components": art.components, "reused": art.reused}
+        if dry_run:
+            _no_hooks(inv, "a dry run changes nothing")
+        else:
             rolloutrun.refuse_bad_release(inv.path, art, force)
             _check_dirty(art, selected, allow_dirty)
             _confirm(inv, selected, where, yes, json_)
+            rollout_id = rollout.new_id() if plan is not None else ""
+            _pre_hook(run, inv, selected, hook_s, runhooks.release_of(art),
+                      _plan_extra(art_doc, selected, plan, rollout_id), rollout_id)
             if plan is not None:
                 view = rolloutrun.View(yes, json_)
                 record = rolloutrun.drive(lambda: rollout.Rollout.start(
-                    inv.path, selected, art, plan, view).run(), view)
+                    inv.path, selected, art, plan, view, rollout_id=rollout_id).run(), view)
                 return rolloutrun.finish(run, record, json_)
         with report.LiveReport([h.name for h in selected], title, quiet=False) as live:
             results = api.deploy(selected, art, live.update, options, force, dry_run,
                                  allow_unproven_openclaw=allow_unproven_openclaw)
-        art_doc = {"path": None if dry_run and not art.reused else str(art.path),
-                   "sha256": art.sha256, "version": art.version,
-                   "components": art.components, "reused": art.reused}
         if not dry_run:
             _record(inv, "deploy", results, art_doc)
         extra = {"artifact": art_doc, "dry_run": dry_run}
         if plan is not None:  # a dry run of a rollout: its waves too
             extra["waves"] = waves.plan([h.name for h in selected], plan.waves)
         run.finish(title, results, extra)
+
+
+def _plan_extra(art_doc: dict, selected: list[Host], plan: rollout.Options | None,
+                rollout_id: str) -> dict:
+    """What a deploy's `pre-deploy` hook reads beside the hosts: the artifact, and for a rollout
+    its waves and id."""
+    extra = {"artifact": art_doc, "dry_run": False}
+    if plan is not None:
+        extra.update(waves=waves.plan([h.name for h in selected], plan.waves),
+                     rollout={"id": rollout_id})
+    return extra
 
 
 def _wave_plan(selected: list[Host], waves_: str, max_fail: str, bake: str,
@@ -282,19 +331,24 @@ def _wave_plan(selected: list[Host], waves_: str, max_fail: str, bake: str,
                                                   minimum=0))
 
 
-def _recorded(c, inventory: str, rollout_id: str, yes: bool, json_: bool,
-              stack: contextlib.ExitStack, what: str, resume: bool):
+def _recorded(c, run: Run, inventory: str, rollout_id: str, yes: bool,
+              stack: contextlib.ExitStack, what: str, resume: bool, hook_s: float | None):
     """A recorded rollout to resume or take back: its own hosts (shown and confirmed as for
-    any run), its artifact when it goes on deploying, and the view of its progress."""
+    any run, then its `pre-*` hook), its artifact when it goes on deploying, and the view of its
+    progress. One already taken back is handed back as it is, with nothing to drive."""
     inv_path = (load(inventory) if inventory else default_inventory()).path
     record = rolloutrun.pick(inv_path, rollout_id)
+    if not resume and record["state"] == rollout.ABORTED:
+        return record, None, None
     inv, selected = stack.enter_context(prepared_hosts(c, rolloutrun.hosts_of(record),
                                                        inventory))
     going_on = resume and record["state"] != rollout.ABORTING
     art = rolloutrun.artifact_of(record) if going_on else None
     where = _show_targets(f"{what} rollout {record['id']}", selected)
-    _confirm(inv, selected, where, yes, json_)
-    view = rolloutrun.View(yes, json_)
+    _confirm(inv, selected, where, yes, run.as_json)
+    _pre_hook(run, inv, selected, hook_s, record["artifact"], rollout.document(record),
+              record["id"])
+    view = rolloutrun.View(yes, run.as_json)
     try:
         return record, rollout.Rollout(inv.path, record, selected, art, view), view
     except rollout.RolloutError as exc:
@@ -302,12 +356,13 @@ def _recorded(c, inventory: str, rollout_id: str, yes: bool, json_: bool,
 
 
 def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
-            stack: contextlib.ExitStack) -> None:
+            stack: contextlib.ExitStack, hook_s: float | None) -> None:
     """`deploy --resume`: the rollout's own hosts and artifact, each host read first."""
-    record, driven, view = _recorded(c, inventory, rollout_id, yes, json_, stack, "resume",
-                                     True)
+    record, driven, view = _recorded(c, run, inventory, rollout_id, yes, stack, "resume",
+                                     True, hook_s)
+    started_as = record["state"]
     rolloutrun.show_plan(record)
-    rolloutrun.finish(run, rolloutrun.drive(driven.run, view), json_)
+    rolloutrun.finish(run, rolloutrun.drive(driven.run, view), json_, started_as)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
@@ -340,18 +395,21 @@ def status(c, hosts=None, inventory="", parallel="10", json_=False):
                   "digits); one that names several is refused, listing them (default previous)",
             "rollout": "take back this rollout: every host it changed goes back to the release "
                        "it ran before (its hosts, not -H); remembers its release as bad",
-            "yes": YES_HELP, "json": JSON_HELP})
+            "yes": YES_HELP, "skip_hooks": SKIP_HOOKS_HELP, "hook_timeout": HOOK_TIMEOUT_HELP,
+            "json": JSON_HELP})
 def rollback(c, hosts=None, inventory="", parallel="10", to="", rollout_="", yes=False,
-             json_=False):
+             skip_hooks=False, hook_timeout=runhooks.DEFAULT_TIMEOUT, json_=False):
     """Switch hosts back to the previous (or a named) release, restart, verify it answers."""
     run = Run("rollback", json_)
-    if rollout_:
-        with run.guard(), contextlib.ExitStack() as stack:
-            return _take_back(c, run, inventory, rollout_, yes, json_, stack)
-    with run.guard(), prepared_hosts(c, hosts, inventory) as (inv, selected):
+    with run.guard(), contextlib.ExitStack() as stack:
+        hook_s = _hook_timeout(skip_hooks, hook_timeout)
+        if rollout_:
+            return _take_back(c, run, inventory, rollout_, yes, json_, stack, hook_s)
+        inv, selected = stack.enter_context(prepared_hosts(c, hosts, inventory))
         options = _options(parallel)
         where = _show_targets("rollback", selected)
         _confirm(inv, selected, where, yes, json_)
+        _pre_hook(run, inv, selected, hook_s, {"release": to} if to else {}, {"to": to or None})
         with report.LiveReport([h.name for h in selected], "rollback") as live:
             results = api.rollback(selected, live.update, options, to or None)
         _record(inv, "rollback", results)
@@ -359,15 +417,16 @@ def rollback(c, hosts=None, inventory="", parallel="10", to="", rollout_="", yes
 
 
 def _take_back(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool,
-               stack: contextlib.ExitStack) -> None:
+               stack: contextlib.ExitStack, hook_s: float | None) -> None:
     """`rollback --rollout`: every host the rollout touched back to its release before."""
-    record, driven, view = _recorded(c, inventory, rollout_id, yes, json_, stack,
-                                     "take back", False)
-    if record["state"] == rollout.ABORTED:
+    record, driven, view = _recorded(c, run, inventory, rollout_id, yes, stack, "take back",
+                                     False, hook_s)
+    if driven is None:  # taken back already: nothing to do, no hook to run
         return rolloutrun.finish(run, record, json_)
+    started_as = record["state"]
     done = rolloutrun.drive(lambda: driven.take_back(
         f"taken back by {api.default_owner()} (invoke rollback --rollout)"), view)
-    rolloutrun.finish(run, done, json_)
+    rolloutrun.finish(run, done, json_, started_as)
 
 
 @task(help={"hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,

@@ -126,8 +126,10 @@ def plan_text(plan: list[list[str]], tolerated: int | None, max_fail: str | None
     return "\n".join(lines)
 
 
-def finish(run, record: dict, as_json: bool) -> None:
-    """The outcome: table + final line, or the `--json` document; exit 1 unless completed."""
+def finish(run, record: dict, as_json: bool, started_as: str = "") -> None:
+    """The outcome: table + final line, or the `--json` document; exit 1 unless completed.
+    The run's hooks see that document first, `rollout-aborted` among them when this run took
+    the rollout back (`started_as`: the record's state before this run, "" for a new one)."""
     results = rollout.results(record)
     ok = record["state"] == rollout.COMPLETED and all(r.ok for r in results)
     line = rollout.summary(record)
@@ -135,8 +137,11 @@ def finish(run, record: dict, as_json: bool) -> None:
     extra["rollout"]["record"] = str(rollout.records_dir(record["inventory"]) /
                                      f"{record['id']}.json")
     extra["rollout"]["summary"] = line
+    doc = report.json_document(run.action, results, ok, run.elapsed, extra)
+    run.after(doc, took_back=record["state"] in (rollout.ABORTED, rollout.ABORTING)
+              and started_as != rollout.ABORTED)
     if as_json:
-        report.print_json(report.json_document(run.action, results, ok, run.elapsed, extra))
+        report.print_json(doc)
     else:
         console = report.stdout_console()
         console.print(report.results_table(f"rollout {record['id']}", results))

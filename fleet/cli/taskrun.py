@@ -5,7 +5,10 @@ schema in docs/operations.md) for every way it ends, usage errors included: `gua
 bad flag, inventory or selection into exit 2 (with its error document under `--json`), and
 `finish()` prints the results and exits 1 unless every host succeeded. An error's message may
 quote the inventory or ssh_config: the terminal gets it escaped (fleet.terminal.text),
-the `--json` document exact.
+the `--json` document exact. A deploy or rollback may have run hooks (`hooks`,
+fleet.deploy.runhooks): a `pre-*` hook that fails is a refusal (exit 2, the document says which
+hook and why), the finished document goes to the `post-*` hooks before it is printed, and
+both documents list the hooks that ran.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from invoke import Exit
 from fleet.cli.flags import USAGE_ERROR
 from fleet.deploy import report
 from fleet.deploy.inventory import InventoryError
+from fleet.deploy.runhooks import HookRefused, RunHooks
 from fleet.terminal.text import visible
 
 
@@ -29,6 +33,7 @@ class Run:
         self.action = action
         self.as_json = as_json
         self.t0 = time.monotonic()
+        self.hooks: RunHooks | None = None  # set once the run is about to change hosts
 
     @property
     def elapsed(self) -> float:
@@ -48,6 +53,13 @@ class Run:
                         exit_code=exc.code))
                 exc.message = visible(exc.message, multiline=True)
             raise
+        except HookRefused as exc:
+            message = f"error: {exc}"
+            if self.as_json:
+                report.print_json(report.json_document(self.action, [], False, self.elapsed,
+                                                       {"hooks": exc.results}, error=message,
+                                                       exit_code=USAGE_ERROR))
+            raise Exit(visible(message, multiline=True), USAGE_ERROR) from None
         except (InventoryError, ValueError) as exc:
             message = f"error: {exc}"
             if self.as_json:
@@ -56,9 +68,22 @@ class Run:
             raise Exit(visible(message, multiline=True), USAGE_ERROR) from None
 
     def finish(self, title: str, results, extra: dict | None = None) -> None:
-        report.print_results(title, results, self.as_json, extra, self.elapsed)
-        if not all(r.ok for r in results):
+        ok = all(r.ok for r in results)
+        doc = report.json_document(title.split()[0], results, ok, self.elapsed, extra)
+        self.after(doc)
+        if self.as_json:
+            report.print_json(doc)
+        else:
+            report.print_results(title, results, self.elapsed)
+        if not ok:
             raise Exit(code=1)
+
+    def after(self, doc: dict, took_back: bool = False) -> None:
+        """The run's hooks after it (`took_back`: it took a rollout back), given the finished
+        document, which then lists every hook that ran."""
+        if self.hooks is not None:
+            self.hooks.after(doc, took_back)
+            doc["hooks"] = self.hooks.results()
 
     def document(self, ok: bool, extra: dict | None = None, exit_code: int | None = None,
                  results=()) -> None:

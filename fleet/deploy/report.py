@@ -151,12 +151,9 @@ def summary_line(results: list[HostResult], duration_s: float, ok: bool | None =
                          f": {visible(summary)} in {duration_s:.1f}s")
 
 
-def print_results(title: str, results: list[HostResult], as_json: bool,
-                  extra: dict | None = None, duration_s: float = 0.0) -> None:
+def print_results(title: str, results: list[HostResult], duration_s: float = 0.0) -> None:
+    """The table of a run and its summary line, on stdout (`--json` prints the document)."""
     ok = all(r.ok for r in results)
-    if as_json:
-        print_json(json_document(title.split()[0], results, ok, duration_s, extra))
-        return
     console = stdout_console()
     console.print(results_table(title, results))
     console.print(summary_line(results, duration_s, ok), highlight=False)

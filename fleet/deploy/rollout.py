@@ -161,7 +161,8 @@ def run_owner(record: dict, fallback: str = "") -> str:
     return f"{record.get('owner') or fallback} rollout {record['id']}"
 
 
-def _new_id() -> str:
+def new_id() -> str:
+    """A fresh rollout id (a run names it to its hooks before the rollout starts)."""
     return _wallclock.strftime("%Y%m%dT%H%M%SZ", _wallclock.gmtime()) + "-" + secrets.token_hex(3)
 
 
@@ -267,12 +268,13 @@ class Rollout:
     @classmethod
     def start(cls, inventory_path: Path, hosts: list[Host], artifact: api.ArtifactRef,
               options: Options, ui: RolloutUI | None = None,
-              owner: str | None = None) -> Rollout:
-        """Read every host, plan the waves, write the record; nothing is changed yet."""
+              owner: str | None = None, rollout_id: str = "") -> Rollout:
+        """Read every host, plan the waves, write the record; nothing is changed yet
+        (`rollout_id`: one `new_id()` gave before, else a new one)."""
         names = [h.name for h in hosts]
         plan = waves.plan(names, options.waves)
         tolerated = waves.budget(options.max_fail, len(names))
-        rollout_id = _new_id()
+        rollout_id = rollout_id or new_id()
         ui = ui or RolloutUI()
         read = {r.host: r for r in api.status(hosts, ui.host, RunOptions(
             parallel=options.parallel), owner)}
