@@ -5,6 +5,9 @@ FLEET_REQUIRE_DOCKER is set (CI sets it): then they fail, so a broken engine nev
 Tests that run a plugin's OpenClaw entry need Node >= 24 (the `node` fixture): without one they
 are skipped, unless FLEET_REQUIRE_OPENCLAW is set: then they fail. In a parallel run the tests
 of both tiers share one worker (see pytest_collection_modifyitems).
+Tests marked `temporal` need the Temporal SDK and the `temporal` CLI (the optional extra
+`temporal`): without them they are skipped, unless FLEET_REQUIRE_TEMPORAL is set: then they
+fail. They share one worker of their own and one dev server per session (`temporal_server`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import pytest
 
 # Fixtures of the deploy, installer and CLI tests (artifacts, sandbox hosts), from
 # tests/support (on sys.path through pyproject's `pythonpath`).
-pytest_plugins = ["deploy_fixtures"]
+pytest_plugins = ["deploy_fixtures", "rollout_fleet"]
 
 
 SERVICES = "services"  # the xdist group of every docker and openclaw test
+TEMPORAL = "temporal"  # the xdist group of the tests on the session's Temporal dev server
 
 
 def docker_problem() -> str | None:
@@ -49,6 +53,21 @@ def openclaw_problem() -> str | None:
     return None
 
 
+def temporal_problem() -> str | None:
+    """Why the Temporal engine cannot be tested here, or None when it can."""
+    try:
+        import temporalio  # noqa: F401, PLC0415
+    except ImportError:
+        return "the temporalio SDK is not installed (pip install -e '.[dev,temporal]')"
+    from fleet.deploy import temporalserver  # noqa: PLC0415
+
+    try:
+        temporalserver.binary()
+    except temporalserver.ServerError as exc:
+        return str(exc)
+    return None
+
+
 def _require_or_skip(config, items, marker: str, problem_of, env: str) -> None:
     marked = [item for item in items if item.get_closest_marker(marker)]
     if not marked:
@@ -67,6 +86,13 @@ def _require_or_skip(config, items, marker: str, problem_of, env: str) -> None:
 
 
 @pytest.fixture
+def _temporal_required(request):
+    problem = getattr(request.config, "_fleet_temporal_problem", None)
+    if problem:
+        pytest.fail(f"FLEET_REQUIRE_TEMPORAL is set but Temporal is unusable: {problem}")
+
+
+@pytest.fixture
 def _openclaw_required(request):
     problem = getattr(request.config, "_fleet_openclaw_problem", None)
     if problem:
@@ -77,16 +103,21 @@ def _openclaw_required(request):
 def pytest_collection_modifyitems(config, items):
     _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
     _require_or_skip(config, items, "docker", docker_problem, "FLEET_REQUIRE_DOCKER")
+    _require_or_skip(config, items, "temporal", temporal_problem, "FLEET_REQUIRE_TEMPORAL")
     # In a parallel run (`invoke test`: pytest-xdist, --dist loadgroup) every test that needs a
     # service runs in one and the same worker, one after the other: a harness, a pair of real
     # OpenClaw gateways (~900 MB each) are never started twice at once.
+    # The Temporal tests share one worker too (their own): one dev server, not one per worker.
     for item in items:
-        if _needs_a_service(item):
-            item.add_marker(pytest.mark.xdist_group(SERVICES))
+        group = _group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
-def _needs_a_service(item) -> bool:
-    return bool(item.get_closest_marker("docker") or item.get_closest_marker("openclaw"))
+def _group_of(item) -> str | None:
+    if item.get_closest_marker("docker") or item.get_closest_marker("openclaw"):
+        return SERVICES
+    return TEMPORAL if item.get_closest_marker("temporal") else None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -95,8 +126,9 @@ def pytest_runtest_setup(item):
     the grouping did not take: pytest-xdist groups by a `@group` suffix it adds to each node id,
     and pytest 9.2 silently dropped that (https://github.com/pytest-dev/pytest-xdist/issues/1386).
     Unnoticed, two workers would each start a harness or a pair of OpenClaw gateways."""
-    if (getattr(item.config.option, "loadgroup", False) and _needs_a_service(item)
-            and not item.nodeid.endswith(f"@{SERVICES}")):
+    group = _group_of(item)
+    if (getattr(item.config.option, "loadgroup", False) and group
+            and not item.nodeid.endswith(f"@{group}")):
         pytest.fail("pytest-xdist did not keep this test in the services group: with this "
                     "pytest, --dist loadgroup does not work; install pytest < 9.2 "
                     "(pip install -e '.[dev]'), or run with --workers 1", pytrace=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from fleet.cli import adhoc, deploy, doctor, lock, logs, release, sandbox
+from fleet.cli import adhoc, deploy, doctor, durable, lock, logs, release, sandbox
 
 CHECKOUT_ONLY = ("verify", "release")  # they read and change a project checkout
 
@@ -19,12 +19,13 @@ def build_namespace(checkout: bool = True) -> Collection:
     Without `checkout` (the installed script outside a project), the tasks that need one are
     left out."""
     ns = Collection()
-    for module in (release, deploy, doctor, logs, adhoc):
+    for module in (release, deploy, doctor, logs, adhoc, durable):
         for task in module.TASKS:
             if checkout or task.name not in CHECKOUT_ONLY:
                 ns.add_task(task)
     ns.add_collection(sandbox.ns, "sandbox")
     ns.add_collection(lock.ns, "lock")
+    ns.add_collection(durable.ns, "rollout")
     return ns
 
 

@@ -235,15 +235,24 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
                       "host's state first",
             "rollout": "with --resume: the rollout to finish (its id, see `invoke status`)",
             "skip_hooks": SKIP_HOOKS_HELP, "hook_timeout": HOOK_TIMEOUT_HELP,
+            "engine": "with --waves: who drives the rollout: inprocess (this process, the "
+                      "default) or temporal (a workflow on Temporal workers, `invoke worker`; "
+                      "docs/operations.md)",
             "json": JSON_HELP})
 def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dry_run=False,
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
            rollout_="", release="", skip_hooks=False, hook_timeout=runhooks.DEFAULT_TIMEOUT,
-           json_=False):
+           engine="inprocess", json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
+    from fleet.cli import durable  # noqa: PLC0415 (it imports this module's flag helps)
+
     run = Run("deploy", json_)
     with run.guard(), contextlib.ExitStack() as stack:
+        if durable.engine_of(engine) == "temporal" and (resume or not waves_):
+            raise Exit("error: --engine temporal drives a progressive rollout: give --waves "
+                       "(a Temporal rollout is resumed with `fleet rollout.resume ID`)",
+                       USAGE_ERROR)
         hook_s = _hook_timeout(skip_hooks, hook_timeout)
         if resume:
             return _resume(c, run, inventory, rollout_, yes, json_, stack, hook_s)
@@ -285,6 +294,8 @@ def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dr
             rollout_id = rollout.new_id() if plan is not None else ""
             _pre_hook(run, inv, selected, hook_s, runhooks.release_of(art),
                       _plan_extra(art_doc, selected, plan, rollout_id), rollout_id)
+            if plan is not None and engine == "temporal":
+                return durable.deploy(run, inv.path, selected, art, plan, json_, rollout_id)
             if plan is not None:
                 view = rolloutrun.View(yes, json_)
                 record = rolloutrun.drive(lambda: rollout.Rollout.start(
@@ -369,6 +380,8 @@ def _resume(c, run: Run, inventory: str, rollout_id: str, yes: bool, json_: bool
             "json": JSON_HELP})
 def status(c, hosts=None, inventory="", parallel="10", json_=False):
     """What runs where: release, versions, gateway pid and uptime, free disk, lock, last change."""
+    from fleet.cli import durable  # noqa: PLC0415 (it imports this module's flag helps)
+
     run = Run("status", json_)
     with run.guard():
         options = _options(parallel)
@@ -377,6 +390,9 @@ def status(c, hosts=None, inventory="", parallel="10", json_=False):
             results = api.status(selected, live.update, options)
         healthy = all(r.ok and r.status is not None and r.status.ready for r in results)
         lines, extra = rolloutrun.status_lines(inv.path, results)
+        durable_lines, in_flight = durable.status_lines(inv.path)
+        lines = durable_lines + lines
+        extra["rollouts_in_progress"] += in_flight
         if json_:
             report.print_json(report.json_document("status", results, healthy, run.elapsed,
                                                    extra))

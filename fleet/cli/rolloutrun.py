@@ -126,16 +126,18 @@ def plan_text(plan: list[list[str]], tolerated: int | None, max_fail: str | None
     return "\n".join(lines)
 
 
-def finish(run, record: dict, as_json: bool, started_as: str = "") -> None:
+def finish(run, record: dict, as_json: bool, started_as: str = "",
+           where: str | None = None) -> None:
     """The outcome: table + final line, or the `--json` document; exit 1 unless completed.
     The run's hooks see that document first, `rollout-aborted` among them when this run took
-    the rollout back (`started_as`: the record's state before this run, "" for a new one)."""
+    the rollout back (`started_as`: the record's state before this run, "" for a new one).
+    `where`: where the record is kept, when not in its file (the Temporal engine's workflow)."""
     results = rollout.results(record)
     ok = record["state"] == rollout.COMPLETED and all(r.ok for r in results)
     line = rollout.summary(record)
     extra = rollout.document(record)
-    extra["rollout"]["record"] = str(rollout.records_dir(record["inventory"]) /
-                                     f"{record['id']}.json")
+    extra["rollout"]["record"] = where or str(rollout.records_dir(record["inventory"]) /
+                                              f"{record['id']}.json")
     extra["rollout"]["summary"] = line
     doc = report.json_document(run.action, results, ok, run.elapsed, extra)
     run.after(doc, took_back=record["state"] in (rollout.ABORTED, rollout.ABORTING)

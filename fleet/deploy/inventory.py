@@ -22,6 +22,8 @@ Host keys (in `vars`, a group's `vars` or the host itself):
   state_dir        OpenClaw state dir on the host (default ~/.openclaw)
   gateway          {manager: fleet|systemd|launchd|openclaw|command, options: {k: v}}
   timeouts         seconds: connect (also banner, auth), command, transfer, ready, lock (wait)
+  site             where the host is, for `deploy --engine temporal`: its task queue, served by
+                   `invoke worker --queue SITE` inside that network (default: default)
 
 Precedence: built-in defaults < top-level `vars` < group `vars` (outer groups first) < host keys.
 For ssh hosts, `~/.ssh/config` fills in what the inventory leaves unset (fleet/deploy/sshconfig.py).
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shlex
 import unicodedata
 from collections.abc import Mapping
@@ -66,8 +69,11 @@ POLICIES = ("strict", "accept-new")
 VAR_TYPES: dict[str, type | tuple] = {
     "connection": str, "host": str, "port": int, "user": str, "identity_file": str,
     "known_hosts": str, "host_key_policy": str, "jump": str, "python": str, "state_dir": str,
-    "gateway": dict, "timeouts": dict,
+    "gateway": dict, "timeouts": dict, "site": str,
 }
+# a site names the Temporal task queue whose workers reach the host (`invoke worker --queue`)
+SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+DEFAULT_SITE = "default"
 GATEWAY_KEYS = ("manager", "options")
 TOP_KEYS = ("vars", "hosts", "groups")
 GROUP_KEYS = ("hosts", "groups", "vars")
@@ -146,6 +152,7 @@ class Host:
     manager: str = FLEET_MANAGER
     manager_options: dict = field(default_factory=dict)
     timeouts: Timeouts = field(default_factory=Timeouts)  # a mapping is turned into one
+    site: str = DEFAULT_SITE  # the Temporal engine's task queue for this host (its workers)
     sandbox: bool = False  # local, state dir inside `.fleet/` beside the inventory
     # var names the inventory set (ssh_config fills the rest); None (a Host built in Python):
     # every field is meant as given
@@ -310,6 +317,9 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
     if key == "host_key_policy" and value not in POLICIES:
         return InventoryError(f"{at}: '{value}' is not one of {', '.join(POLICIES)} (strict "
                               "refuses unknown keys; accept-new records them)")
+    if key == "site" and not SITE_NAME.fullmatch(value):
+        return InventoryError(f"{at}: {value!r} is not a site name (letters, digits, '.', '_' "
+                              "and '-', at most 63, starting with a letter or digit)")
     if key == "port" and not 0 < value < 65536:
         return InventoryError(f"{at}: {value} is not a TCP port")
     if key == "jump" and value.strip().lower() != "none":

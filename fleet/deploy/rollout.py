@@ -34,7 +34,7 @@ import os
 import secrets
 import signal
 import time as _wallclock
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from fleet.continuity import regularfile
@@ -97,6 +97,12 @@ class RolloutUI:
     def decide(self) -> str:
         """After Ctrl-C between waves: "continue", "abort" or "pause"."""
         return "pause"
+
+
+def artifact_record(artifact: api.ArtifactRef) -> dict:
+    """The artifact as a record names it (either engine's)."""
+    return {"path": str(artifact.path), "sha256": artifact.sha256, "version": artifact.version,
+            "release": release_name(artifact.version, artifact.sha256)}
 
 
 def _now() -> str:
@@ -292,15 +298,7 @@ class Rollout:
         record = {
             "schema": SCHEMA, "id": rollout_id, "state": RUNNING, "created": _now(),
             "owner": owner or api.default_owner(), "inventory": str(inventory_path),
-            "artifact": {"path": str(artifact.path), "sha256": artifact.sha256,
-                         "version": artifact.version,
-                         "release": release_name(artifact.version, artifact.sha256)},
-            "options": {"waves": options.waves, "bake_s": options.bake_s,
-                        "max_fail": options.max_fail, "parallel": options.parallel,
-                        "force": options.force,
-                        "allow_unproven_openclaw": options.allow_unproven_openclaw,
-                        "max_hook_errors": options.max_hook_errors,
-                        "watch_every_s": options.watch_every_s},
+            "artifact": artifact_record(artifact), "options": asdict(options),
             "budget": {"max_fail": options.max_fail, "tolerated": tolerated},
             "waves": plan, "next_wave": 0, "baked": -1, "reason": "", "hosts": host_entries,
             "events": [],
@@ -779,6 +777,9 @@ def document(record: dict) -> dict:
 def next_steps(record: dict) -> tuple[str, str]:
     """The commands that finish and that take back this rollout, ready to paste."""
     inv = record.get("inventory")
+    if record.get("engine") == "temporal":  # its workflow goes on: steered by signals
+        return (inventory.command("rollout.resume", [], inv, record["id"]),
+                inventory.command("rollout.abort", [], inv, record["id"]))
     return (inventory.command("deploy", [], inv, "--resume", "--rollout", record["id"]),
             inventory.command("rollback", [], inv, "--rollout", record["id"]))
 
