@@ -171,7 +171,11 @@ def status_lines(inventory_path) -> tuple[list[str], list[dict]]:
         return [f"warning: Temporal rollouts not shown: {exc}"], []
     lines, docs = [], []
     for record in records:
-        if not record.get("waves"):
+        if not record.get("waves"):  # its workflow runs, but no worker answered for it
+            docs.append({"id": record["id"], "state": record["state"], "engine": "temporal",
+                         "note": record["note"]})
+            lines.append(f"rollout {record['id']} {record['state']} (temporal, "
+                         f"{server.address}): {record['note']}; a `fleet worker` answers for it")
             continue
         started = sum(1 for w in rollout.document(record)["rollout"]["waves"] if w["started"])
         docs.append({"id": record["id"], "state": record["state"], "engine": "temporal",

@@ -88,6 +88,7 @@ def start(server: Server, doc: dict) -> None:
         client = await _connect(server)
         await client.start_workflow(rolloutflow.WORKFLOW, doc, id=doc["id"],
                                     task_queue=rolloutflow.WORKFLOW_QUEUE,
+                                    memo={"inventory": doc["inventory"]},
                                     rpc_timeout=RPC_TIMEOUT)
     _run(go())
 
@@ -151,13 +152,16 @@ def in_flight(server: Server, inventory_path: str | Path) -> list[dict]:
                  "ExecutionStatus = 'Running'")
         async for wf in client.list_workflows(query, limit=LIST_LIMIT,
                                               rpc_timeout=RPC_TIMEOUT):
+            if await wf.memo_value("inventory", None) != str(inventory_path):
+                continue  # another inventory's (its `fleet status` shows it)
             try:
                 record = await client.get_workflow_handle(wf.id).query(
                     rolloutflow.RolloutFlow.state, rpc_timeout=RPC_TIMEOUT)
             except RPCError:
                 record = {"id": wf.id, "state": "running", "inventory": str(inventory_path),
-                          "note": "no worker answered its query"}
-            if record and record.get("inventory") == str(inventory_path):
+                          "note": "no worker answered its query within "
+                                  f"{RPC_TIMEOUT.total_seconds():g}s"}
+            if record:
                 out.append(record)
         return sorted(out, key=lambda r: r.get("id", ""), reverse=True)
     return _run(go())

@@ -1,0 +1,153 @@
+"""The Temporal engine with real processes: the session's dev server, `fleet worker` processes
+and `fleet deploy --engine temporal`, each killed (SIGKILL) at a point of a rollout. In every
+case the rollout ends as it would have, no host is switched to the release twice, and every
+host ends on one release. (The rollout tests that run on both engines are in test_rollout.py.)"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+from deploy_helpers import release_of
+from rollout_fleet import Fleet, Worker
+
+from fleet.deploy import rollout
+
+pytestmark = pytest.mark.temporal
+WAIT_S = 180.0
+
+
+@pytest.fixture
+def fleet(tmp_path, artifacts, temporal_server):
+    box = Fleet(tmp_path, 6)
+    box.env["TEMPORAL_ADDRESS"] = temporal_server.address
+    base = artifacts()
+    code, out, err = box.run("deploy", "--artifact", str(base.path))
+    assert code == 0, out + err
+    workers: list[Worker] = []
+    yield box, base, workers
+    for worker in workers:
+        worker.kill()
+    box.stop()
+
+
+class Deploy:
+    """`fleet deploy --engine temporal` in the background, its stderr in a file."""
+
+    def __init__(self, box: Fleet, *args: str):
+        self.log = box.root / "deploy.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                box.command("deploy", *args, "--engine", "temporal"), cwd=box.root,
+                env=box.environ(), text=True, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, words: str) -> None:
+        end = time.monotonic() + WAIT_S
+        while words not in self.text():
+            assert self.proc.poll() is None, f"deploy ended before {words!r}:\n{self.text()}"
+            assert time.monotonic() < end, f"no {words!r} within {WAIT_S:g}s:\n{self.text()}"
+            time.sleep(0.2)
+
+    def rollout_id(self) -> str:
+        self.wait_for("runs on Temporal")
+        return self.text().split("rollout ", 1)[1].split()[0]
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def _ends_on(box: Fleet, doc: dict, state: str, release: str, new: str) -> None:
+    assert doc["rollout"]["state"] == state, doc
+    assert doc["rollout"]["stands"] == {release: box.names}
+    assert all(box.current(n) == release for n in box.names)
+    assert all(box.installs(n, new) <= 1 for n in box.names), \
+        [box.audit(n) for n in box.names]
+
+
+def _status_shows(box: Fleet, rid: str) -> None:
+    code, out, err = box.run("status")
+    assert f"rollout {rid} " in out and "(temporal," in out, out + err
+    code, doc = box.json("status")
+    assert rid in [r["id"] for r in doc["rollouts_in_progress"]], doc
+
+
+def test_a_worker_killed_mid_host_and_the_deploy_process_killed_the_rollout_goes_on(
+        fleet, artifacts):
+    box, base, workers = fleet
+    new = artifacts(bump="6.1.0")
+    # the first worker dies right after a wave-2 host's installer switched it, before it could
+    # report the switch: the host's activity goes to the other worker, which reads it first
+    workers.append(Worker(box, "doomed", env={rollout.CRASH_ENV: "wave-2-host"}))
+    run = Deploy(box, "--artifact", str(new.path), "--waves", "1,2,100%", "--max-fail", "1")
+    rid = run.rollout_id()
+    workers[0].proc.wait(timeout=WAIT_S)
+    assert workers[0].proc.returncode == -signal.SIGKILL, workers[0].text()
+    run.kill()  # the control process goes too; nothing of the rollout is on this side
+    _status_shows(box, rid)
+    workers.append(Worker(box, "spare"))
+    code, doc = box.json("rollout.resume", rid)
+    assert code == 0, doc
+    _ends_on(box, doc, "completed", release_of(new), release_of(new))
+    assert all(box.installs(n, release_of(new)) == 1 for n in box.names)
+    # the host the dead worker had switched was read, not deployed again
+    assert [h["host"] for h in doc["hosts"] if "finished by the run before" in h["note"]], doc
+    code, doc = box.json("status")
+    assert rid not in [r["id"] for r in doc["rollouts_in_progress"]]
+
+
+def test_control_machine_restarted_with_the_server_kept_the_rollout_resumes(fleet, artifacts):
+    box, base, workers = fleet
+    new = artifacts(bump="6.1.1")
+    workers += [Worker(box, "a"), Worker(box, "b")]  # two workers share the rollout
+    run = Deploy(box, "--artifact", str(new.path), "--waves", "1,2,100%", "--bake", "4s")
+    rid = run.rollout_id()
+    run.wait_for("baking:")
+    run.kill()  # every process of this machine but the server's
+    for worker in workers:
+        worker.kill()
+    _status_shows(box, rid)
+    workers.append(Worker(box, "after-restart"))
+    code, doc = box.json("rollout.resume", rid)
+    assert code == 0, doc
+    _ends_on(box, doc, "completed", release_of(new), release_of(new))
+    assert all(box.installs(n, release_of(new)) == 1 for n in box.names)
+
+
+def test_pause_then_abort_takes_every_changed_host_back(fleet, artifacts):
+    box, base, workers = fleet
+    new = artifacts(bump="6.1.2")
+    workers.append(Worker(box, "a"))
+    run = Deploy(box, "--artifact", str(new.path), "--waves", "1,100%", "--bake", "4s")
+    rid = run.rollout_id()
+    run.wait_for("baking:")
+    code, out, err = box.run("rollout.pause", rid)
+    assert code == 0 and "pause sent" in err, out + err
+    end = time.monotonic() + WAIT_S
+    while "paused" not in box.run("status")[1]:
+        assert time.monotonic() < end, "the rollout never paused"
+        time.sleep(1)
+    assert box.current("h01") == release_of(new)
+    assert all(box.current(n) == release_of(base) for n in box.names[1:])
+    code, doc = box.json("rollout.abort", rid)
+    assert code == 1, doc
+    _ends_on(box, doc, "aborted", release_of(base), release_of(new))
+    assert [h["result"] for h in doc["hosts"]] == ["reverted"] + ["not_started"] * 5
+    run.proc.wait(timeout=WAIT_S)  # the first follower saw the same end
+    assert run.proc.returncode == 1 and "aborted and taken back" in run.text()
+    code, doc = box.json("deploy", "--artifact", str(new.path))
+    assert code == 2 and rid in doc["error"]  # remembered as bad, as the in-process abort does
+
+
+def test_a_site_without_a_worker_is_refused_before_anything_changes(fleet, artifacts):
+    box, base, workers = fleet
+    new = artifacts(bump="6.1.3")
+    code, doc = box.json("deploy", "--artifact", str(new.path), "--waves", "1,100%",
+                         "--engine", "temporal")
+    assert code == 2 and f"fleet worker --queue {box.site}" in doc["error"], doc
+    assert all(box.current(n) == release_of(base) for n in box.names)
