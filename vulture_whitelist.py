@@ -29,3 +29,7 @@ _.__path__
 # RunRecord.decayed, lab/harness/image.py ImageBuild.rootfs)
 _.decayed
 _.rootfs
+
+# a rollout's options reach its record through dataclasses.asdict, every field by name; the
+# bake reads this one from the record (fleet/deploy/rollout.py Options, both engines)
+_.watch_every_s

@@ -26,8 +26,6 @@ from fleet.deploy.inventory import SITE_NAME, Host, InventoryError, default_inve
 from fleet.terminal.text import visible
 
 ENGINES = ("inprocess", "temporal")
-ENGINE_HELP = ("who drives a --waves rollout: inprocess (this process, the default) or "
-               "temporal (workflows on Temporal workers, `invoke worker`; docs/operations.md)")
 FOLLOW_LIMIT_S = 3600.0  # past the rollout's own waits, before this process stops following
 
 
