@@ -87,13 +87,15 @@ def deploy(run: Run, inventory_path, selected: list[Host], artifact: api.Artifac
     _err(f"rollout {doc['id']} runs on Temporal at {server.address}"
          + (f" (Web UI: {server.ui}/namespaces/{server.namespace}/workflows/{doc['id']})"
             if server.ui else "") + "; it goes on if this process stops")
-    _follow(run, engine, server, doc["id"], as_json)
+    bakes = len(waves.plan([h.name for h in selected], options.waves)) * options.bake_s
+    _follow(run, engine, server, doc["id"], as_json, FOLLOW_LIMIT_S + bakes)
 
 
-def _follow(run: Run, engine, server, rollout_id: str, as_json: bool) -> None:
+def _follow(run: Run, engine, server, rollout_id: str, as_json: bool,
+            limit: float = FOLLOW_LIMIT_S) -> None:
     view = Follower()
     try:
-        record, ended = engine.follow(server, rollout_id, view.seen, FOLLOW_LIMIT_S)
+        record, ended = engine.follow(server, rollout_id, view.seen, limit)
     except KeyboardInterrupt:
         raise Exit(f"stopped following rollout {rollout_id}; it goes on (`fleet status` shows "
                    f"it; `fleet rollout.pause {rollout_id}` or `fleet rollout.abort "
@@ -101,7 +103,7 @@ def _follow(run: Run, engine, server, rollout_id: str, as_json: bool) -> None:
     except engine.EngineError as exc:
         raise _engine_error(engine, exc) from None
     if not ended:
-        raise Exit(f"rollout {rollout_id} still runs after {FOLLOW_LIMIT_S:g}s of following; "
+        raise Exit(f"rollout {rollout_id} still runs after {limit:g}s of following; "
                    "it goes on (`fleet status` shows it)", 1)
     rolloutrun.finish(run, record, as_json, where=f"temporal workflow {rollout_id} on "
                                                   f"{server.address}")

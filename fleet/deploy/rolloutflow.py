@@ -153,6 +153,8 @@ class RolloutFlow:
                     return self.record
                 continue
             self.record["next_wave"] = index + 1
+        if self.abort_reason:  # sent while the last wave ran: taken back all the same
+            return await self._abort(self.abort_reason)
         await self._final_read()
         self.record["state"] = rollout.COMPLETED
         self._event("completed")

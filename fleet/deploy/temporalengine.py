@@ -10,7 +10,9 @@ second until it ends or the caller's deadline passes (the rollout goes on either
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import gc
 import os
 import socket
 from datetime import timedelta
@@ -44,18 +46,43 @@ class EngineError(RuntimeError):
     what to do."""
 
 
+# One event loop and one client per server for the whole process: the SDK's native runtime
+# calls back into the loop a client was made on, and clients left behind on closed loops make
+# the interpreter abort at exit (SIGABRT in PyGILState_Release while finalizing).
+_LOOP: asyncio.AbstractEventLoop | None = None
+_CLIENTS: dict[Server, Client] = {}
+
+
 async def _connect(server: Server) -> Client:
+    if server in _CLIENTS:
+        return _CLIENTS[server]
     try:
-        return await asyncio.wait_for(Client.connect(
+        client = await asyncio.wait_for(Client.connect(
             server.address, namespace=server.namespace,
             connect_timeout=timedelta(seconds=CONNECT_TIMEOUT_S)), CONNECT_TIMEOUT_S + 5)
     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
         raise EngineError(f"cannot reach the Temporal server at {server.address} "
                           f"(namespace {server.namespace}): {exc}") from None
+    _CLIENTS[server] = client
+    return client
 
 
 def _run(coro):
-    return asyncio.run(coro)
+    global _LOOP
+    if _LOOP is None:
+        _LOOP = asyncio.new_event_loop()
+        atexit.register(_close)
+    return _LOOP.run_until_complete(coro)
+
+
+def _close() -> None:
+    """Drop the clients and settle their native callbacks while the interpreter still runs
+    (temporalio/sdk-python#300: a callback that lands during finalization aborts the process)."""
+    _CLIENTS.clear()
+    gc.collect()
+    if _LOOP is not None and not _LOOP.is_closed():
+        _LOOP.run_until_complete(asyncio.sleep(0.1))
+        _LOOP.close()
 
 
 async def _pollers(client: Client, queue: str, kind: int) -> int:

@@ -5,9 +5,12 @@ host ends on one release. (The rollout tests that run on both engines are in tes
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from deploy_helpers import release_of
@@ -119,7 +122,21 @@ def test_control_machine_restarted_with_the_server_kept_the_rollout_resumes(flee
     assert all(box.installs(n, release_of(new)) == 1 for n in box.names)
 
 
-def test_pause_then_abort_takes_every_changed_host_back(fleet, artifacts):
+def _web_ui_shows(ui: str, rid: str) -> dict:
+    """The dev server's Web UI answers for the rollout (its HTTP API, as the UI's pages read
+    it), retried while the UI's backend comes up."""
+    end = time.monotonic() + 60
+    url = f"{ui}/api/v1/namespaces/default/workflows/{rid}"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return json.loads(answer.read())
+        except (urllib.error.URLError, OSError) as exc:
+            assert time.monotonic() < end, f"{url}: {exc}"
+            time.sleep(1)
+
+
+def test_pause_then_abort_takes_every_changed_host_back(fleet, artifacts, temporal_server):
     box, base, workers = fleet
     new = artifacts(bump="6.1.2")
     workers.append(Worker(box, "a"))
@@ -134,6 +151,8 @@ def test_pause_then_abort_takes_every_changed_host_back(fleet, artifacts):
         time.sleep(1)
     assert box.current("h01") == release_of(new)
     assert all(box.current(n) == release_of(base) for n in box.names[1:])
+    shown = _web_ui_shows(temporal_server.ui, rid)
+    assert shown["workflowExecutionInfo"]["type"]["name"] == "fleet-rollout", shown
     code, doc = box.json("rollout.abort", rid)
     assert code == 1, doc
     _ends_on(box, doc, "aborted", release_of(base), release_of(new))

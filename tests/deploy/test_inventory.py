@@ -73,6 +73,15 @@ def test_unknown_key_names_file_path_and_suggestion(tmp_path):
     assert "hosts.web1.prot" in message and "did you mean 'port'" in message
 
 
+def test_site_is_inherited_like_any_var_and_a_bad_one_is_named(tmp_path):
+    inventory = inv("hosts: {a: {}, b: {site: home}}\ngroups:\n  g: {hosts: [a], vars: "
+                    "{site: cloud-1}}\n", tmp_path)
+    assert (inventory.hosts["a"].site, inventory.hosts["b"].site) == ("cloud-1", "home")
+    assert inv("hosts: {a: {}}\n", tmp_path).hosts["a"].site == "default"
+    message = error("hosts:\n  pi: {site: 'home lan'}\n", tmp_path)
+    assert "hosts.pi.site" in message and "'home lan' is not a site name" in message
+
+
 def test_group_naming_unknown_host(tmp_path):
     message = error("hosts: {web1: {}}\ngroups:\n  web: {hosts: [web1, web9]}\n", tmp_path)
     assert "groups.web.hosts.1" in message and "unknown host 'web9'" in message
