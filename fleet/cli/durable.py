@@ -242,7 +242,10 @@ def _steer(c, rollout_id: str, inventory: str, json_: bool, name: str, *args: st
         try:
             engine.signal(server, rollout_id, name, *args)
         except engine.EngineError as exc:
-            raise _engine_error(engine, exc) from None
+            if name == "pause":
+                raise _engine_error(engine, exc) from None
+            # an ended rollout takes no signal: its outcome is shown (an unknown id is an error)
+            _err(f"nothing sent: {exc}")
         if name == "pause":
             _err(f"rollout {rollout_id}: pause sent; it pauses before its next wave (`fleet "
                  f"rollout.resume {rollout_id}` goes on)")

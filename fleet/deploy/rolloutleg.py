@@ -6,13 +6,13 @@ drives a `Leg`, a rollout.Rollout that never writes a record file (the workflow 
 record), and returns the hosts' entries as the Rollout left them:
 
 - `fleet.read`: each host's release before anything changes;
-- `fleet.deploy`: one host's transaction (`Rollout._wave` on a wave of one host). It is always
-  entered as a host a dead run had in flight: the host is read first (`_settle`: a lock our
-  installer still holds is waited for; our own audit line that says it installed or failed is
-  taken as the answer), so a retry on another worker never repeats a switch that may already
-  have happened, and the installer itself reads the host before it switches. It heartbeats at
-  every step and every few seconds between, so a worker that dies is noticed and its hosts go
-  to another worker of the site;
+- `fleet.deploy`: one host's transaction (`Rollout._wave` on a wave of one host). A retry (a
+  worker died, or the activity failed) enters it as a host a dead run had in flight: the host
+  is read first (`_settle`: a lock our installer still holds is waited for; our own audit line
+  that says it installed or failed is taken as the answer), so it never repeats a switch that
+  may already have happened; and the installer itself reads the host before it switches. It
+  heartbeats at every step and every few seconds between, so a worker that dies is noticed and
+  its hosts go to another worker of the site;
 - `fleet.watch`: one round of the bake's watch (`_watch_problem`);
 - `fleet.take_back`: `Rollout._abort` over the leg (`_revert_plan`: each host read first);
 - `fleet.final_read`: the failed hosts read again (`_final_read`).
@@ -105,8 +105,9 @@ class Activities:
     async def deploy(self, record: dict) -> dict:
         """One host's transaction, the host read first (see the module doc)."""
         index = next(i for i, wave in enumerate(record["waves"]) if wave)
-        for entry in record["hosts"].values():
-            entry["outcome"] = rollout.DEPLOYING
+        if activity.info().attempt > 1:  # an attempt before this one may have switched it
+            for entry in record["hosts"].values():
+                entry["outcome"] = rollout.DEPLOYING
 
         def work(beats: Beats) -> dict:
             leg = self._leg(record, beats, with_artifact=True)
