@@ -9,8 +9,9 @@ is this workflow's state: the `record` query returns it (what `invoke status` sh
 (`fleet-site-<site>`, inventory var `site`), served by `invoke worker --queue <site>` inside
 that network; the workflow itself runs on any worker (`fleet-rollouts`).
 
-Pause and abort take effect between waves and during a bake (a wave's hosts in flight finish
-their transactions first, as with Ctrl-C in the in-process engine).
+Pause and abort take effect between waves and cut a bake short (a wave's hosts in flight
+finish their transactions first, as with Ctrl-C in the in-process engine); a bake cut short by
+a pause is done again, in full, on resume.
 """
 
 from __future__ import annotations
@@ -133,17 +134,19 @@ class RolloutFlow:
         self._event(f"planned {len(plan)} wave(s) of {', '.join(str(len(w)) for w in plan)}")
         while self.record["next_wave"] < len(plan):
             index = self.record["next_wave"]
+            if self.abort_reason:
+                return await self._abort(self.abort_reason)
+            if self.paused:
+                if not await self._paused("paused by the operator"):
+                    return self.record
+                continue
             if index and self.record["baked"] < index - 1 and opts["bake_s"] > 0:
-                await self._bake(index - 1)
+                baked = await self._bake(index - 1)
                 if self._spent():
                     return await self._abort(self._spent_reason())
-                self.record["baked"] = index - 1
-            if self.abort_reason:
-                return await self._abort(self.abort_reason)
-            if self.paused and not await self._paused("paused by the operator"):
-                return self.record
-            if self.abort_reason:
-                return await self._abort(self.abort_reason)
+                if baked:
+                    self.record["baked"] = index - 1
+                continue  # paused or aborted meanwhile? (a bake cut short is done again)
             verdict = await self._wave(index)
             if self._spent():
                 return await self._abort(self._spent_reason())
@@ -223,9 +226,9 @@ class RolloutFlow:
                     + (f", failed: {', '.join(failed)}" if failed else ""))
         return "refused" if "refused" in verdicts else "done"
 
-    async def _bake(self, index: int) -> None:
+    async def _bake(self, index: int) -> bool:
         """Watch every host changed so far for `bake_s` (rollout.Rollout._bake, its timer
-        here, its reads in activities)."""
+        here, its reads in activities); False when a pause or an abort cut it short."""
         opts = self.record["options"]
         watched = [n for n, h in self.record["hosts"].items() if h["outcome"] == rollout.DEPLOYED]
         self._event(f"bake after wave {index + 1}: {opts['bake_s']:g}s, {len(watched)} host(s)")
@@ -236,15 +239,16 @@ class RolloutFlow:
             seconds=float(opts["bake_s"]))).strftime("%Y-%m-%dT%H:%M:%SZ")
         every = max(0.2, min(float(opts["watch_every_s"]), float(opts["bake_s"]) / 3))
         first = True
-        while watched and not self.abort_reason:
+        while watched:
             remaining = end - workflow.time()
             if remaining <= 0 and not first:
                 break
             if not first:
-                try:  # a timer an abort cuts short
-                    await workflow.wait_condition(lambda: bool(self.abort_reason),
+                try:  # a timer a pause or an abort cuts short
+                    await workflow.wait_condition(lambda: bool(self.abort_reason) or self.paused,
                                                   timeout=max(0.1, min(every, remaining)))
-                    break
+                    self.record.pop("baking", None)
+                    return False
                 except asyncio.TimeoutError:
                     pass
             first = False
@@ -263,6 +267,7 @@ class RolloutFlow:
             if self._spent():
                 break
         self.record.pop("baking", None)
+        return True
 
     def _spent_reason(self) -> str:
         failed = [n for n, h in self.record["hosts"].items() if h.get("counted")]

@@ -140,7 +140,8 @@ def test_pause_then_abort_takes_every_changed_host_back(fleet, artifacts, tempor
     box, base, workers = fleet
     new = artifacts(bump="6.1.2")
     workers.append(Worker(box, "a"))
-    run = Deploy(box, "--artifact", str(new.path), "--waves", "1,100%", "--bake", "4s")
+    # a long bake: the pause cuts it short, as the abort then does
+    run = Deploy(box, "--artifact", str(new.path), "--waves", "1,100%", "--bake", "10m")
     rid = run.rollout_id()
     run.wait_for("baking:")
     code, out, err = box.run("rollout.pause", rid)
