@@ -172,6 +172,8 @@ def test_flag_errors_change_nothing(fleet6, artifacts):
                                                        "--max-fail"),
                         (("--bake", "5s"), "--bake needs --waves"),
                         (("--waves", "1", "--bake", "5 min"), "--bake"),
+                        (("--engine", "temporal"), "--engine temporal drives a progressive"),
+                        (("--waves", "1", "--engine", "nope"), "--engine 'nope'"),
                         (("--resume",), "no rollout in progress")]:
         code, doc = box.json("deploy", *args)
         assert code == 2 and words in doc["error"], (args, doc)

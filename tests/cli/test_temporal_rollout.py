@@ -16,7 +16,7 @@ import pytest
 from deploy_helpers import release_of
 from rollout_fleet import Fleet, Worker
 
-from fleet.deploy import rollout
+from fleet.deploy import rollout, temporalserver
 
 pytestmark = pytest.mark.temporal
 WAIT_S = 180.0
@@ -171,3 +171,29 @@ def test_a_site_without_a_worker_is_refused_before_anything_changes(fleet, artif
                          "--engine", "temporal")
     assert code == 2 and f"fleet worker --queue {box.site}" in doc["error"], doc
     assert all(box.current(n) == release_of(base) for n in box.names)
+
+
+def test_without_a_configured_server_the_tasks_start_a_dev_server_and_share_it(
+        tmp_path, artifacts):
+    box = Fleet(tmp_path, 3)
+    box.env["TEMPORAL_ADDRESS"] = ""  # none configured
+    base, new = artifacts(), artifacts(bump="6.1.4")
+    assert box.run("deploy", "--artifact", str(base.path))[0] == 0
+    worker = None
+    try:
+        worker = Worker(box, "a")  # starts the inventory's dev server, detached
+        server = temporalserver.running(tmp_path / ".fleet" / "temporal")
+        assert server is not None and server.address.startswith("127.0.0.1:")
+        code, doc = box.json("deploy", "--artifact", str(new.path), "--waves", "1,100%",
+                             "--engine", "temporal")
+        assert code == 0 and server.address in doc["rollout"]["record"], doc
+        assert all(box.current(n) == release_of(new) for n in box.names)
+        worker.kill()
+        assert temporalserver.running(tmp_path / ".fleet" / "temporal") == server  # outlives it
+    finally:
+        if worker is not None:
+            worker.kill()
+        found = temporalserver.running(tmp_path / ".fleet" / "temporal")
+        if found is not None:  # the dev server this test's worker started
+            temporalserver.stop(found)
+        box.stop()
