@@ -240,12 +240,14 @@ def _steer(c, rollout_id: str, inventory: str, json_: bool, name: str, *args: st
         engine = _engine()
         server = _server(inv_path)
         try:
-            engine.signal(server, rollout_id, name, *args)
+            sent = engine.signal(server, rollout_id, name, *args)
         except engine.EngineError as exc:
+            raise _engine_error(engine, exc) from None
+        if not sent:  # an ended rollout takes no signal: its outcome is shown instead
             if name == "pause":
-                raise _engine_error(engine, exc) from None
-            # an ended rollout takes no signal: its outcome is shown (an unknown id is an error)
-            _err(f"nothing sent: {exc}")
+                raise Exit(f"error: rollout {rollout_id} has ended; nothing to pause",
+                           USAGE_ERROR)
+            _err(f"rollout {rollout_id} has ended; nothing sent, its outcome follows")
         if name == "pause":
             _err(f"rollout {rollout_id}: pause sent; it pauses before its next wave (`fleet "
                  f"rollout.resume {rollout_id}` goes on)")

@@ -157,17 +157,21 @@ def follow(server: Server, rollout_id: str, seen: Callable[[dict], None],
         raise EngineError(f"rollout {rollout_id}: {exc}") from None
 
 
-def signal(server: Server, rollout_id: str, name: str, *args: str) -> None:
-    """Send `pause`, `resume` or `abort` to a rollout in flight."""
-    async def go() -> None:
+def signal(server: Server, rollout_id: str, name: str, *args: str) -> bool:
+    """Send `pause`, `resume` or `abort` to a rollout; False when it has ended already."""
+    async def go() -> bool:
         client = await _connect(server)
-        await client.get_workflow_handle(rollout_id).signal(name, *args,
-                                                            rpc_timeout=RPC_TIMEOUT)
+        handle = client.get_workflow_handle(rollout_id)
+        info = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        if info.status != WorkflowExecutionStatus.RUNNING:
+            return False
+        await handle.signal(name, *args, rpc_timeout=RPC_TIMEOUT)
+        return True
     try:
-        _run(go())
+        return _run(go())
     except RPCError as exc:
-        raise EngineError(f"rollout {rollout_id}: not a rollout in flight on "
-                          f"{server.address} ({exc})") from None
+        raise EngineError(f"rollout {rollout_id}: no such rollout on {server.address} "
+                          f"({exc}); `fleet status` lists those in flight") from None
 
 
 def in_flight(server: Server, inventory_path: str | Path) -> list[dict]:

@@ -171,6 +171,8 @@ def test_a_site_without_a_worker_is_refused_before_anything_changes(fleet, artif
                          "--engine", "temporal")
     assert code == 2 and f"fleet worker --queue {box.site}" in doc["error"], doc
     assert all(box.current(n) == release_of(base) for n in box.names)
+    code, doc = box.json("rollout.abort", "20990101T000000Z-000000")
+    assert code == 2 and "no such rollout" in doc["error"], doc
 
 
 def test_without_a_configured_server_the_tasks_start_a_dev_server_and_share_it(
