@@ -1,6 +1,9 @@
 """`invoke release` as a Python API: preflight, plan, then resumable steps.
 
-Steps: files, commit, tag, push. One release may hold several components (`-c a -c b`): one
+Steps: files, commit, tag, packages (each plugin's OpenClaw package,
+`dist/<name>-<version>.tgz`, built from the release commit: `npmpackage.py`), push; then, with
+`publish`, `npm publish` of those packages (a dry run unless asked for real: `npmpublish.py`).
+One release may hold several components (`-c a -c b`): one
 commit and one tag for all of them (the tag of the main component when it is among them, else of
 the first in declared order), a changelog section per component.
 
@@ -13,12 +16,12 @@ failure says where it stopped and prints the one command that finishes the job
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
-from fleet.release import changelog, compatproof, ecosystem, hostside
+from fleet.release import changelog, compatproof, ecosystem, hostside, npmpackage, npmpublish
 from fleet.release.bump import next_version
 from fleet.release.changelog import commit_message, parse_commit_message
 from fleet.release.component import Component, Project, load_project
@@ -50,6 +53,17 @@ class ReleaseResult:
     dry_run: bool
     plan: Optional[Plan] = None
     versions: Optional[dict] = None
+    packages: list = field(default_factory=list)  # npmpackage.NpmPackage built by the release
+    published: list = field(default_factory=list)  # npmpublish.Published
+
+
+@dataclass(frozen=True)
+class Publish:
+    """`invoke release --publish`: where to, and whether for real (else `npm publish
+    --dry-run`)."""
+
+    registry: Optional[str] = None
+    for_real: bool = False
 
 
 def _result(project: Project, versions: dict, tag: str, commit: Optional[str], pushed: bool,
@@ -99,12 +113,28 @@ def requested_versions(project: Project, components: Names, versions: Names) -> 
 def run_release(root: Path, component: Names = None, part: Optional[str] = None,
                 version: Names = None, dry_run: bool = False, push: bool = True,
                 resume: bool = False, echo: Echo = print,
-                today: Optional[str] = None, allow_unproven: bool = False) -> ReleaseResult:
+                today: Optional[str] = None, allow_unproven: bool = False,
+                publish: Optional[Publish] = None) -> ReleaseResult:
     """Release one or more components (default: the main one) in one commit with one tag;
     raises ReleaseError with reason and fix. `allow_unproven` lets plugin sources the OpenClaw
     matrix has not proven go out (the changelog says so); `--resume` keeps the decision made
-    when the release started."""
-    root = Path(root)
+    when the release started. `publish`: then `npm publish` the packages it built."""
+    result = _release(Path(root), component, part, version, dry_run, push, resume, echo, today,
+                      allow_unproven)
+    if publish is not None:
+        if result.dry_run:
+            how = "for real" if publish.for_real else "as `npm publish --dry-run`"
+            echo(f"would publish the npm packages {how} to "
+                 f"{publish.registry or 'the registry npm is configured for'}")
+        else:
+            result.published = npmpublish.publish(result.packages, publish.registry,
+                                                   dry_run=not publish.for_real, echo=echo)
+    return result
+
+
+def _release(root: Path, component: Names, part: Optional[str], version: Names,
+             dry_run: bool, push: bool, resume: bool, echo: Echo, today: Optional[str],
+             allow_unproven: bool) -> ReleaseResult:
     project = load_project(root)
     git = Git(root)
     progress_path = git.git_dir() / PROGRESS_FILE
@@ -135,6 +165,8 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
     if dry_run:
         echo("DRY RUN: nothing is changed")
         echo(plan.describe())
+        echo("would build the OpenClaw packages " + ", ".join(
+            f"dist/{name}" for name in npmpackage.planned_names(project, plan.versions)))
         return _result(project, plan.versions, plan.tag, None, False, True, plan)
     progress = Progress(versions=plan.versions,
                         previous={r.id: r.previous for r in plan.releases}, tag=plan.tag,
@@ -360,6 +392,13 @@ def _execute(git: Git, project: Project, progress: Progress, echo: Echo,
                                    f"`git tag -d {progress.tag}` if it is stale")
             progress.mark("tag")
             echo(f"tagged {progress.tag}")
+        step = "packages"
+        # Built again on a resume too (the same bytes): a publish needs them at hand.
+        packages = npmpackage.build_packages(project.root, Path(project.root) / "dist")
+        if "packages" not in progress.done:
+            progress.mark("packages")
+            echo("built the OpenClaw packages "
+                 + ", ".join(str(p.path.relative_to(project.root)) for p in packages))
         step = "push"
         pushed = False
         if "push" not in progress.done:
@@ -381,7 +420,10 @@ def _execute(git: Git, project: Project, progress: Progress, echo: Echo,
                            f"fix the cause, then finish it with: {RESUME_COMMAND}") from exc
     progress.delete()
     echo(f"released {progress.label} ({progress.tag})")
-    return _result(project, progress.versions, progress.tag, progress.commit, pushed, False, plan)
+    result = _result(project, progress.versions, progress.tag, progress.commit, pushed, False,
+                     plan)
+    result.packages = packages
+    return result
 
 
 def _commit(git: Git, progress: Progress, message: str) -> str:

@@ -17,7 +17,7 @@ from fleet.continuity.atomicfile import atomic_write
 from fleet.release.error import ReleaseError
 
 PROGRESS_FILE = "fleet-release.json"
-STEPS = ("files", "commit", "tag", "push")
+STEPS = ("files", "commit", "tag", "packages", "push")
 RESUME_COMMAND = "invoke release --resume"
 
 

@@ -118,6 +118,7 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
             if not (Path(project.root) / path).exists():
                 report.problems.append(f"{comp.id}: shipped path {path} is missing; restore it "
                                        f"or fix `ships` of [tool.fleet.components.{comp.id}]")
+    package_problems(project, report)
     versions = dict(report.versions)
     versions.update(overrides or {})
     report.problems.extend(dependency_problems(project, versions))
@@ -143,6 +144,42 @@ def verify(project: Project, overrides: Optional[dict] = None, js: bool = False,
                                    else f"; `invoke release` refuses these sources until "
                                         f"`{compatproof.RENEW_COMMAND}` proves them"))
     return report
+
+
+def package_problems(project: Project, report: Report) -> None:
+    """The plugins' OpenClaw packages built in `dist/` (`<name>-<version>.tgz`, npmpackage):
+    a row per version-bearing file inside each, which must say the version its name says, and
+    the current version's package the component's version. A package of another version is an
+    older build, kept (its name and content still must agree)."""
+    from fleet.release import npmpackage  # noqa: PLC0415  (it imports this module)
+
+    dist = Path(project.root) / "dist"
+    for comp in npmpackage.plugin_components(project):
+        rel = f"{Path(comp.manifest).parent.as_posix()}/package.json"
+        try:
+            name = json.loads((Path(project.root) / rel).read_text(encoding="utf-8"))["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # the version check reports the file
+        prefix = npmpackage.tarball_name(str(name), "")[:-len(".tgz")]
+        for path in sorted(dist.glob(f"{prefix}*.tgz")):
+            named = path.name[len(prefix):-len(".tgz")]
+            if not named[:1].isdigit():
+                continue  # another package whose name starts with this one's
+            shown = path.relative_to(project.root).as_posix()
+            try:
+                inside = npmpackage.read_versions(path)
+            except ReleaseError as exc:
+                report.rows.append(Row(comp.id, shown, "package/", None, "unreadable"))
+                report.problems.append(f"{comp.id}: {exc}")
+                continue
+            for member, version in inside.items():
+                row = Row(comp.id, shown, f"{member}:version", version)
+                report.rows.append(row)
+                if version != named:
+                    row.problem = f"the tarball's name says {named}"
+                    report.problems.append(
+                        f"{comp.id}: {shown} `{member}` version = {version!r}, but its name "
+                        f"says {named}; fix: remove it and run `invoke build --npm`")
 
 
 def compat_problems(project: Project) -> list:

@@ -26,7 +26,10 @@ RELEASE_FILES = (
     "fleet/plugins/memory_continuity/bridge.mjs",  # links to the one above
     "fleet/plugins/mc/bridge.mjs",
     "CHANGELOG.md",
+    ".gitignore",  # a release writes its packages into the ignored dist/
 )
+# What a release builds each plugin's OpenClaw package from (fleet.release.npmpackage).
+PACKAGE_TREES = ("fleet/continuity", "fleet/plugins", "fleet/gateway")
 
 
 def task_env() -> dict:
@@ -114,7 +117,8 @@ def prove(repo: Repo) -> None:
     repo.git("push", "-q")
 
 
-def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=(), proven=True) -> Repo:
+def make_repo(tmp_path: Path, files=RELEASE_FILES, extra_trees=PACKAGE_TREES,
+              proven=True) -> Repo:
     """A temp checkout of `files` (and `extra_trees`) with a bare `origin`; `proven`: its
     plugin sources carry a current OpenClaw proof."""
     repo = tmp_path / "work"

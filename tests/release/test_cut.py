@@ -358,7 +358,8 @@ def test_failed_push_then_resume_gives_one_commit_and_one_tag(repo):
     assert "stopped at step 'push'" in msg and "invoke release --resume" in msg
     assert "rejected by test hook" in msg
     progress = Progress.load(repo.path / ".git" / PROGRESS_FILE)
-    assert progress.failed_step == "push" and progress.done == ["files", "commit", "tag"]
+    assert progress.failed_step == "push" and progress.done == ["files", "commit", "tag",
+                                                                      "packages"]
     assert release_commits_on_remote(repo) == []
     # a plain rerun must refuse instead of making a second commit or tag
     before = repo.snapshot()
