@@ -43,13 +43,18 @@ def docker_problem() -> str | None:
 
 def openclaw_problem() -> str | None:
     """Why real OpenClaw cannot run here, or None when it can."""
-    from lab.openclaw import toolchain  # noqa: PLC0415
+    from lab.openclaw import registry, toolchain  # noqa: PLC0415
 
     missing = [v for v in toolchain.OPENCLAW_VERSIONS
                if (tool := toolchain.find(version=v)) is None or not toolchain.staged(tool)]
+    if toolchain.find(version=toolchain.BELOW_FLOOR_VERSION) is None:
+        missing.append(toolchain.BELOW_FLOOR_VERSION)
     if missing:
         return (f"OpenClaw {', '.join(missing)} not installed in {toolchain.cache_home()} "
                 "(run `invoke openclaw.install`: the releases the tests run on)")
+    if registry.entry() is None:
+        return (f"Verdaccio {registry.VERDACCIO_VERSION}, the tests' npm registry, is not "
+                f"installed in {registry.install_dir()} (run `invoke openclaw.install`)")
     return None
 
 

@@ -54,7 +54,6 @@ class ReleaseResult:
     plan: Optional[Plan] = None
     versions: Optional[dict] = None
     packages: list = field(default_factory=list)  # npmpackage.NpmPackage built by the release
-    published: list = field(default_factory=list)  # npmpublish.Published
 
 
 @dataclass(frozen=True)
@@ -127,8 +126,8 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
             echo(f"would publish the npm packages {how} to "
                  f"{publish.registry or 'the registry npm is configured for'}")
         else:
-            result.published = npmpublish.publish(result.packages, publish.registry,
-                                                   dry_run=not publish.for_real, echo=echo)
+            npmpublish.publish(result.packages, publish.registry, dry_run=not publish.for_real,
+                               echo=echo)
     return result
 
 

@@ -10,28 +10,35 @@ from invoke import Collection, Exit
 from fleet.cli.deploy import select_hosts
 from fleet.cli.flags import number, task
 from fleet.cli.taskrun import Run
-from lab.openclaw import compat, sandbox, toolchain
+from lab.openclaw import compat, registry, sandbox, toolchain
 
 
 @task(help={"json": "one JSON document (the tasks' shape; one entry per version in "
                     "`installs`)",
             "version": "one OpenClaw version (default: every one fleet is tested on: "
-                       + ", ".join(toolchain.OPENCLAW_VERSIONS) + ")"})
+                       + ", ".join(toolchain.OPENCLAW_VERSIONS) + ", the release below "
+                       "the floor, " + toolchain.BELOW_FLOOR_VERSION + ", and the test npm "
+                       "registry, Verdaccio " + registry.VERDACCIO_VERSION + ")"})
 def install(c, json_=False, version=""):
     """Install the pinned Node and each tested OpenClaw from the npm registry, once each.
 
     Each install also gets its bundled plugins' runtime dependencies staged once (OpenClaw
-    2026.4.x would fetch them with npm at every new gateway's first start).
+    2026.4.x would fetch them with npm at every new gateway's first start); the release below
+    the plugins' floor (it only refuses their package) and Verdaccio, the npm registry the
+    package tests publish to, are installed too unless one version is named.
     """
     run = Run("openclaw.install", json_)
     results = []
     with run.guard():
-        for wanted in [version] if version else toolchain.OPENCLAW_VERSIONS:
+        wanted_all = [version] if version else [*toolchain.OPENCLAW_VERSIONS,
+                                                 toolchain.BELOW_FLOOR_VERSION]
+        for wanted in wanted_all:
             started = time.monotonic()
             existing = toolchain.find(version=wanted)
             try:
                 tool = toolchain.install(version=wanted, log=_progress)
-                toolchain.stage_runtime_deps(tool, log=_progress)
+                if wanted != toolchain.BELOW_FLOOR_VERSION or version:
+                    toolchain.stage_runtime_deps(tool, log=_progress)
             except toolchain.ToolchainError as exc:
                 raise Exit(f"openclaw.install: {exc}", code=1) from None
             result = {**tool.as_dict(), "installed": existing is None,
@@ -41,6 +48,13 @@ def install(c, json_=False, version=""):
                 what = "installed" if existing is None else "already installed"
                 print(f"openclaw {tool.openclaw_version} on node {tool.node_version} {what} in "
                       f"{tool.root} ({result['seconds']}s)")
+        if not version:
+            try:
+                registry.install(log=_progress)
+            except registry.RegistryError as exc:
+                raise Exit(f"openclaw.install: {exc}", code=1) from None
+            if not json_:
+                print(f"verdaccio {registry.VERDACCIO_VERSION} in {registry.install_dir()}")
     if json_:
         run.document(True, {"installs": results})
 

@@ -68,6 +68,10 @@ UPGRADE_VERSION, PYTHON_BROKEN_VERSION, ENTRY_BROKEN_VERSION = "5.0.1", "5.0.2",
 CHECKS = ("deploy", "turn", "spawn", "seed", "child state", "recovered once", "recovery",
           "/mc subagents", "/mc doctor", "/mc settings", "clean state", "upgrade",
           "rollback: python", "rollback: entry")
+# On a host whose plugins OpenClaw installed itself (`openclaw plugins install`): every check up
+# to fleet's own deploys (an upgrade and rollbacks are what fleet adds); "deploy" is then the
+# installed versions answering.
+INSTALLED_CHECKS = CHECKS[:CHECKS.index("upgrade")]
 PROBE = Path(__file__).resolve().parent / "probe"
 PROBE_ID = "fleet-probe"
 
@@ -157,6 +161,8 @@ class Outcome:
 class Scenario:
     """One run on one prepared sandbox host (its model running, its gateway not yet deployed)."""
 
+    checks = CHECKS
+
     def __init__(self, host: Host, releases: Releases, probe_log: Path) -> None:
         self.host, self.releases, self.probe_log = host, releases, probe_log
         self.driver = Driver(host)
@@ -186,6 +192,8 @@ class Scenario:
                 "entry", self.releases.entry_broken, BROKEN_ENTRY)),
         ]
         for name, needs, body in steps:
+            if name not in self.checks:
+                continue
             missing = [n for n in needs if not self.outcome.checks.get(n, {}).get("ok")]
             if missing:
                 self._verdict(name, False, f"not run: {', '.join(missing)} failed")
@@ -197,6 +205,11 @@ class Scenario:
             else:
                 self._verdict(name, True, "")
         return self.outcome
+
+    @property
+    def ok(self) -> bool:
+        """Every check of this scenario passed."""
+        return all(self.outcome.checks.get(name, {}).get("ok") for name in self.checks)
 
     def _verdict(self, name: str, ok: bool, detail: str) -> None:
         self.outcome.checks[name] = {"ok": ok, "detail": detail}
@@ -374,3 +387,22 @@ class Scenario:
         loaded = self.driver.loaded()
         assert loaded == self._versions(self.releases.upgrade), \
             f"after the rollback the plugins answer {loaded}"
+
+
+class InstalledScenario(Scenario):
+    """The scenario on a host whose fleet plugins `openclaw plugins install` put there
+    (lab.openclaw.pluginpackage), its gateway running: `versions` ({plugin id: version}) are
+    what must answer."""
+
+    checks = INSTALLED_CHECKS
+
+    def __init__(self, host: Host, versions: dict, probe_log: Path) -> None:
+        super().__init__(host, None, probe_log)
+        self.versions = versions
+
+    def first_deploy(self) -> None:
+        loaded = self.driver.loaded()
+        assert loaded == self.versions, f"plugins answer {loaded}"
+        wait_for(f"the {PROBE_ID} plugin to load beside fleet's", lambda: any(
+            r.get("hook") == "register" for r in probe_records(self.probe_log)),
+            timeout=60, every=1.0)

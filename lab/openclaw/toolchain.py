@@ -36,6 +36,10 @@ NPM_VERSION = "11.21.3"
 # (openclaw.compat in their package.json) and one release of each minor line between.
 OPENCLAW_VERSIONS = ("2026.9.6", "2026.4.24", "2026.5.7", "2026.6.6", "2026.7.35", "2026.8.2")
 OPENCLAW_VERSION = OPENCLAW_VERSIONS[0]
+# The release just below the plugins' declared floor: the tests prove that it refuses fleet's
+# npm packages by its own install check. It only runs the CLI (no gateway), so its bundled
+# plugins' dependencies are never staged.
+BELOW_FLOOR_VERSION = "2026.4.23"
 MIN_NODE = (24, 16)
 HOME_ENV = "FLEET_OPENCLAW_HOME"
 _RELEASE = re.compile(r"^\d{4}\.\d{1,2}\.\d{1,2}(?:-[0-9A-Za-z.]+)?$")
@@ -196,7 +200,7 @@ def install(home: Path | None = None, *, version: str = OPENCLAW_VERSION, npm: s
     except OSError as exc:
         raise ToolchainError(f"cannot create the toolchain cache {home}: {exc}; set "
                              f"{HOME_ENV} to a writable directory") from exc
-    with _locked(home / ".install.lock"):
+    with locked(home):
         found = find(home, version)
         if found is not None:
             return found
@@ -366,6 +370,12 @@ def _check_node_runs(tool: Toolchain) -> None:
     if (major, minor) < MIN_NODE:
         raise ToolchainError(f"node {text} is older than OpenClaw needs "
                              f"({MIN_NODE[0]}.{MIN_NODE[1]})")
+
+
+def locked(home: Path) -> _locked:
+    """The cache's install lock: one install into `home` at a time (a partial one of another
+    process is never swept while it runs)."""
+    return _locked(home / ".install.lock")
 
 
 def _sweep(home: Path) -> None:

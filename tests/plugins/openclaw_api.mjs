@@ -3,8 +3,9 @@
 // pluginConfig, config, version, id, source, rootDir, registrationMode, runtime.version), then
 // runs a scenario.
 //
-// stdin: JSON {entry, capture?, throwingLogger?, pluginConfig?, config?, openclawVersion?
-// (runtime.version, default 2026.9.6), steps: [...]}. capture:
+// stdin: JSON {entry, rootDir? (api.rootDir: the plugin's root, default the entry's dir; an
+// installed npm package's root holds its entry deeper), capture?, throwingLogger?, pluginConfig?,
+// config?, openclawVersion? (runtime.version, default 2026.9.6), steps: [...]}. capture:
 // import the entry from a copy of its plugin directory in a temp dir, as OpenClaw 2026.9.6 does
 // ("plugin captures", and its restore after a failed reload), while api.rootDir/api.source still
 // name the original directory. Steps:
@@ -65,7 +66,7 @@ const api = {
   name: plugin.name,
   version: "2026.9.6",
   source: spec.entry,
-  rootDir: dirname(spec.entry),
+  rootDir: spec.rootDir ?? dirname(spec.entry),
   registrationMode: "full",
   config: spec.config ?? {},
   pluginConfig: spec.pluginConfig ?? {},
