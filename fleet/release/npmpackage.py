@@ -11,9 +11,10 @@ it. So each tarball holds, under `package/` as `npm pack` makes it:
   `python` setting);
 - `fleet/...`: the same layout as a deployed release, cut down to what this plugin's worker
   imports: `fleet/__init__.py`, `fleet/continuity`, `fleet/gateway`, `fleet/plugins/__init__.py`,
-  the release's OpenClaw proof and `fleet/plugins/<plugin>/` whole (its `index.js`, `bridge.mjs`,
-  manifest and Python core). The bridge finds the Python core there exactly as in a release
-  (`locate()` in `fleet/plugins/bridge.mjs`).
+  the release's OpenClaw proof, `fleet/plugins/<plugin>/` whole (its `index.js`, `bridge.mjs`,
+  manifest and Python core) and the manifests of the plugins it requires (`requires`). The
+  bridge finds the Python core there exactly as in a release (`locate()` in
+  `fleet/plugins/bridge.mjs`).
 
 Same sources -> same bytes: entries sorted, every mtime npm's own fixed date, uid/gid 0 with no
 owner names, mode 0644, no directory entries, ustar headers, gzip level 9 with mtime 0 and no
@@ -31,6 +32,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from fleet.continuity.atomicfile import atomic_write
 from fleet.release.component import Project, has_config, installed_project, load_project
@@ -145,6 +149,22 @@ def package_json(root: Path, plugin_dir: str) -> dict:
     return out
 
 
+def required_manifests(project: Project, comp_id: str) -> list:
+    """The manifests of the plugins `comp_id` requires (its manifest's `requires`), where a
+    release has them: a plugin reads what it needs of them (`/mc settings` validates against
+    memory-continuity's configSchema), and its package has no other copy of them."""
+    by_name = {canonicalize_name(c.id): c for c in plugin_components(project)}
+    found = []
+    for raw in project.component(comp_id).requires(project.root):
+        try:
+            other = by_name.get(canonicalize_name(Requirement(raw).name))
+        except InvalidRequirement:
+            other = None  # `invoke verify` refuses it before any build
+        if other is not None and other.id != comp_id:
+            found.append(other.manifest)
+    return sorted(found)
+
+
 def _entries(root: Path, project: Project, comp_id: str) -> tuple:
     """(package.json as written, {path inside the package: bytes}) for one plugin."""
     comp = project.component(comp_id)
@@ -155,7 +175,8 @@ def _entries(root: Path, project: Project, comp_id: str) -> tuple:
         if not (root / rel).is_file():
             raise ReleaseError(f"{rel}: missing; every OpenClaw package ships it")
     files = {rel: (root / rel).read_bytes()
-             for rel in [*CORE_FILES, *package_files(root, (*CORE_PACKAGES, plugin_dir))]}
+             for rel in [*CORE_FILES, *package_files(root, (*CORE_PACKAGES, plugin_dir)),
+                         *required_manifests(project, comp_id)]}
     compat = (pkg.get("openclaw") or {}).get("compat") or {}
     files["README.md"] = README.format(
         name=pkg["name"], id=manifest.get("id", comp.id), version=pkg.get("version"),

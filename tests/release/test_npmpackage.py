@@ -107,7 +107,10 @@ def test_a_package_is_laid_out_as_npm_pack_makes_it(project, tmp_path):
                 "fleet/plugins/__init__.py", "fleet/plugins/openclaw-proven.json",
                 "README.md"} <= names
         other = next(p for c, p in PLUGINS.items() if c != comp)
-        assert not [n for n in names if n.startswith((other + "/", "fleet/installer/"))]
+        # of another plugin only the manifest of one it requires (what it reads of it)
+        required = source(project, f"{plugin}/openclaw.plugin.json").get("requires", [])
+        assert [n for n in names if n.startswith((other + "/", "fleet/installer/"))] == \
+            ([f"{other}/openclaw.plugin.json"] if required else [])
         assert not [n for n in names if "__pycache__" in n or "/test_" in n]
         assert "Python >= 3.9" in found["package/README.md"][1].decode()
 
@@ -115,7 +118,7 @@ def test_a_package_is_laid_out_as_npm_pack_makes_it(project, tmp_path):
 def test_an_unpacked_package_answers_ready_on_its_own(project, tmp_path, node):
     """The tarball alone, unpacked where OpenClaw puts an install (nothing of fleet beside it):
     its entry, loaded from a capture copy as OpenClaw loads it, starts the worker from the
-    package and answers `<id>.ready` with the package's version."""
+    package and answers `<id>.ready` with the package's version; `/mc settings` answers."""
     packages = build(project, tmp_path / "dist")
     for comp, plugin in PLUGINS.items():
         ext = tmp_path / "extensions" / comp
@@ -130,6 +133,8 @@ def test_an_unpacked_package_answers_ready_on_its_own(project, tmp_path, node):
                 "config": {"agents": {"list": [{"id": "main", "default": True}]}},
                 "pluginConfig": {"python": sys.executable},
                 "steps": [{"method": f"{comp}.ready", "params": {}}]}
+        if comp == "mc":  # /mc settings reads memory-continuity's schema: it must be there too
+            spec["steps"].append({"command": "mc", "args": "settings"})
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLEET_PYTHON")}
         env.update(OPENCLAW_STATE_DIR=str(state), HOME=str(tmp_path))
         proc = subprocess.run([node, str(HARNESS)], input=json.dumps(spec), capture_output=True,
@@ -139,6 +144,9 @@ def test_an_unpacked_package_answers_ready_on_its_own(project, tmp_path, node):
         assert step["ok"] is True, step
         assert step["payload"]["version"] == packages[comp]["version"]
         assert Path(step["payload"]["pluginDir"]).resolve() == (ext / plugin).resolve()
+        if comp == "mc":
+            text = json.loads(proc.stdout.splitlines()[2])["result"]["text"]
+            assert "MC Settings" in text and "MC error" not in text, text
 
 
 def test_verify_reads_the_versions_inside_built_packages(project, tmp_path):
