@@ -72,13 +72,13 @@ def test_openclaw_installs_the_tarballs_and_they_pass_the_continuity_scenario(
             assert (Path(host.state_dir) / "extensions" / cid / "openclaw.plugin.json").is_file()
         pluginpackage.allow_conversation_access(manager, CONTINUITY)
         pluginpackage.start(manager)
-        run = scenario.InstalledScenario(host, versions(packages), tmp_path / "probe.jsonl")
-        outcome = run.run()
-        assert run.ok, json.dumps(outcome.checks, indent=1)
         for cid in packages:  # each worker runs the Python core inside its installed package
             ready = Driver(host).manager().call(f"{cid}.ready", timeout=120)
             assert Path(ready["pluginDir"]).resolve().is_relative_to(
                 (Path(host.state_dir) / "extensions" / cid).resolve())
+        run = scenario.InstalledScenario(host, versions(packages), tmp_path / "probe.jsonl")
+        outcome = run.run()
+        assert run.ok, json.dumps(outcome.checks, indent=1)
     finally:
         sandbox.down([host])
         print(f"OpenClaw {version}: install, start and scenario in "
