@@ -140,9 +140,9 @@ def package_json(root: Path, plugin_dir: str) -> dict:
     moved = [f"./{plugin_dir}/{e.removeprefix('./')}" for e in entries]
     out = dict(pkg)
     out["main"] = moved[0]
-    # `install.minHostVersion` is the floor every OpenClaw release checks before it installs a
-    # package (`compat` only from 2026.4.24 on, and then for ClawHub first): an older OpenClaw
-    # refuses the package by its own check, as it would refuse the release.
+    # `install.minHostVersion` is the floor OpenClaw checks before it installs any package, on
+    # old releases too (2026.4.24's install code reads `compat` for ClawHub installs only): an
+    # OpenClaw below the floor refuses the package by its own check, as fleet refuses it.
     install = dict(block.get("install") or {})
     install["minHostVersion"] = f">={floor}"
     out["openclaw"] = {**block, "extensions": moved, "install": install}
