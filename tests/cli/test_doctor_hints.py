@@ -8,21 +8,10 @@ import os
 import re
 import shlex
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from deploy_helpers import stop_gateways
-
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
-INVENTORY = """\
-vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
-hosts:
-  box: {state_dir: .fleet/sandbox/box}
-groups:
-  sandbox: {hosts: [box]}
-"""
+from onebox import INVENTORY, fleet
 
 
 @pytest.fixture
@@ -31,12 +20,6 @@ def workdir(tmp_path):
     (tmp_path / "ops/inventory.yaml").write_text(INVENTORY)
     yield tmp_path / "ops"
     stop_gateways([tmp_path / "ops/.fleet/sandbox/box"])
-
-
-def fleet(cwd: Path, *args: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-c", FLEET, *args, "--json"], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    return proc.returncode, json.loads(proc.stdout)
 
 
 def test_a_hosts_fix_hint_names_the_host_and_inventory_and_works_pasted(workdir, artifacts):

@@ -4,22 +4,9 @@ alone; a manager that cannot stop a gateway for good is refused with what to do.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from deploy_helpers import stop_gateways
-
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
-INVENTORY = """\
-vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
-hosts:
-  box: {state_dir: .fleet/sandbox/box}
-groups:
-  sandbox: {hosts: [box]}
-"""
+from onebox import INVENTORY, fleet, host
 
 
 @pytest.fixture
@@ -27,16 +14,6 @@ def workdir(tmp_path):
     (tmp_path / "inventory.yaml").write_text(INVENTORY)
     yield tmp_path
     stop_gateways([tmp_path / ".fleet/sandbox/box"])
-
-
-def fleet(cwd: Path, *args: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-c", FLEET, *args, "--json"], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
-    return proc.returncode, json.loads(proc.stdout)
-
-
-def host(doc: dict) -> dict:
-    return doc["hosts"][0]
 
 
 def test_stop_leaves_it_stopped_and_start_brings_it_back(workdir, artifacts):
