@@ -497,19 +497,28 @@ def stop(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_T
     release stays active; `start`, `restart` or a deploy starts it again. Refused, changing
     nothing, where the manager cannot stop it for good (`Manager.stoppable`)."""
     def change(tx: Transaction, current: Optional[Path], meta: dict) -> None:
-        why = manager.stoppable()
-        if why:
-            tx.result.update(result="refused", reason=why)
-            return
-        with tx.step("stop"):
-            manager.stop(current, timeout)
-        health = manager.probe(current)
-        if health is not None and (health.get("pid") or health.get("ready")):
-            tx.result["reason"] = f"the gateway still answers after the stop: {health}"
-        else:
+        if _stopped_for_good(tx, manager, current, timeout):
             tx.result.update(ok=True, result="stopped")
 
     return _on_current(state_dir, manager, owner, "stop", timeout, lease_s, lock_wait, change)
+
+
+def _stopped_for_good(tx: Transaction, manager: Manager, current: Optional[Path],
+                      timeout: float) -> bool:
+    """Stop the gateway through its manager (step `stop`) and check it no longer answers; False
+    with the result saying why where the manager cannot stop it for good (refused) or it still
+    answers."""
+    why = manager.stoppable()
+    if why:
+        tx.result.update(result="refused", reason=why)
+        return False
+    with tx.step("stop"):
+        manager.stop(current, timeout)
+    health = manager.probe(current)
+    if health is not None and (health.get("pid") or health.get("ready")):
+        tx.result["reason"] = f"the gateway still answers after the stop: {health}"
+        return False
+    return True
 
 
 def remove(state_dir: Path, manager: Manager, owner: str, timeout: float = READY_TIMEOUT_S,
@@ -520,16 +529,8 @@ def remove(state_dir: Path, manager: Manager, owner: str, timeout: float = READY
     What the agents wrote stays. Refused, changing nothing, where the gateway cannot be
     stopped for good; a step that fails leaves the host installed (removal is the last)."""
     def change(tx: Transaction, current: Optional[Path], meta: dict) -> None:
-        why = manager.stoppable()
-        if why:
-            tx.result.update(result="refused", reason=why)
-            return
-        with tx.step("stop"):
-            manager.stop(current, timeout)
-        health = manager.probe(current)
-        if health is not None and (health.get("pid") or health.get("ready")):
-            raise ManagerError(f"the gateway still answers after the stop: {health}; nothing "
-                               "was removed")
+        if not _stopped_for_good(tx, manager, current, timeout):
+            return  # refused, or it still answers: nothing was removed
         with tx.step("unconfigure"):
             tx.result["config_changed"] = manager.unconfigure(current)
         if not tx.lock.still_mine():
