@@ -474,8 +474,8 @@ def test_hosts_without_a_matching_authority_negotiate_plain_keys_as_before(
 @pytest.mark.parametrize("cert, reason", [
     ({"after": -7200, "before": -3600}, "expired at "),
     ({"after": 3600, "before": 7200}, "is not valid before "),
-    ({"principals": (b"web1.example.com", b"10.0.0.9")},
-     "is for web1.example.com, 10.0.0.9, not 127.0.0.1"),
+    ({"principals": (b"web1.example.com", b"192.0.2.9")},
+     "is for web1.example.com, 192.0.2.9, not 127.0.0.1"),
     ({"principals": ()}, "lists no principals"),
     ({"kind": USER}, "is a user certificate, not a host certificate"),
     ({"critical": {b"force-command": b"true"}}, "carries critical options (force-command)"),
