@@ -19,7 +19,7 @@ from deploy_helpers import release_of, stop_gateways
 
 from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
-from fleet.deploy import rollout
+from fleet.deploy import rollout, runhooks
 
 FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 REPO = Path(__file__).resolve().parents[2]
@@ -73,11 +73,13 @@ class Box:
             raise AssertionError(f"not one JSON document (exit {code}):\n{out}\n{err}") from None
 
     def seen(self, hook: str) -> tuple[dict, dict]:
-        """What `hook` read on stdin and the FLEET_* variables it had."""
+        """What `hook` read on stdin and the FLEET_* variables fleet sets for hooks that it had
+        (other FLEET_* variables of the environment, such as CI's FLEET_REQUIRE_*, pass through
+        and are not the hook's)."""
         doc = json.loads((self.out / f"{hook}.json").read_text())
         env = dict(line.split("=", 1) for line in
                    (self.out / f"{hook}.env").read_text().splitlines())
-        return doc, env
+        return doc, {k: v for k, v in env.items() if k in runhooks.VARIABLES}
 
     def order(self) -> list[str]:
         path = self.out / "order"
