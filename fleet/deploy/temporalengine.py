@@ -22,9 +22,9 @@ from typing import Callable
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from fleet.deploy import rolloutflow, rolloutleg
@@ -196,6 +196,34 @@ def in_flight(server: Server, inventory_path: str | Path) -> list[dict]:
                 out.append(record)
         return sorted(out, key=lambda r: r.get("id", ""), reverse=True)
     return _run(go())
+
+
+def history(server: Server, rollout_id: str) -> str:
+    """The rollout's event history, as the JSON `temporal workflow show --output json` prints:
+    what `replay` checks this code against."""
+    async def go() -> str:
+        client = await _connect(server)
+        handle = client.get_workflow_handle(rollout_id)
+        found = await handle.fetch_history(rpc_timeout=RPC_TIMEOUT)
+        return found.to_json()
+    try:
+        return _run(go())
+    except RPCError as exc:
+        raise EngineError(f"rollout {rollout_id}: no history on {server.address} ({exc})") from None
+
+
+def replay(history_json: str, rollout_id: str) -> None:
+    """Run this version's workflow code over a recorded history, as a worker that takes over the
+    rollout would. EngineError when the code would take another path than the one recorded: a
+    change of that kind breaks the rollouts in flight, so it goes behind `workflow.patched`, or
+    the workers are upgraded only once no rollout runs (docs/operations.md)."""
+    recorded = WorkflowHistory.from_json(rollout_id, history_json)
+    replayer = Replayer(workflows=[rolloutflow.RolloutFlow], workflow_runner=RUNNER)
+    try:
+        _run(replayer.replay_workflow(recorded))
+    except Exception as exc:  # the SDK's nondeterminism and workflow-task failures alike
+        raise EngineError(f"rollout {rollout_id} does not replay on this version of "
+                          f"fleet: {type(exc).__name__}: {exc}") from None
 
 
 def serve(server: Server, site: str, inventory_path: Path, resolve: rolloutleg.Resolver,
