@@ -79,6 +79,33 @@ class Options:
     watch_every_s: float = 5.0
 
 
+@dataclass
+class BakeSchedule:
+    """When a bake reads its hosts: at once, then every `every` seconds, then once more as
+    `bake_s` ends. One schedule for both engines, each reading its own clock (the in-process
+    engine the monotonic one, the Temporal workflow its replayable `workflow.time()`)."""
+
+    end: float
+    every: float
+    first: bool = True
+
+    @classmethod
+    def starting(cls, now: float, bake_s: float, watch_every_s: float) -> BakeSchedule:
+        return cls(now + bake_s, max(0.2, min(watch_every_s, bake_s / 3)))
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.end - now)
+
+    def wait(self, now: float) -> float | None:
+        """Seconds to wait before the next read (0: read now), None once the bake is over."""
+        if self.first:
+            self.first = False
+            return 0.0
+        if self.end - now <= 0:
+            return None
+        return min(self.every, self.end - now)
+
+
 class RolloutUI:
     """What an operator sees of a rollout; every method may be left as this no-op."""
 
@@ -532,17 +559,15 @@ class Rollout:
         self.save()
         _crash(f"bake-{index + 1}")
         baseline: dict[str, int] = {}
-        end = time.monotonic() + float(opts["bake_s"])
-        every = max(0.2, min(float(opts["watch_every_s"]), float(opts["bake_s"]) / 3))
-        first = True
+        schedule = BakeSchedule.starting(time.monotonic(), float(opts["bake_s"]),
+                                         float(opts["watch_every_s"]))
         while watched:
-            remaining = end - time.monotonic()
-            if remaining <= 0 and not first:
+            wait = schedule.wait(time.monotonic())
+            if wait is None:
                 break
-            self.ui.bake(max(0.0, remaining), len(watched), self.budget_left())
-            if not first:
-                time.sleep(min(every, max(0.0, remaining)))
-            first = False
+            self.ui.bake(schedule.remaining(time.monotonic()), len(watched), self.budget_left())
+            if wait:
+                time.sleep(wait)
             read = api.status(self._hosts(watched), lambda *_: None, self._options(),
                               self.tx_owner)
             if any(res.result == "interrupted" for res in read):

@@ -234,24 +234,22 @@ class RolloutFlow:
         self._event(f"bake after wave {index + 1}: {opts['bake_s']:g}s, {len(watched)} host(s)")
         self.record["baking"] = {"wave": index + 1, "until": ""}
         baseline: dict[str, dict] = {}
-        end = workflow.time() + float(opts["bake_s"])
+        schedule = rollout.BakeSchedule.starting(workflow.time(), float(opts["bake_s"]),
+                                                 float(opts["watch_every_s"]))
         self.record["baking"]["until"] = (workflow.now() + timedelta(
             seconds=float(opts["bake_s"]))).strftime("%Y-%m-%dT%H:%M:%SZ")
-        every = max(0.2, min(float(opts["watch_every_s"]), float(opts["bake_s"]) / 3))
-        first = True
         while watched:
-            remaining = end - workflow.time()
-            if remaining <= 0 and not first:
+            wait = schedule.wait(workflow.time())
+            if wait is None:
                 break
-            if not first:
+            if wait:
                 try:  # a timer a pause or an abort cuts short
                     await workflow.wait_condition(lambda: bool(self.abort_reason) or self.paused,
-                                                  timeout=max(0.1, min(every, remaining)))
+                                                  timeout=max(0.1, wait))
                     self.record.pop("baking", None)
                     return False
                 except asyncio.TimeoutError:
                     pass
-            first = False
             sites = self._by_site(watched)
             answers = await asyncio.gather(*(self._act(
                 "fleet.watch", site, leg_of(self.record, names), names,
