@@ -316,13 +316,7 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     first = (res.stdout.strip().splitlines() or [""])[0]
     if first == commands.UNCHANGED and res.exit_code == 0:
         meta = parse_json(res.stdout) or {}  # the active release's fleet_release.json
-        name = release_name(str(meta.get("version")), str(meta.get("sha256", "")))
-        current = release_summary({**meta, "release": name})
-        return HostResult(host.name, "unchanged", True, from_release=current,
-                          to_release=current, duration_s=time.monotonic() - t0,
-                          note="already active and ready (checked read-only)",
-                          steps=timer.steps,
-                          data={"uploaded": False, "restarted": False, "fast_path": True})
+        return _unchanged(host, meta, time.monotonic() - t0, timer.steps)
     answer = parse_json(res.stdout)
     reason = _reason(answer)
     # MISSING, or a stored copy that is not this artifact: its SHA-256 differs, or it is so
@@ -454,13 +448,15 @@ def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
 
 def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
             work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
-            sink: ProgressSink, artifact: ArtifactRef | None = None) -> list[HostResult]:
+            sink: ProgressSink, artifact: ArtifactRef | None = None,
+            unchanged: bool = False) -> list[HostResult]:
     """Run `work(host, progress, conns, lease)` on every host holding the fleet lease there; refused
     as a whole if another run holds it anywhere (fleet.deploy.lease). A host whose take
     answered late is worked on once its own take is decided; one the take could not reach is
     reported, not tried again. One connection per host (`conns`) serves the take, the work and
     the release. With `artifact`, the take also asks each host whether it has it
-    (`Lease.artifact`)."""
+    (`Lease.artifact`), and with `unchanged` whether it already runs it, ready (`Lease.unchanged`:
+    no lease taken there, `work` decides what to report)."""
     check_parallel((options or RunOptions()).parallel)  # before any host is leased
     try:  # one socket per host from the take to the release: the default 1,024 is too few
         open_files_limit(hosts)
@@ -469,7 +465,8 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
     conns = Connections()
     probe = None if artifact is None else (artifact.sha256, artifact.path.stat().st_size)
     try:
-        held = lease.take(hosts, owner, lease_time(hosts, options), conns, probe)
+        same = release_name(artifact.version, artifact.sha256) if artifact and unchanged else None
+        held = lease.take(hosts, owner, lease_time(hosts, options), conns, probe, same)
         if held.refused:
             first = next(iter(held.refusals.values()))
             return [HostResult(h.name, "refused", False,
@@ -523,6 +520,8 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
     def work(h: Host, p: Progress, conns: Connections | None = None,
              held: lease.Lease | None = None) -> HostResult:
         stored = held.artifact.get(h.name) if held is not None else None
+        if held is not None and h.name in held.unchanged:  # said by the take: nothing to do
+            return _unchanged(h, held.unchanged[h.name], 0.0, {})
         if held is not None:
             refused = _refused_before_upload(h, held, support, allow_unproven_openclaw, owner)
             if refused is not None:
@@ -535,7 +534,18 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
     if dry_run:
         with hostkeys.not_recording():  # a dry run writes nothing, known_hosts included
             return _run(hosts, work, sink, options)
-    return _leased(hosts, owner, options, work, sink, artifact)
+    return _leased(hosts, owner, options, work, sink, artifact, unchanged=not force)
+
+
+def _unchanged(host: Host, meta: dict, duration_s: float, steps: dict) -> HostResult:
+    """The report of a host that already runs the artifact, ready: `meta` is its active
+    release's fleet_release.json, as the read-only check found it."""
+    name = release_name(str(meta.get("version")), str(meta.get("sha256", "")))
+    current = release_summary({**meta, "release": name})
+    return HostResult(host.name, "unchanged", True, from_release=current, to_release=current,
+                      duration_s=duration_s, note="already active and ready (checked read-only)",
+                      steps=steps, data={"uploaded": False, "restarted": False,
+                                         "fast_path": True})
 
 
 class _SupportOf:

@@ -20,6 +20,12 @@ from fleet.deploy.inventory import Host
 from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE
 
 HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
+# How fleet's host processes start Python: without `site` (most of an interpreter start's CPU:
+# site-packages' .pth files, sitecustomize), as they use the standard library only. ISOLATED
+# also ignores PYTHON* variables and the user's site dir, where nothing is needed from them;
+# NO_SITE keeps PYTHONPATH, which names the release to run.
+NO_SITE = "-S"
+ISOLATED = "-I -S"
 NOT_INSTALLED = ('{"ok": true, "result": "status", "current": null, "installed": false, '
                  '"ready": false, "problem": "not installed"}')
 
@@ -66,7 +72,7 @@ def _installer_from_current(host: Host, sub: str, owner: str, extra: list[str]) 
     return _command(
         f'S={_state(host)}; if [ -f {_INSTALLER_IN_CURRENT} ]; then '
         f'cd / && PYTHONPATH={_in_state(StateLayout.CURRENT)} exec {shlex.quote(host.python)} '
-        f"-m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi",
+        f"{NO_SITE} -m fleet.installer {args}; else echo {shlex.quote(NOT_INSTALLED)}; fi",
         op="current", argv=argv)
 
 
@@ -94,7 +100,8 @@ def rollback(host: Host, owner: str, to: str | None, lease_run: str | None = Non
     where = f'"$S"/{shlex.quote(rel)}'
     return _command(
         f'S={_state(host)}; if [ -f {where}/{StateLayout.RELEASE_INSTALLER} ]; then '
-        f'cd / && PYTHONPATH={where} exec {shlex.quote(host.python)} -m fleet.installer {args}; '
+        f'cd / && PYTHONPATH={where} exec {shlex.quote(host.python)} {NO_SITE} -m fleet.installer '
+        f"{args}; "
         f"else {fallback}; fi",
         op="release", release=via, argv=argv, fallback=fallback.intent)
 
@@ -154,7 +161,7 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
     """
     args = [host.state_dir, sha256, "1" if create else "0", "--state-dir", host.state_dir,
             *common_args(host, owner)]
-    return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(CHECK_PY)} "
+    return (f"cd / && exec {shlex.quote(host.python)} {ISOLATED} -c {shlex.quote(CHECK_PY)} "
             + " ".join(shlex.quote(a) for a in args))
 
 
@@ -177,7 +184,7 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
         args += [FLEET_LEASE, lease_run]
     quoted = " ".join(shlex.quote(a) for a in args)
     art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
-    run = f"cd / && exec {shlex.quote(host.python)} {art} {quoted}"
+    run = f"cd / && exec {shlex.quote(host.python)} {ISOLATED} {art} {quoted}"
     intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present,
               "noop": bool(if_present and not force), "version": version}
     if not if_present:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import inventory
+from fleet.deploy.commands import ISOLATED
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
 from fleet.deploy.runtime import process, threading, time  # the real ones, or a simulation's
@@ -48,8 +49,8 @@ def take_timeout(host: Host) -> float:
     return host.timeouts.connect + TAKE_MARGIN_S
 
 LEASE_PY = """\
-@OPENCLAW_CLI@
-import json, os, socket, sys, time
+import json, os, sys, time
+OPENCLAW_CLI = @OPENCLAW_CLI@  # fleet.installer.openclawcli, run only when it is asked
 state, action, run = os.path.expanduser(sys.argv[1]), sys.argv[2], sys.argv[3]
 path = os.path.join(state, @LEASE@)
 def read():
@@ -75,6 +76,7 @@ def held(h):  # a maintenance lock until it is released or expires; a run's leas
     return time.time() - float(h.get("time") or 0) < float(h.get("lease") or 0)
 def audit(entry):  # the line fleet.installer.audit.append writes, for a run refused here
     cur = os.path.join(state, @CURRENT@)
+    import socket
     entry.update(time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  host=socket.gethostname())
     entry["from"] = os.path.basename(os.path.realpath(cur)) if os.path.islink(cur) else None
@@ -113,15 +115,18 @@ if time.time() > float(record.pop("deadline", 0) or 0):  # ran late (a paused ho
 takeover = record.pop("takeover", None)  # a holder the control machine saw dead
 probe = record.pop("artifact", None)  # {"sha256", "size"}: a deploy asks what the host has
 oc = record.pop("openclaw", None)  # {"opts", "budget"}: an OpenClaw host's deploy asks which
+def load(rel):
+    try:
+        with open(os.path.join(state, rel), encoding="utf-8") as fh:
+            return json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
 def stored():
     if not isinstance(probe, dict):
         return None
-    try:
-        with open(os.path.join(state, @META@), encoding="utf-8") as fh:
-            if json.load(fh).get("sha256") == probe["sha256"]:
-                return "active"
-    except (OSError, ValueError, AttributeError):
-        pass
+    meta = load(@META@)
+    if isinstance(meta, dict) and meta.get("sha256") == probe["sha256"]:
+        return "active"
     art = os.path.join(state, @ARTIFACT@.format(sha256=probe["sha256"]))
     try:
         if os.path.getsize(art) == probe["size"]:
@@ -141,11 +146,38 @@ def openclaw(have):  # {version, source} of this host's OpenClaw; None: not aske
             return installed_openclaw(state, opts, budget)
         except Exception:  # an older release without it, or it failed: the CLI below
             pass
-    try:  # no release here yet: the CLI's version (cli_version above)
-        found = cli_version(opts, None, state, budget)
+    try:  # no release here yet: the CLI's version (fleet.installer.openclawcli's cli_version)
+        cli = {}
+        exec(OPENCLAW_CLI, cli)
+        found = cli["cli_version"](opts, None, state, budget)
     except Exception:
         found = None
     return {"version": found, "source": "cli"} if found else None
+def unchanged():  # the release file when this artifact is active, ready and alive, else None
+    if not isinstance(probe, dict) or not probe.get("release"):  # not asked (or --force)
+        return None
+    meta, ready, pid = load(@META@), load(@READY@), load(@PIDFILE@)
+    pid = pid.get("pid") if isinstance(pid, dict) else pid  # fleet's record, or a bare pid
+    if not (isinstance(meta, dict) and meta.get("sha256") == probe["sha256"]
+            and isinstance(ready, dict) and ready.get("ready") is True
+            and ready.get("release") == probe["release"]
+            and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+            and ready.get("pid") == pid and not os.path.lexists(os.path.join(state, @LOCK@))):
+        return None  # an installer's lock left there: only the installer reconciles it
+    try:
+        os.kill(pid, 0)
+    except OSError:  # gone (or not ours to signal)
+        return None
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            if b"fleet.gateway" not in fh.read():
+                return None  # a pid reused after a crash is not our gateway
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None
+    except OSError:
+        return None
+    return meta
 def granted():
     have = stored()
     print(json.dumps({"ok": True, "artifact": have, "openclaw": openclaw(have)}))
@@ -169,6 +201,10 @@ for _ in range(5):
         except FileNotFoundError:
             pass
         continue
+    same = unchanged()
+    if same is not None:  # nothing to do here: no lease taken, so none to give back
+        print(json.dumps({"ok": True, "artifact": "unchanged", "release": same}))
+        sys.exit(0)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                      0o600)
@@ -189,14 +225,17 @@ for _key, _value in (("@LEASE@", repr(StateLayout.LEASE)),
                      ("@AUDIT@", repr(StateLayout.AUDIT)),
                      ("@CURRENT@", repr(StateLayout.CURRENT)),
                      ("@RELEASE_INSTALLER@", repr(StateLayout.RELEASE_INSTALLER)),
+                     ("@READY@", repr(StateLayout.READY)),
+                     ("@PIDFILE@", repr(StateLayout.PIDFILE)),
+                     ("@LOCK@", repr(StateLayout.LOCK)),
                      # last: its text is sent as it is, never searched for placeholders
-                     ("@OPENCLAW_CLI@", inspect.getsource(openclawcli))):
+                     ("@OPENCLAW_CLI@", repr(inspect.getsource(openclawcli)))):
     LEASE_PY = LEASE_PY.replace(_key, _value)
 
 
 def lease_command(host: Host, action: str, run_id: str, record: dict | None = None) -> str:
     args = [host.state_dir, action, run_id] + ([json.dumps(record)] if record else [])
-    return (f"cd / && exec {shlex.quote(host.python)} -c {shlex.quote(LEASE_PY)} "
+    return (f"cd / && exec {shlex.quote(host.python)} {ISOLATED} -c {shlex.quote(LEASE_PY)} "
             + " ".join(shlex.quote(a) for a in args))
 
 
@@ -233,6 +272,12 @@ class Lease:
     openclaw: dict[str, dict] = field(default_factory=dict)
     # host -> an audit line its `release` appends: the run refused that host before changing it
     audit: dict[str, dict] = field(default_factory=dict)
+    # host -> its active release's fleet_release.json: a deploy's take found the artifact active
+    # there, its gateway ready and alive and no installer at work (as commands.noop_check), so
+    # it took no lease there and the run has nothing to do on that host (`take(unchanged=...)`)
+    unchanged: dict[str, dict] = field(default_factory=dict)
+    # hosts whose lease the run's installer gave back itself (nothing left to release there)
+    given_back: set[str] = field(default_factory=set)
     _answers: dict[str, object] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=lambda: threading.Condition())  # at use
     _deadline: float = 0.0
@@ -250,7 +295,10 @@ class Lease:
         if reply is None:
             self.unanswered[host.name] = no_verdict(answer)
             return
-        if reply.get("ok") is True:
+        if reply.get("ok") is True and reply.get("artifact") == "unchanged" \
+                and isinstance(reply.get("release"), dict):
+            self.unchanged[host.name] = reply["release"]
+        elif reply.get("ok") is True:
             self.held.append(host)
             if reply.get("artifact") in ARTIFACT_STATES:
                 self.artifact[host.name] = reply["artifact"]
@@ -427,7 +475,8 @@ def _go_on(answered: list[float], total: int, elapsed: float) -> bool:
 
 
 def take(hosts: list[Host], owner: str, lease_s: float,
-         conns: Connections | None = None, artifact: tuple[str, int] | None = None) -> Lease:
+         conns: Connections | None = None, artifact: tuple[str, int] | None = None,
+         unchanged: str | None = None) -> Lease:
     """Take the lease on every host, or none: on any refusal, release what was taken.
 
     A host that cannot be reached is not a refusal: the run reports it failed as before. A host
@@ -440,12 +489,18 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     and an OpenClaw host that does not run it yet says which OpenClaw it runs (`Lease.openclaw`:
     its active release's installer asks the running gateway, else the CLI answers, within
     OPENCLAW_PROBE_S), so a deploy refuses a host its release does not support before the upload.
+    With `unchanged` (the artifact's release name; a deploy without --force), a host where that
+    release is active, its gateway ready and alive and no installer at work takes no lease and
+    says so (`Lease.unchanged`): a no-op redeploy is this one short process per host. A host
+    whose lease another run holds is refused as ever.
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": process.pid(), "from": process.hostname(),
               "lease": float(lease_s)}
     if artifact is not None:
         record["artifact"] = {"sha256": artifact[0], "size": int(artifact[1])}
+        if unchanged:
+            record["artifact"]["release"] = unchanged
     longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S) + 5
     started = time.monotonic()
     lease._deadline = started + longest
@@ -554,7 +609,8 @@ def release(lease: Lease, conns: Connections | None = None) -> None:
     """Give back the lease on every target host (by run id: a host where the take did not
     answer in time may still have taken it), appending `Lease.audit`'s line where the run
     refused the host; best effort and bounded."""
-    hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached]
+    hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached
+             and h.name not in lease.unchanged and h.name not in lease.given_back]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
         _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id,

@@ -19,7 +19,6 @@ gateway's own imports.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,6 @@ from fleet.gateway import client
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
 
-log = logging.getLogger("fleet.gateway.process")
 STOP_GRACE_S = 10.0
 # the supervisor's pidfile, relative to the state dir (as StateLayout.PIDFILE): beside the
 # gateway's, in the run dir
@@ -48,10 +46,15 @@ MISMATCH = "mismatch"  # the new gateway runs other versions or another release:
 DEAD = "dead"  # the process we started exited: final
 
 
+# No `site`: the gateway and its plugins are standard library only, and `site` (its .pth files,
+# sitecustomize) is most of an interpreter start's CPU; PYTHONPATH (the release) still counts.
+START_FLAGS = ("-S",)
+
+
 def command(python: str, state_dir: Path) -> List[str]:
     """How a gateway is started: `python -m fleet.gateway --state-dir D run` (the sandbox's
     orphan search in fleet/deploy/sandbox.py recognises exactly this)."""
-    return [python, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"]
+    return [python, *START_FLAGS, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"]
 
 
 class Spawned:
@@ -181,7 +184,9 @@ def remove_ready(path: Path, pid: Optional[int]) -> None:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        log.warning("cannot remove %s: %s", path, exc)
+        import logging  # only here: the installer, which imports this module, logs nothing else
+
+        logging.getLogger("fleet.gateway.process").warning("cannot remove %s: %s", path, exc)
 
 
 def probe(layout: Layout, timeout_s: float = 2.0) -> Optional[Dict[str, Any]]:

@@ -17,15 +17,19 @@ from fleet.installer.manager import (
     ManagerError,
     SystemdManager,
 )
-from fleet.installer.openclawgw import OpenclawManager
 from fleet.installer.protocol import COMMAND, FLEET_MANAGER, LAUNCHD, MANAGERS, OPENCLAW, SYSTEMD
 
 CLASSES = {FLEET_MANAGER: FleetManager, SYSTEMD: SystemdManager, LAUNCHD: LaunchdManager,
-           OPENCLAW: OpenclawManager, COMMAND: CommandManager}
+           COMMAND: CommandManager}
 
 
 def make_manager(name: str, state_dir: Path, opts: Dict[str, str]) -> Manager:
     """The manager `name` for one state dir, or ManagerError naming the known ones."""
+    if name == OPENCLAW:  # imported only here: its RPC client (urllib, ssl, email) is most of
+        # an installer's start-up, and only an OpenClaw host needs it
+        from fleet.installer.openclawgw import OpenclawManager
+
+        return OpenclawManager(state_dir, opts)
     if name not in CLASSES:
         raise ManagerError("unknown gateway manager {!r}; use one of {}".format(
             name, ", ".join(MANAGERS)))

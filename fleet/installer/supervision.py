@@ -59,7 +59,8 @@ def state_path(layout: Layout) -> Path:
 
 def command(python: str, state_dir: Path) -> List[str]:
     """How the fleet manager starts the supervisor (the sandbox's orphan search knows it)."""
-    return [python, "-m", "fleet.installer", "supervise", "--state-dir", str(state_dir)]
+    return [python, *process.START_FLAGS, "-m", "fleet.installer", "supervise", "--state-dir",
+            str(state_dir)]
 
 
 def backoff(quick_failures: int) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import resource
 import shutil
 import socket
 import sys
@@ -42,6 +43,14 @@ def announce(event: dict) -> None:
         print(json.dumps(event), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+def cpu_s() -> float:
+    """CPU seconds (user + sys) of this process and the children it waited for: what the host
+    paid for this installer so far (its `cpu_s` answer: per step, and `process` in all)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def describe(exc: BaseException) -> str:
@@ -84,18 +93,19 @@ class Transaction:
         self.result = {"action": action, "host": self.host.hostname(), "ok": False,
                        "result": "failed", "state_dir": str(state_dir), "owner": owner,
                        "steps": {}, "notes": self.notes, "from": None, "to": None,
-                       "reason": None, "restarted": False}
+                       "reason": None, "restarted": False, "cpu_s": {}}
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
         announce({"step": name})
         faults.check(self.state_dir, name)
-        t0 = self.host.monotonic()
+        t0, c0 = self.host.monotonic(), cpu_s()
         try:
             yield
         finally:
-            steps = self.result["steps"]
+            steps, cpu = self.result["steps"], self.result["cpu_s"]
             steps[name] = round(steps.get(name, 0.0) + self.host.monotonic() - t0, 4)
+            cpu[name] = round(cpu.get(name, 0.0) + cpu_s() - c0, 4)
 
     def take_lock(self) -> None:
         with self.step("lock"):
@@ -180,6 +190,7 @@ class Transaction:
 
     def finish(self) -> dict:
         self.result["duration_s"] = round(self.host.monotonic() - self.started, 4)
+        self.result["cpu_s"]["process"] = round(cpu_s(), 4)
         return self.result
 
     def record(self) -> None:
