@@ -11,9 +11,10 @@ The answer of install / rollback / restart (`InstallerResult`): `{action, ok, re
 state_dir, owner, from, to, reason, notes, restarted, steps: {step: seconds}, duration_s,
 cpu_s: {step: CPU seconds, process: the installer's CPU in all}, gateway: <health>, selftest?,
 lock_takeover?, lock_holder?, pruned?}` where `result` is installed | unchanged | rolled_back |
-restarted | refused | failed and `from`/`to` are `release_summary()`s `{release, version, sha256, components}`. An install that restarted the
-gateway runs the plugins' self-tests after readiness (step `selftest`; `selftest`:
-`{state: passed|failed|unsupported, plugins: {id: ...}, reason}`, fleet/installer/selftest.py):
+restarted | refused | failed and `from`/`to` are `release_summary()`s `{release, version,
+sha256, components}`. An install that restarted the gateway runs the plugins' self-tests after
+readiness (step `selftest`; `selftest`: `{state: passed|failed|unsupported, plugins: {id: ...},
+reason}`, fleet/installer/selftest.py):
 a failed one switches back as a failed readiness does. `status` (`HostStatus`) gives
 `{result: "status", current, previous, releases, gateway, ready, problem, lock, last_audit,
 disk_free_bytes, hooks, openclaw_support?}`, `lock` the holder `{owner, pid, host, time, lease,
