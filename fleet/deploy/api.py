@@ -527,9 +527,12 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
             if refused is not None:
                 return refused
         give_up = None if held is None else lambda: lease.release_host(held, h, conns)
-        return deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
-                           allow_unproven_openclaw, held.run_id if held is not None else None,
-                           give_up)
+        result = deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
+                             allow_unproven_openclaw, held.run_id if held is not None else None,
+                             give_up)
+        if held is not None and result.data.get("lease_given_back") is True:
+            held.given_back.add(h.name)  # by its installer: nothing left to release there
+        return result
 
     if dry_run:
         with hostkeys.not_recording():  # a dry run writes nothing, known_hosts included

@@ -17,7 +17,7 @@ import shlex
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
-from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE
+from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE, LEASE_GIVE_BACK_ENV
 
 HAVE, MISSING = "FLEET-HAVE-ARTIFACT", "FLEET-NO-ARTIFACT"
 # How fleet's host processes start Python: without `site` (most of an interpreter start's CPU:
@@ -173,7 +173,8 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     (`noop_check`), then the installer only if a stored copy of that size is there, else MISSING
     (the control side uploads and calls again). `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW;
     `lease_run`: the run's fleet lease, which the installer must still find before it switches
-    (a run that gave up on a hung host releases it: that installer then changes nothing)."""
+    (a run that gave up on a hung host releases it: that installer then changes nothing), given
+    back by the installer when it is done (`lease_given_back` in its answer)."""
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
     if force:
@@ -184,7 +185,9 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
         args += [FLEET_LEASE, lease_run]
     quoted = " ".join(shlex.quote(a) for a in args)
     art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
-    run = f"cd / && exec {shlex.quote(host.python)} {ISOLATED} {art} {quoted}"
+    # with the run's lease, the installer gives it back when done (no release process after it)
+    give_back = f"{LEASE_GIVE_BACK_ENV}=1 " if lease_run else ""
+    run = f"cd / && {give_back}exec {shlex.quote(host.python)} {ISOLATED} {art} {quoted}"
     intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present,
               "noop": bool(if_present and not force), "version": version}
     if not if_present:

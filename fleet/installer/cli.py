@@ -33,6 +33,7 @@ from fleet.installer.protocol import (
     ALLOW_UNPROVEN_OPENCLAW,
     FLEET_LEASE,
     FLEET_MANAGER,
+    LEASE_GIVE_BACK_ENV,
     MANAGERS,
     MAX_LEASE_S,
     MAX_WAIT_S,
@@ -214,7 +215,8 @@ def run(args: argparse.Namespace) -> dict:
                                    timeout=args.timeout, keep=args.keep, lease_s=args.lease,
                                    lock_wait=args.lock_wait,
                                    allow_unproven=args.allow_unproven_openclaw,
-                                   fleet_run=args.fleet_lease)
+                                   fleet_run=args.fleet_lease,
+                                   give_back=os.environ.get(LEASE_GIVE_BACK_ENV) == "1")
     if args.command == "rollback":
         return transaction.rollback(state_dir, manager, owner, to=args.to,
                                     timeout=args.timeout, lease_s=args.lease,

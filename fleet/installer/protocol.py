@@ -49,6 +49,11 @@ ALLOW_UNPROVEN_OPENCLAW = "--allow-unproven-openclaw"
 # `install --fleet-lease RUN`: the run's fleet lease (`<state>/fleet/run.lease`, fleet.deploy.lease)
 # must still be there when the installer switches; a run that gave up on a hung host released it
 FLEET_LEASE = "--fleet-lease"
+# With FLEET_LEASE, this variable set to "1" in the installer's environment: when done, it gives
+# that run's lease back itself (answer `lease_given_back: true`), so the run needs no process of
+# its own on the host for that. An environment variable, not a flag: an older installer ignores
+# it (its answer does not say so, and the run releases the lease as before).
+LEASE_GIVE_BACK_ENV = "FLEET_LEASE_GIVE_BACK"
 
 
 def worst_case_s(timeout: float) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import os
 import resource
 import shutil
 import socket
@@ -259,22 +260,49 @@ def wait_ready(manager: Manager, release: Path, expect: Dict[str, str], timeout:
 def install(state_dir: Path, artifact: Path, sha256: str, manager: Manager, owner: str,
             expect: Dict[str, str], force: bool = False, timeout: float = READY_TIMEOUT_S,
             keep: int = 5, lease_s: float = DEFAULT_LEASE_S, lock_wait: float = 0.0,
-            allow_unproven: bool = False, fleet_run: Optional[str] = None) -> dict:
+            allow_unproven: bool = False, fleet_run: Optional[str] = None,
+            give_back: bool = False) -> dict:
     """Lock, verify, unpack, switch, restart, wait ready; switch back on failure; audit; prune.
     `allow_unproven`: go ahead on a gateway the release was not proven on (Manager.preflight);
-    `fleet_run`: switch only while that deploy run holds the host's fleet lease."""
+    `fleet_run`: switch only while that deploy run holds the host's fleet lease; `give_back`:
+    then give that lease back when done (protocol.LEASE_GIVE_BACK_ENV)."""
     tx = Transaction(state_dir, manager, owner, timeout, lease_s, "install", lock_wait)
     res = tx.result
-    if not tx.lock_or_refuse():
-        return tx.finish()
     try:
-        return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven,
-                               fleet_run)
-    except Exception as exc:  # always answer with JSON; the lock is released below
-        res["reason"] = res["reason"] or describe(exc)
-        return tx.finish()
+        if not tx.lock_or_refuse():
+            return tx.finish()
+        try:
+            return _install_locked(tx, artifact, sha256, expect, force, keep, allow_unproven,
+                                   fleet_run)
+        except Exception as exc:  # always answer with JSON; the lock is released below
+            res["reason"] = res["reason"] or describe(exc)
+            return tx.finish()
+        finally:
+            tx.lock.release()
     finally:
-        tx.lock.release()
+        if give_back and fleet_run is not None and give_back_lease(state_dir, fleet_run):
+            res["lease_given_back"] = True
+
+
+def give_back_lease(state_dir: Path, fleet_run: str) -> bool:
+    """Remove the host's fleet lease if run `fleet_run` holds it (as the lease's `release`
+    does); True when it is not there afterwards."""
+    path = StateLayout(state_dir).lease
+    try:
+        data = json.loads(regularfile.read_text(path, follow=False))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict) or data.get("run") != fleet_run:
+        return False  # another run's (ours expired and was taken over): not ours to remove
+    try:
+        os.unlink(str(path))
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 LOST_LOCK = ("lost the host lock while this installer was held up (its lease ran out and "
