@@ -25,10 +25,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.installer import transaction
-from fleet.installer.lock import DEFAULT_LEASE_S
-from fleet.installer.manager import ManagerError
-from fleet.installer.managers import make_manager
 from fleet.installer.protocol import (
     ALLOW_UNPROVEN_OPENCLAW,
     FLEET_LEASE,
@@ -156,6 +152,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         # A dropped ssh connection must not stop a host half-way: finish the transaction (its
         # outcome is in the audit log and `status`) even if nobody is left to read the answer.
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    from fleet.installer.manager import ManagerError  # not before: `supervise` needs none of it
+
     try:
         result = run(args)
     except (UsageError, ManagerError) as exc:
@@ -194,6 +192,10 @@ def _emit(result: dict) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     state_dir = Path(os.path.expanduser(args.state_dir)).absolute()
+    from fleet.installer import transaction
+    from fleet.installer.lock import DEFAULT_LEASE_S
+    from fleet.installer.managers import make_manager
+
     manager = make_manager(args.manager, state_dir, _pairs(args.manager_opt, "--manager-opt"))
     owner = args.owner or transaction.default_owner()
     if args.lease is None:  # the lease must outlive our own worst case, or a peer takes over
