@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -43,6 +42,8 @@ from fleet.installer.protocol import (
 
 def read_manifest() -> dict:
     """The fleet_manifest.json embedded at the artifact's root (empty outside an artifact)."""
+    import zipfile  # only `--version` reads it here (the supervisor never does)
+
     archive = sys.argv[0]
     try:
         with zipfile.ZipFile(archive) as zf:
