@@ -238,7 +238,12 @@ def bench(workdir: Path, reps: int, baseline: str = "", log=print):
     root = Path(fleet.__file__).resolve().parent.parent
     contenders = {"this": root}
     if baseline:
-        contenders = {"baseline": Path(baseline).absolute(), "this": root}
+        other = Path(baseline).expanduser().absolute()
+        if not (other / "fleet" / "deploy" / "api.py").is_file():
+            raise ValueError(f"--baseline {baseline}: not a fleet checkout (no "
+                             "fleet/deploy/api.py there); give the root of one, e.g. the main "
+                             "branch's worktree")
+        contenders = {"baseline": other, "this": root}
     costs: dict[str, dict] = {name: {"full": [], "noop": []} for name in contenders}
     base = workdir / "hostcost"
     for rep in range(reps):  # alternate, one full + no-op pair per contender each round

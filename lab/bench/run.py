@@ -17,7 +17,8 @@ from lab.bench import fixture
 from lab.bench.report import Report, Section, machine_info
 
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
-              "rivals", "scale", "hookscale", "failfast", "hung", "busyhook", "rollout")
+              "rivals", "scale", "hookscale", "failfast", "hung", "busyhook", "rollout",
+              "hostcost")
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`)
 OPT_IN = ("openclaw", "ocgateway")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
@@ -49,7 +50,7 @@ def _guard(report: Report, name: str, title: str, fn, log) -> None:
 
 
 def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None = None,
-        log=print) -> Report:
+        log=print, baseline: str = "") -> Report:
     from fleet.deploy import api  # noqa: PLC0415
 
     root = Path(fleet.__file__).resolve().parent.parent
@@ -61,6 +62,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
     base = api.build_artifact(root, workdir / "dist")
     log(f"artifact {base.path.name} {base.sha256[:12]} ({base.path.stat().st_size} bytes)")
 
+    if "hostcost" in selected:
+        from lab.bench import hostcost  # noqa: PLC0415
+
+        _guard(report, "hostcost", "host cost of a deploy",
+               lambda: hostcost.bench(workdir, reps, baseline, log=log), log)
     if "hooks" in selected:
         from lab.bench import hooks  # noqa: PLC0415
 

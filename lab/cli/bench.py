@@ -12,15 +12,17 @@ from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
-              "busyhook; openclaw and ocgateway only when named")
+              "busyhook, hostcost; openclaw and ocgateway only when named")
 
 
 @task(help={"only": BENCH_HELP,
             "count": "harness hosts for the deploy benchmarks (default 8, the most for 2 cores)",
             "reps": "repetitions per contender (default 3)",
             "json": "write every sample, summary, ratio and goal to this JSON file",
-            "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)"})
-def bench(c, only="", count="8", reps="3", json="", plot=False):
+            "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)",
+            "baseline": "hostcost: another checkout (e.g. the main branch's) measured "
+                        "alternately with this one, for the before/after ratio"})
+def bench(c, only="", count="8", reps="3", json="", plot=False, baseline=""):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
     from lab.bench.run import parse_selection, run  # noqa: PLC0415
 
@@ -30,7 +32,7 @@ def bench(c, only="", count="8", reps="3", json="", plot=False):
         raise Exit(f"error: {exc}", code=2) from None
     report = run(selected, hosts=number(count, "--count", maximum=1000,
                                         why="the largest benchmark fleet"),
-                 reps=number(reps, "--reps", maximum=100))
+                 reps=number(reps, "--reps", maximum=100), baseline=baseline)
     if json or plot:
         from lab.bench.fixture import BENCH_DIR  # noqa: PLC0415
 
