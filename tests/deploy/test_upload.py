@@ -56,13 +56,15 @@ def test_a_new_release_is_uploaded_and_installed_in_one_command(sandbox, artifac
     base = artifacts()
     results = sandbox.deploy(base)
     assert all(r.result == "installed" and r.data["uploaded"] for r in results.values())
-    # lease take, upload + install, lease release: the installer is never asked first
-    assert sent == dict.fromkeys(["a", "b", "c"], ["run", "send", "run"])
+    # lease take, upload + install (whose installer gives the lease back): the installer is
+    # never asked first, and no release follows
+    assert sent == dict.fromkeys(["a", "b", "c"], ["run", "send"])
     assert all({"upload", "install"} <= set(r.steps) for r in results.values())
+    assert all(r.data.get("lease_given_back") is True for r in results.values())
     sent.clear()
     again = sandbox.deploy(base)
     assert all(r.result == "unchanged" for r in again.values())
-    assert sent == dict.fromkeys(["a", "b", "c"], ["run", "run", "run"])  # no upload
+    assert sent == dict.fromkeys(["a", "b", "c"], ["run"])  # the take alone: no upload
 
 
 def test_a_stored_copy_of_the_right_size_but_wrong_bytes_is_uploaded_again(sandbox, artifacts):
