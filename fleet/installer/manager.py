@@ -97,6 +97,9 @@ class Manager:
 
     name = "base"
     links_extensions = True  # <state>/extensions/<id> -> the active release's plugin dirs
+    # unpack may hard-link the active release's unchanged files (releasedirs.unpack): a link
+    # changes their inode's link count and ctime, which fleet's gateway never looks at
+    shares_release_files = True
 
     def __init__(self, state_dir: Path, opts: Dict[str, str]):
         self.state_dir = state_dir

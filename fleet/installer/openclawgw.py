@@ -87,6 +87,9 @@ class OpenclawManager(Manager):
 
     name = "openclaw"
     links_extensions = False  # OpenClaw loads from plugins.load.paths, see openclawconfig
+    # OpenClaw watches and snapshots the plugin files it loads (their link count and ctime
+    # among them): a new release's unpack leaves the running release's inodes alone
+    shares_release_files = False
 
     def __init__(self, state_dir: Path, opts: Dict[str, str]):
         super().__init__(state_dir, opts)

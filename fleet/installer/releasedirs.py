@@ -136,14 +136,16 @@ def _plugin_dirs(root: Path) -> Dict[str, str]:
     return found
 
 
-def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path:
+def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict,
+           reuse: bool = True) -> Path:
     """Unpack into a temp dir, check every file against the manifest, then rename into place.
 
     A file the active release already has with the same manifest hash is hard-linked from it
     instead of written again (creating a file is most of an unpack's CPU; a link is a twentieth
     of it), then checked against the manifest like every other file: the new release is still
     whole before it appears, and a damaged file of the old one is never carried over. Release
-    files are never written in place (only replaced or removed), so sharing an inode is safe."""
+    files are never written in place (only replaced or removed), so sharing an inode is safe.
+    Not with `reuse=False` (a manager whose gateway watches its files' inodes)."""
     if not is_version_name(manifest.get("version")):
         raise UnusableRelease(f"artifact {artifact}: unsafe version {manifest.get('version')!r}")
     target = StateLayout(state_dir).release_dir(str(manifest["version"]), sha256)
@@ -157,7 +159,7 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict) -> Path
     tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
     try:
         with zipfile.ZipFile(str(artifact)) as zf:
-            placed = _extract(zf, tmp, _reusable(state_dir, manifest))
+            placed = _extract(zf, tmp, _reusable(state_dir, manifest) if reuse else (None, {}))
         for rel, digest in (manifest.get("files") or {}).items():
             member = placed.get(rel, tmp / rel)
             actual = member if isinstance(member, str) else (

@@ -379,7 +379,8 @@ def _install_locked(tx: Transaction, artifact: Path, sha256: str, expect: Dict[s
         tx.record()
         return tx.finish()
     with tx.step("unpack"):
-        release = releasedirs.unpack(state_dir, artifact, sha256, manifest)
+        release = releasedirs.unpack(state_dir, artifact, sha256, manifest,
+                                     tx.manager.shares_release_files)
     meta = releasedirs.read_meta(release) or {}
     want = expected_versions(meta, expect)
     if current != release:
