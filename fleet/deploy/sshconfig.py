@@ -41,6 +41,7 @@ import pwd
 import re
 import socket
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -133,16 +134,25 @@ def _home() -> str:
 
 
 class SshConfig:
-    """ssh_config files, read once, evaluated per host as OpenSSH does."""
+    """ssh_config files, read once, evaluated per host as OpenSSH does (one SshConfig may serve
+    a run's hosts connecting at once: reading a file happens under a lock)."""
 
     def __init__(self, files: list[tuple[Path, bool]] | None = None):
         self.files = files or []       # (path, is the system file)
         self._cache: dict[str, list[_Line]] = {}
         self._read_bytes = 0
+        self._lock = threading.Lock()
 
     # -- reading -------------------------------------------------------------------------
     def _lines(self, path: Path) -> list[_Line]:
         key = str(path)
+        lines = self._cache.get(key)
+        if lines is not None:
+            return lines
+        with self._lock:
+            return self._read_lines(path, key)
+
+    def _read_lines(self, path: Path, key: str) -> list[_Line]:
         if key not in self._cache:
             ignore = f"or set {ENV_VAR}= (empty) to read no ssh_config"
             try:

@@ -3,6 +3,8 @@ share it (each ssh handshake costs the control side and the host CPU and round t
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 import time
 
@@ -19,9 +21,9 @@ def counted(monkeypatch):
     opened: list[str] = []
     real = connection.connect
 
-    def counting(host: Host):
+    def counting(host: Host, *args):
         opened.append(host.name)
-        return real(host)
+        return real(host, *args)
 
     monkeypatch.setattr(connection, "connect", counting)
     return opened
@@ -244,3 +246,38 @@ def test_ssh_prefers_aes_gcm_and_still_connects_to_a_server_without_it(scripted,
     assert old.conn.client.get_transport().local_cipher == "aes128-ctr"
     assert old.run("echo hi", 10).stdout == "hi\n"
     old.close()
+
+
+def test_many_hosts_connecting_at_once_all_connect(ssh_server, tmp_path, client_key):  # noqa: F811
+    """A run connects its hosts from many threads at once; every one of them connects and runs
+    its command (a Config shared between connections once lost its keys under another thread,
+    failing a few hosts of a 64-host deploy)."""
+    from test_hostkeys import host_for, known_line
+
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    known.write_text(known_line(port, key))
+    conns = connection.Connections()
+    errors: list[str] = []
+    outputs: list[str] = []
+
+    def one(i: int) -> None:
+        host = dataclasses.replace(host_for(port, known, "strict", client_key), name=f"box{i}")
+        try:
+            outputs.append(conns.get(host).run(f"echo {i}", timeout=30).stdout)
+        except Exception as exc:  # noqa: BLE001  (collected and shown by the assertion)
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads interleave often, as a loaded machine makes them
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        sys.setswitchinterval(interval)
+    conns.close()
+    assert errors == []
+    assert sorted(outputs) == sorted(f"ran: echo {i}\n" for i in range(16))
