@@ -19,8 +19,9 @@ from lab.bench.report import Report, Section, machine_info
 BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "harness", "rtt",
               "rivals", "scale", "hookscale", "failfast", "hung", "busyhook", "rollout",
               "hostcost")
-# Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`)
-OPT_IN = ("openclaw", "ocgateway")
+# Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`);
+# ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost)
+OPT_IN = ("openclaw", "ocgateway", "ctlcost")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
@@ -117,6 +118,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "scale", "2. bigger fleet",
                lambda: scale.bench(base, workdir, reps, log=log), log)
+    if "ctlcost" in selected:
+        from lab.bench import ctlcost  # noqa: PLC0415
+
+        _guard(report, "ctlcost", "control-side cost per host",
+               lambda: ctlcost.bench(base, workdir, min(reps, 2), log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

@@ -12,7 +12,8 @@ from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
-              "busyhook, hostcost; openclaw and ocgateway only when named")
+              "busyhook, hostcost; openclaw, ocgateway and ctlcost (control CPU/RSS per host, "
+              "against the checkout in $FLEET_BENCH_BASE) only when named")
 
 
 @task(help={"only": BENCH_HELP,
