@@ -102,12 +102,26 @@ class Authority:
 @dataclass
 class KnownHosts:
     """A known_hosts file as OpenSSH reads it: the plain keys, the `@revoked` keys, and the
-    `@cert-authority` lines."""
+    `@cert-authority` lines.
 
-    keys: paramiko.HostKeys = field(default_factory=paramiko.HostKeys)
+    The key lines are indexed by host name (hashed names apart, each checked by its HMAC as
+    paramiko's HostKeys does): `HostKeys.add` and `lookup` scan every line, so a fleet's file
+    (a line per host) cost its N hosts N x N comparisons on every run."""
+
     entries: list = field(default_factory=list)  # (host name or hashed name, key), in order
     revoked: set = field(default_factory=set)  # (key type, key bytes)
     authorities: list[Authority] = field(default_factory=list)
+    # name -> key type -> (position of the first line for that pair, key of the last such
+    # line), as paramiko.HostKeys keeps them: a later line for a name and type replaces the key
+    plain: dict = field(default_factory=dict)
+    hashed: dict = field(default_factory=dict)  # the same for `|1|salt|hash` names
+
+    def add(self, name: str, key: paramiko.PKey) -> None:
+        table = self.hashed if name.startswith("|1|") else self.plain
+        types = table.setdefault(name, {})
+        kind = key.get_name()
+        types[kind] = (types[kind][0] if kind in types else len(self.entries), key)
+        self.entries.append((name, key))
 
     def is_revoked(self, key: paramiko.PKey) -> bool:
         return (key.get_name(), key.asbytes()) in self.revoked
@@ -116,9 +130,20 @@ class KnownHosts:
         return any(authority.matches(name) for authority in self.authorities)
 
     def listed_keys(self, name: str) -> list[paramiko.PKey]:
-        """The keys of `name`'s key lines, revoked ones left out."""
-        return [key for key in (self.keys.lookup(name) or {}).values()
-                if not self.is_revoked(key)]
+        """The keys of `name`'s key lines, revoked ones left out: one per key type (the first
+        line's position, the last line's key), as paramiko's `HostKeys.lookup` answers."""
+        found = list(self.plain.get(name, {}).items())
+        if not name.startswith("|1|"):
+            for hashed, types in self.hashed.items():
+                try:
+                    if hmac.compare_digest(paramiko.HostKeys.hash_host(name, hashed), hashed):
+                        found.extend(types.items())
+                except (binascii.Error, ValueError, IndexError):
+                    continue
+        chosen: dict[str, tuple[int, paramiko.PKey]] = {}
+        for kind, (position, key) in sorted(found, key=lambda item: item[1][0]):
+            chosen.setdefault(kind, (position, key))
+        return [key for _, key in chosen.values() if not self.is_revoked(key)]
 
 
 def read_known_hosts(path: Path) -> KnownHosts:
@@ -148,8 +173,7 @@ def read_known_hosts(path: Path) -> KnownHosts:
             continue
         if entry is not None and entry.key is not None:
             for name in entry.hostnames:
-                known.keys.add(name, entry.key.get_name(), entry.key)
-                known.entries.append((name, entry.key))
+                known.add(name, entry.key)
     return known
 
 
@@ -371,14 +395,13 @@ def _parsed(path: Path) -> KnownHosts | None:
     except OSError:
         return None
     stamp = (st.st_mtime_ns, st.st_size)
-    with _PARSED_LOCK:
+    with _PARSED_LOCK:  # one parse when many hosts connect at once, not one each
         hit = _PARSED.get(path)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    known = read_known_hosts(path)
-    with _PARSED_LOCK:
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        known = read_known_hosts(path)
         _PARSED[path] = (stamp, known)
-    return known
+        return known
 
 
 def apply(client: paramiko.SSHClient, known_hosts: str | Path, policy: str,

@@ -128,21 +128,23 @@ def bench(base, workdir: Path, reps: int = 2, sizes=SIZES, log=print) -> Section
 
 
 def profile(inventory: str, artifact: str, count: int, names: str, out: str) -> dict:
-    """`scale.probe` with cProfile in every thread; the merged profile goes to `out`."""
+    """`scale.probe` with cProfile (each thread's CPU clock) in every thread; the merged
+    profile goes to `out`."""
     import cProfile  # noqa: PLC0415
     import pstats  # noqa: PLC0415
     import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
 
     profiles: list[cProfile.Profile] = []
     lock = threading.Lock()
 
     def start(*_args) -> None:  # the first profile event of a new thread: profile it
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.thread_time)  # CPU, not wall: threads mostly wait
         with lock:
             profiles.append(prof)
         prof.enable()
 
-    main = cProfile.Profile()
+    main = cProfile.Profile(time.thread_time)
     threading.setprofile(start)
     main.enable()
     row = scale.probe(inventory, artifact, count, "reuse", names)

@@ -611,3 +611,34 @@ def test_certificates_signed_by_ssh_keygen_are_read_as_openssh_writes_them(tmp_p
         assert 'certificate "keygen-cert"' in message
         assert ("expired at 2020-01-0" in message if principal == "127.0.0.1"
                 else "is for db.example.com, not 127.0.0.1" in message)
+
+
+def test_known_hosts_lookup_answers_as_paramiko_does(tmp_path):
+    """The indexed known_hosts gives a host the keys paramiko's own lookup gives: plain and
+    hashed lines, one key per type (a later line for a name and type replaces the key),
+    revoked keys left out, other hosts' lines not."""
+    ecdsa_a, ecdsa_b, other = (paramiko.ECDSAKey.generate() for _ in range(3))
+    rsa_key, gone = paramiko.RSAKey.generate(2048), paramiko.ECDSAKey.generate()
+    name = "[192.0.2.7]:2222"
+    hashed = paramiko.HostKeys.hash_host(name)
+    text = "".join([
+        f"192.0.2.8 {other.get_name()} {other.get_base64()}\n",
+        f"{name} {ecdsa_a.get_name()} {ecdsa_a.get_base64()}\n",
+        f"{hashed} {rsa_key.get_name()} {rsa_key.get_base64()}\n",
+        f"{name},192.0.2.9 {ecdsa_b.get_name()} {ecdsa_b.get_base64()}\n",
+        f"192.0.2.9 {gone.get_name()} {gone.get_base64()}\n",
+        f"@revoked * {gone.get_name()} {gone.get_base64()}\n"])
+    path = tmp_path / "known_hosts"
+    path.write_text(text)
+    known = hostkeys.read_known_hosts(path)
+    reference = paramiko.HostKeys()  # filled line by line with `add`, as fleet did before
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("@"):
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+            for host in entry.hostnames:
+                reference.add(host, entry.key.get_name(), entry.key)
+    for host in (name, "192.0.2.8", "192.0.2.9", "192.0.2.10"):
+        expected = [k for k in (reference.lookup(host) or {}).values() if not known.is_revoked(k)]
+        assert [k.asbytes() for k in known.listed_keys(host)] == [k.asbytes() for k in expected]
+    assert [k.get_name() for k in known.listed_keys(name)] == ["ecdsa-sha2-nistp256", "ssh-rsa"]
+    assert known.listed_keys(name)[0].asbytes() == ecdsa_b.asbytes()
