@@ -351,7 +351,8 @@ class SshConnection:
             where, known = target.describe(), target.known_hosts
             self.conn = self._chain(target, made)
             self.conn.open()
-            _quiet_transport(self.conn.client.get_transport())
+            for hop in made:  # the jump hosts' transports too (paramiko's default: 10 wakes/s)
+                _quiet_transport(hop.client.get_transport())
         except sshconfig.SshConfigError as exc:
             raise ConnectionError_(str(exc), FAILED) from None
         except Exception as exc:
@@ -478,7 +479,7 @@ def close_quietly(conn: Any) -> None:
         pass
 
 
-IDLE_CHECK_S = 1.0
+IDLE_CHECK_S = 30.0
 AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
@@ -518,12 +519,16 @@ class _SendFailed(Exception):
 
 
 def _quiet_transport(transport) -> None:
-    """Let the transport's reader thread wake once a second instead of ten times.
+    """Let the transport's reader thread wake every IDLE_CHECK_S instead of ten times a second.
 
     Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
     (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
-    those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
-    at once (the socket is closed under it); only keepalive and rekey checks run less often."""
+    those wake-ups were ~1 s of the control side's 1.4 s of CPU. At one wake a second, a
+    64-host deploy that took 40 s still woke ~2,500 times (each a GIL round trip and paramiko's
+    timeout path); 30 s makes that ~100. Nothing waits for those wake-ups: data and the peer's
+    close wake the thread at once, our own close marks the transport closed at once (its
+    thread then ends at its next wake, a daemon thread meanwhile), and fleet sets no
+    keepalive; each command's deadline is kept by the command's own reads."""
     sock = getattr(transport, "sock", None)
     if sock is not None:
         try:
@@ -633,9 +638,9 @@ class Connections:
         self._ssh_config: list = []  # [SshConfig] once read
 
     def _config(self) -> Any:
-        """The ssh_config files, read once for the run's connections (parsing them for each host
-        was ~0.5 ms of CPU per host with a small file, more with a fleet's Host blocks). A file
-        that cannot be read is not kept: each host reports it (as a failed connect)."""
+        """The ssh_config files, read once for the run's connections instead of once per host (a
+        fleet's file, with a Host block per host, was parsed N times for N hosts). A file that
+        cannot be read is not kept: each host reports it (as a failed connect)."""
         from fleet.deploy import sshconfig  # noqa: PLC0415
 
         with self._lock:
