@@ -5,6 +5,16 @@ installer's `{"step": ...}` progress), also with a file as its stdin (`send_and_
 which the command stores under a temp name and renames only when complete, so a host never sees
 a partial artifact under its final name). Every wait is bounded: connect, banner, auth,
 each command, each transfer.
+
+Each ssh hop is a Fabric `Connection` (its key_filename, timeouts, and a ProxyJump chain as a
+direct-tcpip channel of the hop before), with a Fabric Config of its own: Fabric re-merges the
+Config it is given, so one shared by hosts connecting at once lost keys under another thread.
+Fabric's part is ~0.6 ms of CPU per hop (the Connection and its Config clone, measured alone),
+~10% of a 64-host deploy's control-side profile (docs/bench/log.md, "Control-side cost per
+host"); paramiko's SSHClient built directly would save it. Fabric stays, as the control side's
+library, while the per-host goal is missed by more than that either way. What is per process
+or per run, not per host: the parsed identity files (`_cached_key`), ssh_config
+(`Connections`) and known_hosts (fleet.deploy.hostkeys).
 """
 
 from __future__ import annotations
@@ -479,7 +489,7 @@ def close_quietly(conn: Any) -> None:
         pass
 
 
-IDLE_CHECK_S = 30.0
+IDLE_CHECK_S = 1.0
 AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
@@ -519,16 +529,14 @@ class _SendFailed(Exception):
 
 
 def _quiet_transport(transport) -> None:
-    """Let the transport's reader thread wake every IDLE_CHECK_S instead of ten times a second.
+    """Let the transport's reader thread wake once a second instead of ten times.
 
     Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
     (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
-    those wake-ups were ~1 s of the control side's 1.4 s of CPU. At one wake a second, a
-    64-host deploy that took 40 s still woke ~2,500 times (each a GIL round trip and paramiko's
-    timeout path); 30 s makes that ~100. Nothing waits for those wake-ups: data and the peer's
-    close wake the thread at once, our own close marks the transport closed at once (its
-    thread then ends at its next wake, a daemon thread meanwhile), and fleet sets no
-    keepalive; each command's deadline is kept by the command's own reads."""
+    those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
+    at once (the socket is closed under it); only keepalive and rekey checks run less often.
+    Every hop's transport, a jump host's too. (30 s instead of 1 s measured no difference in
+    the control side's CPU per host: docs/bench/log.md, "Control-side cost per host".)"""
     sock = getattr(transport, "sock", None)
     if sock is not None:
         try:
