@@ -303,8 +303,8 @@ def _sweep(sec, fl, variants, reps, sizes, control, host_cores, log) -> None:
                             "host_cores": len(host_cores)}
     big = sizes[-1]
     sec.goal(f"T({big}) / floor", med[big]["T/floor"], 1.25, "ratio")
-    sec.goal("control CPU per host", figs["control_cpu_ms_per_host"], 20, "ms")
-    sec.goal("peak RSS growth per host in flight", figs["rss_growth_mb_per_host"], 2, "MB")
+    sec.goal("control CPU per host", figs["control_cpu_ms_per_host"], 10, "ms")
+    sec.goal("peak RSS growth per host in flight", figs["rss_growth_mb_per_host"], 1, "MB")
 
 
 def _own_cpu(sec, fl, variants, reps, runs, control, host_cores, log) -> None:
