@@ -5,7 +5,7 @@ to 16 and 64 light harness hosts, each in a fresh process (`python -m lab.bench.
 what `invoke deploy` does), pinned to the control core while the hosts share the other cores.
 Per host: control CPU / hosts, (peak RSS - RSS before the deploy) / hosts.
 
-Before and after in one run: with `FLEET_BENCH_BASE` naming a checkout of another revision
+Before and after in one run: with `--baseline DIR` naming a checkout of another revision
 (`git worktree add /tmp/fleet-base main`), every repetition runs both revisions' probes, in
 alternating order, on the same harness; without it only this checkout is measured. The other
 revision is measured as its own code, not as an option of this one (fleet keeps no old code
@@ -31,21 +31,19 @@ from lab.bench.stats import alternation
 
 SIZES = (16, 64)
 KINDS = ("full", "noop")  # a new artifact / the same artifact again
-BASE_ENV = "FLEET_BENCH_BASE"
 GOAL_CPU_MS = 10.0   # control CPU per host in flight, at the largest size
 GOAL_RSS_MB = 1.0    # peak RSS growth per host in flight
 
 
-def revisions(root: Path, env: dict | None = None) -> dict[str, Path]:
-    """{"this": this checkout} plus {"base": $FLEET_BENCH_BASE} when set; a base that is not a
-    fleet checkout with the scale probe is refused, naming the variable and the fix."""
-    env = os.environ if env is None else env
+def revisions(root: Path, baseline: str = "") -> dict[str, Path]:
+    """{"this": this checkout} plus {"base": the `--baseline` checkout} when given; a base that is
+    not a fleet checkout with the scale probe is refused, naming the option and the fix."""
     revs = {"this": root}
-    other = env.get(BASE_ENV, "").strip()
+    other = baseline.strip()
     if other:
         path = Path(other).expanduser().resolve()
         if not (path / "lab" / "bench" / "scale.py").is_file():
-            raise ValueError(f"{BASE_ENV}={other}: not a fleet checkout with lab/bench/scale.py; "
+            raise ValueError(f"--baseline {other}: not a fleet checkout with lab/bench/scale.py; "
                              "point it at one (git worktree add /tmp/fleet-base main)")
         revs["base"] = path
     return revs
@@ -75,11 +73,12 @@ def probe(root: Path, fl: fixture.Fleet, artifact: Path, names: list[str],
     return row
 
 
-def bench(base, workdir: Path, reps: int = 2, sizes=SIZES, log=print) -> Section:
+def bench(base, workdir: Path, reps: int = 2, sizes=SIZES, baseline: str = "",
+          log=print) -> Section:
     from lab.bench.deploys import Variants  # noqa: PLC0415
 
     root = Path(__file__).resolve().parents[2]
-    revs = revisions(root)
+    revs = revisions(root, baseline)
     sizes = sorted(sizes)
     sec = Section("ctlcost", f"control-side CPU and peak RSS per host ({', '.join(revs)}), "
                              f"{', '.join(map(str, sizes))} hosts")

@@ -18,7 +18,7 @@ ssh host gets). How it is measured, and why that is honest:
   the children it waited for); the rest of its process is its Python start and imports, and
   the rest of the upload command is the shell receiving the bytes.
 
-`--baseline DIR` measures another checkout (e.g. the main branch) alternately with this one, in
+`--baseline DIR` measures another checkout (the code before a change) alternately with this one, in
 the same run on the same machine, and reports the ratio. Each checkout is driven by this file
 run as a script with that checkout first on PYTHONPATH, so each builds and deploys its own
 installer and lease code.

@@ -122,7 +122,8 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
         from lab.bench import ctlcost  # noqa: PLC0415
 
         _guard(report, "ctlcost", "control-side cost per host",
-               lambda: ctlcost.bench(base, workdir, min(reps, 2), log=log), log)
+               lambda: ctlcost.bench(base, workdir, min(reps, 2), baseline=baseline,
+                                     log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

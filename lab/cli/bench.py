@@ -13,7 +13,7 @@ from fleet.cli.flags import number, task
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
               "busyhook, hostcost; openclaw, ocgateway and ctlcost (control CPU/RSS per host, "
-              "against the checkout in $FLEET_BENCH_BASE) only when named")
+              "against the --baseline checkout) only when named")
 
 
 @task(help={"only": BENCH_HELP,
@@ -21,8 +21,8 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
             "reps": "repetitions per contender (default 3)",
             "json": "write every sample, summary, ratio and goal to this JSON file",
             "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)",
-            "baseline": "hostcost: another checkout (e.g. the main branch's) measured "
-                        "alternately with this one, for the before/after ratio"})
+            "baseline": "hostcost, ctlcost: another checkout (the code before a change) "
+                        "measured alternately with this one, for the before/after ratio"})
 def bench(c, only="", count="8", reps="3", json="", plot=False, baseline=""):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""
     from lab.bench.run import parse_selection, run  # noqa: PLC0415

@@ -131,16 +131,16 @@ def test_share_left_by_other_work_and_the_loaded_floor():
 
 
 def test_ctlcost_is_opt_in_and_its_base_must_be_a_fleet_checkout(tmp_path):
-    from lab.bench.ctlcost import BASE_ENV, per_host, revisions
+    from lab.bench.ctlcost import per_host, revisions
 
     assert "ctlcost" not in parse_selection("all")  # 64 hosts and two revisions: when named
     assert parse_selection("ctlcost") == ["ctlcost"]
-    assert list(revisions(tmp_path, {})) == ["this"]
-    with pytest.raises(ValueError, match=f"{BASE_ENV}=.*not a fleet checkout"):
-        revisions(tmp_path, {BASE_ENV: str(tmp_path)})
+    assert list(revisions(tmp_path)) == ["this"]
+    with pytest.raises(ValueError, match="--baseline .*not a fleet checkout"):
+        revisions(tmp_path, str(tmp_path))
     (tmp_path / "lab" / "bench").mkdir(parents=True)
     (tmp_path / "lab" / "bench" / "scale.py").write_text("")
-    assert revisions(tmp_path, {BASE_ENV: str(tmp_path)})["base"] == tmp_path.resolve()
+    assert revisions(tmp_path, str(tmp_path))["base"] == tmp_path.resolve()
     row = {"control_cpu_s": 0.64, "rss_base_mb": 50.0, "rss_peak_mb": 82.0, "wall_s": 9.0}
     assert per_host(row, 64) == {"cpu_ms": 10.0, "rss_mb": 0.5, "rss_peak_mb": 82.0,
                                  "wall_s": 9.0}
