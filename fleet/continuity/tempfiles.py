@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Iterable, List
 
@@ -26,7 +27,7 @@ def temp_path(path: os.PathLike[str] | str) -> str:
     pathlib interns every part of every path it builds, and every temp name is new (each one
     takes a slot in CPython's interned-string table, which grows in steps and stays grown)."""
     head, name = os.path.split(os.fspath(path))
-    return os.path.join(head, f".{name}{TAG}{os.getpid()}.{os.urandom(4).hex()}")
+    return os.path.join(head, f".{name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
 
 
 def _alive(pid: int) -> bool:
