@@ -310,13 +310,9 @@ def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: 
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
-                                        version=artifact.version,
                                         allow_unproven=allow_unproven, lease_run=lease_run),
                        install_timeout(host), on_stderr_line=_step_relay(progress))
     first = (res.stdout.strip().splitlines() or [""])[0]
-    if first == commands.UNCHANGED and res.exit_code == 0:
-        meta = parse_json(res.stdout) or {}  # the active release's fleet_release.json
-        return _unchanged(host, meta, time.monotonic() - t0, timer.steps)
     answer = parse_json(res.stdout)
     reason = _reason(answer)
     # MISSING, or a stored copy that is not this artifact: its SHA-256 differs, or it is so

@@ -1,8 +1,9 @@
 """The shell lines the control side sends to a host: few round trips, same for ssh and local.
 
-A deploy costs one command per host besides the fleet lease's take and release: `install`
-(the no-op check, else the installer on the stored artifact), or, when the take said the host
-lacks the artifact, `upload_and_install` with the artifact as its stdin. `check` (dry runs) says
+A deploy costs one command per host besides the fleet lease's take (which also answers a no-op
+redeploy: fleet.deploy.lease): `install` (the installer on the stored artifact, which gives the
+lease back when done), or, when the take said the host lacks the artifact, `upload_and_install`
+with the artifact as its stdin. `check` (dry runs) says
 whether the artifact with that SHA-256 is already there and prints the installed release's
 status in the same round trip. All host work is done by the installer inside
 the artifact (fleet.installer), never by ad-hoc shell here; commands run from `/` so a `fleet`
@@ -11,10 +12,9 @@ directory in the login directory can never shadow the release's package.
 
 from __future__ import annotations
 
-import json
 import shlex
 
-from fleet.continuity.statelayout import StateLayout, release_name
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
 from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE, LEASE_GIVE_BACK_ENV
@@ -166,15 +166,16 @@ def check(host: Host, sha256: str, owner: str, create: bool = True) -> str:
 
 
 def install(host: Host, sha256: str, owner: str, force: bool = False,
-            if_present: int = 0, version: str = "", allow_unproven: bool = False,
+            if_present: int = 0, allow_unproven: bool = False,
             lease_run: str | None = None) -> Command:
-    """The installer on the stored artifact. With `if_present=<artifact size>` (and the
-    artifact's `version`): first a read-only "already active and ready?" check in shell
-    (`noop_check`), then the installer only if a stored copy of that size is there, else MISSING
-    (the control side uploads and calls again). `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW;
-    `lease_run`: the run's fleet lease, which the installer must still find before it switches
-    (a run that gave up on a hung host releases it: that installer then changes nothing), given
-    back by the installer when it is done (`lease_given_back` in its answer)."""
+    """The installer on the stored artifact. With `if_present=<artifact size>`: the installer
+    only if a stored copy of that size is there, else MISSING (the control side uploads and
+    calls again). Whether the host already runs the artifact, ready, was asked by the run's lease
+    take (fleet.deploy.lease: a no-op redeploy never gets here), and the installer judges it
+    again under its lock. `allow_unproven`: ALLOW_UNPROVEN_OPENCLAW; `lease_run`: the run's
+    fleet lease, which the installer must still find before it switches (a run that gave up on
+    a hung host releases it: that installer then changes nothing), given back by the installer
+    when it is done (`lease_given_back` in its answer)."""
     args = ["install", "--state-dir", host.state_dir, "--sha256", sha256,
             *common_args(host, owner)]
     if force:
@@ -188,25 +189,17 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     # with the run's lease, the installer gives it back when done (no release process after it)
     give_back = f"{LEASE_GIVE_BACK_ENV}=1 " if lease_run else ""
     run = f"cd / && {give_back}exec {shlex.quote(host.python)} {ISOLATED} {art} {quoted}"
-    intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present,
-              "noop": bool(if_present and not force), "version": version}
+    intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present}
     if not if_present:
         return _command(f"S={_state(host)}; {run}", **intent)
-    if not force and not version:
-        raise ValueError("install(if_present=...) needs the artifact version for the no-op check")
-    # One round trip when the host has the artifact (a redeploy, a retry): no status, no hash
-    # here; the installer verifies the SHA-256 itself. Otherwise say MISSING (dir made).
-    fast = "" if force else (
-        f'M={_in_state(StateLayout.CURRENT + "/" + StateLayout.RELEASE_META)}; '
-        f'if {noop_check(sha256, version)}; then '
-        f'echo {UNCHANGED}; printf "%s\\n" "$MJ"; exit 0; fi; ')
+    # One round trip when the host has the artifact (a retry, a stored copy): no status, no
+    # hash here; the installer verifies the SHA-256 itself. Otherwise say MISSING (dir made).
     art_dir = _in_state(StateLayout.ARTIFACTS)
     return _command(
-        f'S={_state(host)}; {fast}if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
+        f'S={_state(host)}; if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
         f'then {run}; else mkdir -p {art_dir} || exit 1; echo {MISSING}; fi', **intent)
 
 
-UNCHANGED = "FLEET-UNCHANGED"
 INCOMPLETE = "FLEET-UPLOAD-INCOMPLETE"
 
 
@@ -232,37 +225,3 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     return _command(f"S={_state(host)}; {receive}; {run}", op="upload", size=int(size),
                     install=run.intent)
 
-
-def noop_check(sha256: str, version: str) -> str:
-    """POSIX sh condition, true iff this artifact is active and its gateway declared itself ready
-    and is still alive (the systemd readiness model, see docs/architecture.md):
-
-    - `$M` (the active release's fleet_release.json) names this SHA-256;
-    - `run/ready.json` names the pid in `run/gateway.pid` (fleet's pidfile record, `{"pid": N,
-      ...}`, or the bare pid an older gateway wrote) and this release dir, marked ready;
-    - that pid is alive (`kill -0`) and, where /proc is there, is a `fleet.gateway` process
-      (a pid reused after a crash is not our gateway);
-    - no installer lock (`fleet/deploy.lock`) is there: one left by an installer killed after
-      its switch means its audit line is missing, and only the installer reconciles the log and
-      clears the lock (fleet.installer.transaction, `Transaction.reconcile`).
-
-    Needs `$S` (state dir) and `$M`; leaves the release file's line in `$MJ`. The files are read
-    with the shell's `read` (one line each: both writers write one line) and matched with
-    `case`, so the check starts one process (grep on /proc) instead of a Python probe.
-    """
-    release = release_name(version, sha256)
-    # The patterns are exactly what the writers produce, `json.dumps(..., sort_keys=True)` with
-    # default separators: the installer's fleet_release.json, and the gateway's one-line
-    # ready.json (fleet.gateway.daemon.write_ready), where the sorted keys pid, ready, release
-    # are adjacent: `"pid": N, "ready": true, "release": "<name>"`. Tested end to end in
-    # tests/deploy/test_noop_fastpath.py; any other form just falls through to the installer.
-    sha_pat = shlex.quote(f'"sha256": {json.dumps(sha256)}')
-    ready_tail = shlex.quote(f', "ready": true, "release": {json.dumps(release)}')
-    return (f'{{ MJ=; read -r MJ < "$M"; P=; read -r P < {_in_state(StateLayout.PIDFILE)}; '
-            f'RJ=; read -r RJ < {_in_state(StateLayout.READY)}; }} 2>/dev/null; '
-            f'P=${{P#\'{{"pid": \'}}; P=${{P%%,*}}; '
-            f'case "$MJ" in *{sha_pat}*) true;; *) false;; esac && '
-            f'[ ! -e {_in_state(StateLayout.LOCK)} ] && '
-            f'case "$P" in ""|*[!0-9]*) false;; esac && kill -0 "$P" 2>/dev/null && '
-            f'case "$RJ" in *"\\"pid\\": $P"{ready_tail}*) true;; *) false;; esac && '
-            f'{{ [ ! -e "/proc/$P/cmdline" ] || grep -qs fleet.gateway "/proc/$P/cmdline"; }}')

@@ -273,7 +273,7 @@ class Lease:
     # host -> an audit line its `release` appends: the run refused that host before changing it
     audit: dict[str, dict] = field(default_factory=dict)
     # host -> its active release's fleet_release.json: a deploy's take found the artifact active
-    # there, its gateway ready and alive and no installer at work (as commands.noop_check), so
+    # there, its gateway ready and alive and no installer at work (the script's `unchanged`), so
     # it took no lease there and the run has nothing to do on that host (`take(unchanged=...)`)
     unchanged: dict[str, dict] = field(default_factory=dict)
     # hosts whose lease the run's installer gave back itself (nothing left to release there)

@@ -136,9 +136,9 @@ def ready_record(health: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], str]
 
 
 def write_ready(path: Path, record: Dict[str, Any]) -> None:
-    """One line of `json.dumps(record, sort_keys=True)`, atomically (temp file, fsync, replace).
-    The no-op check greps this exact form (fleet.deploy.commands.noop_check: the sorted keys pid,
-    ready, release are adjacent, so keep any new key out of that range)."""
+    """One line of `json.dumps(record, sort_keys=True)`, atomically (temp file, fsync, replace):
+    a reader (the deploy's lease take asking whether this release already runs, ready) never
+    sees half a file."""
     atomic_write(path, json.dumps(record, sort_keys=True) + "\n")
 
 

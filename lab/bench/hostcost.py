@@ -68,7 +68,7 @@ def _kind(cmd: str) -> str:
         return f"lease {words[i + 3]}" if len(words) > i + 3 else "lease"
     if "cat >" in cmd:
         return "upload+install"
-    if "FLEET-UNCHANGED" in cmd or "--sha256" in cmd:
+    if "FLEET-UNCHANGED" in cmd or "--sha256" in cmd:  # the marker: code before the take said it
         return "install"
     return "other"
 

@@ -7,9 +7,8 @@ out, drop or die while the host goes on, as over ssh. What runs on the host:
 
 - the fleet lease's take/release/status: the real script text (`fleet.deploy.lease.LEASE_PY`),
   executed with the host's clock, name and disk in place of `time`, `socket` and `os.open`;
-- an install: the no-op check (a mirror of `commands.noop_check`'s conditions, which cannot run
-  as shell here: same files, same order), the upload's receive (all bytes renamed into place,
-  or a `.part` left by a cut), then the real installer transaction
+- an install: the upload's receive (all bytes renamed into place, or a `.part` left by a cut),
+  then the real installer transaction
   (`fleet.installer.transaction`) with its real argument parser, on a `SimManager`;
 - `status`/`rollback`/`restart` from the current release: the same transaction functions.
 
@@ -30,7 +29,7 @@ import time as _time
 from pathlib import Path
 from typing import Any
 
-from fleet.continuity.statelayout import StateLayout, release_name
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import commands
 from fleet.deploy.connection import UNREACHABLE, CommandResult, ConnectionError_
 from fleet.deploy.lease import LEASE_PY
@@ -207,10 +206,6 @@ def execute(world: Any, host: SimHost, command: str, stdin: bytes | None,
     if op == "install":
         sha = intent["sha256"]
         art = host.state / StateLayout.ARTIFACT.format(sha256=sha)
-        if intent["noop"] and noop(host, sha, intent["version"]):
-            meta = (host.state / StateLayout.CURRENT / StateLayout.RELEASE_META).read_text()
-            out.append(commands.UNCHANGED + "\n" + meta.splitlines()[0] + "\n")
-            return 0
         if intent["if_present"] and not (art.is_file()
                                          and art.stat().st_size == intent["if_present"]):
             if host.disk_full and not art.parent.is_dir():
@@ -231,21 +226,6 @@ def execute(world: Any, host: SimHost, command: str, stdin: bytes | None,
             return 0
         return run_installer(world, host, intent["argv"], None, out)
     raise ValueError(f"the simulation has no host side for {op!r}")
-
-
-def noop(host: SimHost, sha: str, version: str) -> bool:
-    """`commands.noop_check` on this host: the active release is this artifact, its gateway
-    declared itself ready and still runs, and no installer lock is left."""
-    meta = host.state / StateLayout.CURRENT / StateLayout.RELEASE_META
-    try:
-        if json.loads(meta.read_text()).get("sha256") != sha:
-            return False
-    except (OSError, ValueError):
-        return False
-    if host.layout.lock.exists():
-        return False
-    gateway = host.gateway
-    return gateway.ready and gateway.release == release_name(version, sha)
 
 
 _PARSER: list[Any] = []

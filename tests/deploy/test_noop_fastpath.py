@@ -1,7 +1,8 @@
-"""The no-op redeploy's shell check: active release + the gateway's ready.json + a live pid.
+"""The no-op redeploy, answered by the lease take: active release + the gateway's ready.json +
+a live pid that is a fleet gateway + no installer lock.
 
-End to end on a sandbox host (the real installer and gateway, local connection), plus the shell
-condition alone against hand-made state dirs for the cases a real gateway cannot easily show.
+End to end on a sandbox host (the real installer and gateway, local connection), plus the take's
+script alone against hand-made state dirs for the cases a real gateway cannot easily show.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from deploy_helpers import release_of
 
-from fleet.deploy import commands
+from fleet.deploy import lease
 from fleet.gateway import process
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
@@ -37,12 +38,12 @@ def wait_dead(pid: int) -> None:
     raise AssertionError(f"pid {pid} still alive")
 
 
-def test_redeploy_of_the_active_release_is_answered_by_the_shell_check(sandbox, artifacts):
+def test_redeploy_of_the_active_release_is_answered_by_the_lease_take(sandbox, artifacts):
     base = artifacts()
     first = sandbox.deploy(base, hosts="a")["a"]
     assert first.result == "installed", first.note
     pid = sandbox.health("a")["pid"]
-    # what the gateway wrote is what the check greps for
+    # what the gateway wrote: one line of sorted JSON
     text = ready_json(sandbox).read_text()
     rec = json.loads(text)
     assert text == json.dumps(rec, sort_keys=True) + "\n"
@@ -78,7 +79,7 @@ def test_after_kill_9_the_redeploy_goes_through_the_installer_and_ends_ready(san
     health = sandbox.health("a")
     assert health["ready"] and health["pid"] != pid and health["release"] == release_of(base)
     assert json.loads(ready_json(sandbox).read_text())["pid"] == health["pid"]
-    # and from now on the no-op is the shell check again
+    # and from now on the no-op is answered by the take again
     assert sandbox.deploy(base, hosts="a")["a"].data.get("fast_path") is True
 
 
@@ -133,7 +134,7 @@ def test_ready_file_naming_a_dead_pid_is_not_taken_as_unchanged(sandbox, artifac
     assert not again.data.get("fast_path")
 
 
-# --- the shell condition alone ---------------------------------------------------------------
+# --- the take's judgement alone ------------------------------------------------------------
 
 SHA = "ab" * 32
 VERSION = "1.2.3"
@@ -158,18 +159,24 @@ def fake_host(tmp_path: Path, pid, release: str = RELEASE, sha: str = SHA,
 
 
 def check(state: Path) -> bool:
-    script = (f'S={state}; M="$S/fleet/current/fleet_release.json"; '
-              f'if {commands.noop_check(SHA, VERSION)}; then echo YES; else echo NO; fi')
-    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=10)
-    assert out.stderr == "", out.stderr  # quiet on every path
-    return out.stdout.strip() == "YES"
+    """Whether the lease take, asked by a deploy of RELEASE, answers `unchanged` on `state`."""
+    record = {"owner": "me", "pid": os.getpid(), "from": "here", "lease": 60.0,
+              "deadline": time.time() + 60,
+              "artifact": {"sha256": SHA, "size": 10, "release": RELEASE}}
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", lease.LEASE_PY, str(state), "take",
+                          "run-1", json.dumps(record)], capture_output=True, text=True,
+                         timeout=30)
+    assert out.stderr == "" and out.returncode == 0, out.stderr  # quiet on every path
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert answer["ok"] is True, answer
+    return answer["artifact"] == "unchanged"
 
 
 def live(*argv: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", *argv])
 
 
-def test_shell_check_cases(tmp_path):
+def test_take_judgement_cases(tmp_path):
     gw = live("-m", "fleet.gateway")  # a live process whose cmdline names fleet.gateway
     other = live("something-else")  # a live pid that is not a gateway (reused pid)
     try:
@@ -202,16 +209,3 @@ def test_shell_check_cases(tmp_path):
         for proc in (gw, other):
             proc.kill()
             proc.wait()
-
-
-def test_install_command_needs_the_version_for_the_fast_path(sandbox):
-    host = sandbox.inventory.hosts["a"]
-    cmd = commands.install(host, SHA, "me", if_present=10, version=VERSION)
-    assert f'"release": "{RELEASE}"' in cmd and commands.UNCHANGED in cmd
-    assert commands.UNCHANGED not in commands.install(host, SHA, "me", force=True, if_present=10)
-    try:
-        commands.install(host, SHA, "me", if_present=10)
-    except ValueError as exc:
-        assert "version" in str(exc)
-    else:
-        raise AssertionError("no ValueError")

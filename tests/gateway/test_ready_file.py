@@ -65,7 +65,7 @@ def test_started_gateway_writes_ready_file_and_stop_removes_it(tmp_path, state, 
     assert rec["release"] == REPO.resolve().name  # the dir holding `fleet/`
     assert rec["sha256"] is None  # a checkout, not an installed release
     assert rec["versions"] == {"recorder": "2.0.0"}
-    # exactly the form the no-op check greps: sorted keys, json.dumps default separators
+    # one line of sorted JSON, written whole (what the deploy's lease take reads)
     assert ready_file(state).read_text() == json.dumps(rec, sort_keys=True) + "\n"
     assert not [p for p in ready_file(state).parent.iterdir()
                 if ".fleet-tmp." in p.name or p.name.endswith(".tmp")]

@@ -51,7 +51,7 @@ def test_an_installer_killed_after_its_switch_is_reconciled_by_the_next_run():
     """Issue 30's known defect: kill -9 of the installer after its switch and restart, before
     its audit line. The killed deploy reports what the host runs (read back), and the next
     deploy reconciles the audit log and clears the dead installer's lock instead of answering
-    `unchanged` from the shell check."""
+    `unchanged` from the lease take."""
     seen = {}
 
     def story(world: schedule.World) -> None:
