@@ -517,7 +517,7 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
              held: lease.Lease | None = None) -> HostResult:
         stored = held.artifact.get(h.name) if held is not None else None
         if held is not None and h.name in held.unchanged:  # said by the take: nothing to do
-            return _unchanged(h, held.unchanged[h.name], 0.0, {})
+            return _unchanged(h, held.unchanged[h.name], held.answered_s.get(h.name, 0.0), {})
         if held is not None:
             refused = _refused_before_upload(h, held, support, allow_unproven_openclaw, owner)
             if refused is not None:

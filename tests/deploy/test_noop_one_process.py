@@ -75,6 +75,7 @@ def test_a_noop_redeploy_is_one_process_per_host_and_a_deploy_two(counted, artif
         assert res.result == "unchanged" and res.ok, res.note
         assert res.data["fast_path"] is True and res.data["restarted"] is False
         assert res.to_release["release"] == release_of(base)
+        assert res.duration_s > 0  # the take's round trip, shown in the table
         assert len(counted.audit(host)) == audit[host]  # the installer did not run
         assert no_lease(counted, host)
     assert starts(counted) == 2  # one per host
