@@ -20,8 +20,9 @@ BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "ha
               "rivals", "scale", "hookscale", "failfast", "hung", "busyhook", "rollout",
               "hostcost")
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`);
-# ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost)
-OPT_IN = ("openclaw", "ocgateway", "ctlcost")
+# ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost); thousand starts a
+# thousand light hosts in racks (lab.bench.thousand)
+OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
@@ -124,6 +125,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
         _guard(report, "ctlcost", "control-side cost per host",
                lambda: ctlcost.bench(base, workdir, min(reps, 2), baseline=baseline,
                                      log=log), log)
+    if "thousand" in selected:
+        from lab.bench import thousand  # noqa: PLC0415
+
+        _guard(report, "thousand", "a thousand hosts",
+               lambda: thousand.bench(base, workdir, min(reps, 2), log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

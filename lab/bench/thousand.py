@@ -1,0 +1,201 @@
+"""A thousand hosts from one machine: wall time against the floor, and the control side's cost
+per host, at 1, 64 and 1,000 light hosts.
+
+The hosts are racks (lab/harness/rack.py): each host its own sshd with its own ed25519 host key on
+its own loopback port, and its own state dir where the real installer runs (lock, lease, upload,
+SHA-256, unpack, atomic switch, readiness, audit); only the gateway behind the installer is a
+stand-in that starts, answers and exits. So the control side pays for every host what it pays
+for a real one: a key exchange and host-key check, authentication, the take, the upload and the
+install command; and the hosts' side is the real host-side work minus a gateway's start.
+
+Why this is honest on 2 cores: the racks are pinned to one core and the deploy process to the
+other, so the hosts together have one core whatever their number, as a real fleet's hosts have
+their own CPUs and never take the control machine's. The floor of a deploy to N hosts is then
+max(hosts' CPU / host cores, T(1)): no tool can finish before the hosts have done their own work
+on the cores they have. T(N) / floor measures what the control side adds; the control side's own
+CPU and memory per host say whether it would keep up with hosts that had a core each.
+
+Each deploy runs in a fresh process, as `invoke deploy` does, at `--parallel` 256 (the runner's
+bound). It samples its own threads, open file descriptors and RSS every 20 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from lab.bench import fixture
+from lab.bench.report import Section
+from lab.bench.scale import _cpu_s, _rss_mb, floor_s, loaded_floor, median_of, split_cores
+from lab.bench.stats import alternation
+
+SIZES = (1, 64, 1000)
+PER_RACK = 125
+READY_S = 600  # readiness ceiling per host under a queue of a thousand (a ceiling, not a wait)
+
+
+class Sampler:
+    """The process's peak threads, open file descriptors and RSS, sampled on a thread."""
+
+    def __init__(self, every_s: float = 0.02):
+        self.every_s = every_s
+        self.peak = {"threads": 0, "fds": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak["threads"] = max(self.peak["threads"], threading.active_count())
+            try:
+                self.peak["fds"] = max(self.peak["fds"], len(os.listdir("/proc/self/fd")))
+            except OSError:
+                pass
+            self._stop.wait(self.every_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+
+def probe(inventory: str, artifact: str, count: int) -> dict:
+    """One deploy to the first `count` hosts of `inventory`: wall, own CPU, RSS before/peak,
+    peak threads and file descriptors, per-step medians."""
+    import fabric  # noqa: F401, PLC0415  (imported before the baseline, as a deploy has them)
+    import paramiko  # noqa: F401, PLC0415
+
+    from fleet.deploy import api  # noqa: PLC0415
+    from fleet.deploy.inventory import load  # noqa: PLC0415
+    from fleet.deploy.runner import MAX_PARALLEL, RunOptions  # noqa: PLC0415
+
+    hosts = load(inventory).select("all")[:count]
+    hosts = [replace(h, timeouts=replace(h.timeouts, ready=READY_S)) for h in hosts]
+    art = api.load_artifact(artifact)
+    base = _rss_mb("VmRSS")
+    threads0, fds0 = threading.active_count(), len(os.listdir("/proc/self/fd"))
+    with Sampler() as sampler:
+        cpu0, t0 = _cpu_s(), time.perf_counter()
+        results = api.deploy(hosts, art, lambda *a: None,
+                             RunOptions(parallel=min(count, MAX_PARALLEL)))
+        wall, cpu1 = time.perf_counter() - t0, _cpu_s()
+    bad = [f"{r.host}: {r.result} {r.note}" for r in results if not r.ok]
+    steps: dict[str, list[float]] = {}
+    for res in results:
+        for step, value in (res.steps or {}).items():
+            steps.setdefault(step, []).append(float(value))
+    return {"wall_s": wall, "control_cpu_s": cpu1 - cpu0, "rss_base_mb": base,
+            "rss_peak_mb": _rss_mb("VmHWM"), "threads_base": threads0, "fds_base": fds0,
+            "threads_peak": sampler.peak["threads"], "fds_peak": sampler.peak["fds"],
+            "failed": bad[:20], "failed_count": len(bad),
+            "steps": {k: statistics.median(v) for k, v in steps.items()}}
+
+
+def run_probe(racks, artifact, count: int, cpus: list[int]) -> dict:
+    """`probe` in a fresh process on `cpus`; the racks' CPU from their cgroups."""
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "lab.bench.thousand", "probe", str(racks.inventory_path),
+           str(artifact.path), str(count)]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    with fixture.CpuMeter(racks.container_ids()) as meter:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env,
+                              cwd=root, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    if proc.returncode != 0:
+        raise RuntimeError(f"deploy probe exited {proc.returncode}: {proc.stderr[-800:]}")
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    if row["failed"]:
+        raise fixture.DeployFailed(f"{row['failed_count']} hosts failed: "
+                                   + "; ".join(row["failed"][:5]))
+    row.update(hosts_cpu_s=meter.result["hosts_cpu_s"], docker_cpu_s=meter.result["docker_cpu_s"],
+               machine_busy_s=meter.result["machine_busy_s"])
+    return row
+
+
+def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
+          log=print) -> Section:
+    from lab.bench.deploys import Variants  # noqa: PLC0415
+    from lab.harness import rack  # noqa: PLC0415
+    from lab.harness.run import docker_client  # noqa: PLC0415
+
+    sizes = sorted(sizes)
+    sec = Section("thousand", f"a thousand hosts: {', '.join(map(str, sizes))} light hosts "
+                              "in racks, against the floor")
+    control, host_cores = split_cores(os.cpu_count() or 1)
+    load0 = os.getloadavg()[0]
+    sec.details["cores"] = {"control": control, "hosts": host_cores}
+    t0 = time.perf_counter()
+    racks = rack.start(docker_client(), workdir / "racks", sizes[-1], per_rack,
+                       cpuset=",".join(map(str, host_cores)), log=log)
+    sec.figures[f"racks start, {sizes[-1]} hosts"] = f"{time.perf_counter() - t0:.1f} s"
+    try:
+        variants = Variants(base, workdir / "variants-thousand")
+        first = run_probe(racks, variants.next(), sizes[-1], control)  # every host has a release
+        log(f"  thousand: first deploy to {sizes[-1]} hosts {first['wall_s']:.1f} s")
+        rows: dict[int, list[dict]] = {n: [] for n in sizes}
+        for rep, name in alternation([f"{n} hosts" for n in sizes], reps):
+            n = int(name.split()[0])
+            row = run_probe(racks, variants.next(), n, control)
+            rows[n].append(row)
+            sec.add(name, row["wall_s"])
+            log(f"  thousand rep {rep + 1}: {n} hosts {row['wall_s']:.2f} s, hosts CPU "
+                f"{row['hosts_cpu_s']:.2f} s, control CPU {row['control_cpu_s']:.3f} s, RSS "
+                f"{row['rss_base_mb']:.0f} -> {row['rss_peak_mb']:.0f} MB, threads "
+                f"{row['threads_peak']}, fds {row['fds_peak']}")
+        _figures(sec, rows, sizes, len(host_cores))
+    finally:
+        racks.close()
+    sec.figures["load average (1 min) at start / end"] = f"{load0:.1f} / {os.getloadavg()[0]:.1f}"
+    return sec
+
+
+def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_cores: int) -> None:
+    critical = median_of(rows[sizes[0]], "wall_s")
+    med = {}
+    for n in sizes:
+        m = {k: median_of(rows[n], k) for k in (
+            "wall_s", "hosts_cpu_s", "control_cpu_s", "rss_base_mb", "rss_peak_mb",
+            "threads_peak", "fds_peak", "threads_base", "fds_base")}
+        m["floor_s"] = floor_s(m["hosts_cpu_s"], host_cores, critical)
+        m["T/floor"] = m["wall_s"] / m["floor_s"]
+        m["control_cpu_ms_per_host"] = 1000 * m["control_cpu_s"] / n
+        m["rss_mb_per_host"] = (m["rss_peak_mb"] - m["rss_base_mb"]) / n
+        med[n] = m
+        sec.figures[f"{n} hosts"] = (
+            f"T {m['wall_s']:.2f} s, floor {m['floor_s']:.2f} s (T/floor {m['T/floor']:.2f}); "
+            f"hosts CPU {m['hosts_cpu_s']:.2f} s ({m['hosts_cpu_s'] / n * 1000:.0f} ms/host); "
+            f"control CPU {m['control_cpu_ms_per_host']:.1f} ms/host; RSS "
+            f"{m['rss_base_mb']:.0f} -> {m['rss_peak_mb']:.0f} MB "
+            f"({m['rss_mb_per_host']:.2f} MB/host); peak threads {m['threads_peak']:.0f}, "
+            f"fds {m['fds_peak']:.0f}")
+        sec.figures[f"steps, {n} hosts (median s)"] = {
+            k: round(statistics.median(r["steps"].get(k, 0) for r in rows[n]), 4)
+            for k in rows[n][0]["steps"]}
+    left = loaded_floor(rows, os.cpu_count() or 1, host_cores)
+    for n in sizes:
+        med[n]["floor_left_s"] = left[n]
+        sec.figures[f"{n} hosts, floor on the CPU others left"] = (
+            f"{left[n]:.2f} s (T/floor {med[n]['wall_s'] / left[n]:.2f})")
+    big, mid = sizes[-1], sizes[-2] if len(sizes) > 1 else sizes[-1]
+    if big > mid:
+        sec.figures[f"control CPU per extra host, {mid} -> {big}"] = round(
+            1000 * (med[big]["control_cpu_s"] - med[mid]["control_cpu_s"]) / (big - mid), 2)
+        sec.figures[f"peak RSS per extra host, {mid} -> {big}"] = round(
+            (med[big]["rss_peak_mb"] - med[mid]["rss_peak_mb"]) / (big - mid), 3)
+    sec.details["thousand"] = {"rows": {str(n): rows[n] for n in sizes},
+                               "medians": {str(n): med[n] for n in sizes}}
+    sec.goal(f"T({big}) / floor", med[big]["T/floor"], 1.25, "ratio")
+    sec.goal(f"control CPU per host at {big}", med[big]["control_cpu_ms_per_host"], 10, "ms")
+    sec.goal(f"peak RSS per host at {big}", med[big]["rss_mb_per_host"], 1, "MB")
+
+
+if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "probe":
+    print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
