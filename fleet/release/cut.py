@@ -126,9 +126,15 @@ def run_release(root: Path, component: Names = None, part: Optional[str] = None,
             echo(f"would publish the npm packages {how} to "
                  f"{publish.registry or 'the registry npm is configured for'}")
         else:
-            npmpublish.publish(result.packages, publish.registry, dry_run=not publish.for_real,
-                               echo=echo)
+            npmpublish.publish(released_packages(result), publish.registry,
+                               dry_run=not publish.for_real, echo=echo)
     return result
+
+
+def released_packages(result: ReleaseResult) -> list:
+    """The npm packages of the components this release released: a plugin left at its version
+    was published by its own release, and npm refuses the same version twice."""
+    return [p for p in result.packages if p.component in (result.versions or {})]
 
 
 def _release(root: Path, component: Names, part: Optional[str], version: Names,

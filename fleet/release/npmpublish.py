@@ -66,9 +66,12 @@ def publish(packages: list, registry: Optional[str] = None, dry_run: bool = True
     if npm_path is None:
         raise ReleaseError(f"`{npm}` is not on PATH: publishing uses npm's own client; install "
                            "Node.js's npm (Debian: `apt-get install npm`)")
+    if not packages:
+        echo("no plugin in this release: no npm package to publish")
+        return []
     target = registry or configured_registry(npm_path)
     done = []
-    for pkg in packages:
+    for n, pkg in enumerate(packages):
         args = publish_argv(pkg.path, pkg.version, target, dry_run)
         echo(f"npm {' '.join(args)}")
         try:
@@ -83,7 +86,10 @@ def publish(packages: list, registry: Optional[str] = None, dry_run: bool = True
             raise ReleaseError(f"`npm publish {pkg.path.name}` to {target} failed (exit "
                                f"{proc.returncode}):\n{said}\npublished so far: {_names(done)}; "
                                f"fix the cause (`npm login --registry {target}`?), then "
-                               f"finish with: npm {' '.join(args)}")
+                               f"finish with: " + "; ".join(
+                                   "npm " + " ".join(publish_argv(p.path, p.version, target,
+                                                                  dry_run))
+                                   for p in packages[n:]))
         done.append(Published(pkg.path, target, dry_run))
     echo("dry run: nothing was published; publish for real with --publish --yes"
           if dry_run else f"published {_names(done)} to {target}")

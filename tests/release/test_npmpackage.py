@@ -243,6 +243,72 @@ def test_release_publish_is_a_dry_run_unless_yes(tmp_path, npm):
     assert f"npm publish {repo.path}/dist/mc-plugin-{version}.tgz --registry {url} --dry-run" \
         in proc.stdout
     publishes = [line for line in proc.stdout.splitlines() if line.startswith("npm publish")]
-    assert len(publishes) == len(PLUGINS) and all(p.endswith("--dry-run") for p in publishes)
+    assert len(publishes) == 1 and publishes[0].endswith("--dry-run")  # only mc was released
     assert "dry run: nothing was published" in proc.stdout
     assert "PUT" not in _Recorder.seen
+
+
+class _Registry(BaseHTTPRequestHandler):
+    """A loopback npm registry as far as `npm publish` goes: a PUT of a version it has not got
+    is kept (201), one it has is refused (403), as every npm registry does."""
+
+    published: list = []
+
+    def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        fresh = [(doc["name"], v) for v in doc.get("versions", {})
+                 if (doc["name"], v) not in type(self).published]
+        type(self).published.extend(fresh)
+        self._answer(201 if fresh else 403, {"ok": True} if fresh else {
+            "error": "You cannot publish over the previously published versions"})
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(404, {"error": "not found"})
+
+    def _answer(self, code: int, doc: dict) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+def test_each_release_publishes_the_packages_of_what_it_released_to_npms_registry(tmp_path, npm):
+    """Two releases of one plugin in a row, for real, to the registry the user's .npmrc names:
+    each publishes that plugin's new version and nothing else (the other plugin's unchanged
+    version would be refused by the registry and stop the publish)."""
+    repo = make_repo(tmp_path, extra_trees=TREES)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    (tmp_path / "npmrc").write_text(
+        f"registry={url}\n//127.0.0.1:{server.server_address[1]}/:_authToken=test-token\n")
+    env = dict(task_env(), NPM_CONFIG_USERCONFIG=str(tmp_path / "npmrc"),
+               npm_config_update_notifier="false", npm_config_fetch_retries="0")
+    _Registry.published = []
+    seen = []
+    try:
+        for _ in range(2):
+            proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "release",
+                                   "-c", "mc", "--publish", "--yes"], cwd=repo.path,
+                                  capture_output=True, text=True, timeout=600, env=env)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            version = source(repo.path, "fleet/plugins/mc/package.json")["version"]
+            seen.append(("mc-plugin", version))
+            assert f"published mc-plugin-{version}.tgz to {url}" in proc.stdout
+    finally:
+        server.shutdown()
+    assert _Registry.published == seen and seen[0] != seen[1]
+
+
+def test_a_pre_release_is_published_under_the_next_dist_tag_a_release_under_latest():
+    from fleet.release.npmpublish import publish_argv  # noqa: PLC0415
+
+    url = "http://127.0.0.1:4873/"
+    pre = publish_argv(Path("mc-plugin-2.2.0-rc.1.tgz"), "2.2.0-rc.1", url, dry_run=False)
+    assert pre[pre.index("--tag") + 1] == "next"
+    assert "--tag" not in publish_argv(Path("mc-plugin-2.2.0.tgz"), "2.2.0", url, dry_run=False)
