@@ -189,6 +189,29 @@ def test_a_failing_pre_deploy_stops_the_run_before_any_host_changes(box, artifac
     assert fleet.order() == ["pre-deploy"]  # still only the first refused run's
 
 
+def test_a_failing_pre_rollback_stops_the_rollback_before_any_host_changes(box, artifacts):
+    fleet, base = box
+    new = artifacts(bump="5.9.22")
+    code, out, err = fleet.run("deploy", "--artifact", str(new.path))
+    assert code == 0, out + err
+    fleet.hook("post-rollback")
+    audit = fleet.audit_lines()
+    gate = fleet.hook("pre-rollback", RECORDER.replace('exit "${HOOK_EXIT:-0}"', "exit 4"))
+
+    code, doc, err = fleet.json("rollback")
+    assert code == 2, err
+    assert doc["error"].startswith(f"error: refusing: hook {gate} exited with 4")
+    assert doc["hosts"] == [] and fleet.order() == ["pre-rollback"]
+    assert fleet.audit_lines() == audit
+    assert all(fleet.current(n) == release_of(new) for n in NAMES)
+
+    gate.unlink()
+    code, doc, err = fleet.json("rollback")
+    assert code == 0, err
+    assert all(fleet.current(n) == release_of(base) for n in NAMES)
+    assert fleet.order() == ["pre-rollback", "post-rollback"]
+
+
 def test_a_hanging_hook_is_killed_with_its_process_group_at_its_timeout(box, artifacts):
     fleet, base = box
     new = artifacts(bump="5.9.22")
