@@ -38,6 +38,10 @@ from lab.harness import cleanup, hosts, image, inventory, keys
 USER = "opc"
 HOME = "/home/opc"
 READY_TIMEOUT_S = 300.0
+# The racks' hosts share the cores they are given: at the peak of a deploy to a thousand of them a
+# host gets a few hundredths of a core, so each step takes that much longer than on a host with a
+# CPU of its own. The timeouts are sized to that test bed, not to a real host.
+TIMEOUTS = {"connect": 60, "command": 900, "transfer": 300, "ready": 600}
 
 # The stand-in gateway: one short process per restart that writes the health answer of the
 # release it was started on (versions of the release's plugins, the release's name), atomically.
@@ -135,6 +139,7 @@ class Racks:
         rows = [{"name": h.name, "port": h.port, "user": USER, "state_dir": h.state_dir}
                 for h in self.hosts]
         data = inventory.inventory_data(rows, self.key.path, self.known_hosts_path)
+        data["vars"]["timeouts"] = dict(TIMEOUTS)
         data["vars"]["gateway"] = {"manager": "command", "options": {
             "restart": "python3 -I -S /usr/local/bin/fleet-light-gateway",
             "probe": 'cat "$FLEET_STATE_DIR/light-health.json"'}}
