@@ -25,7 +25,9 @@ class FleetTask(Task):
     """An Invoke task whose short flags leave `-h` to help and give `-H` to `--hosts`."""
 
     def arg_opts(self, name: str, default: Any, taken_names: set) -> dict:
-        opts = super().arg_opts(name, default, taken_names | {"h", "H"})
+        # `-` is never a short flag: Invoke takes the first free character of the name, which
+        # for `skip-hooks` (s, k, i, p, h, o all taken) was the dash, shown as `--`
+        opts = super().arg_opts(name, default, taken_names | {"h", "H", "-"})
         if name == "hosts":
             opts["names"] = ["hosts", "H"]
         return opts

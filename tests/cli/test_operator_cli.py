@@ -120,6 +120,26 @@ def test_every_task_summary_is_a_whole_sentence():
     assert not {n: line for n, line in cut.items() if not line or not line[0].endswith(".")}
 
 
+
+def test_every_short_flag_is_a_letter():
+    """Invoke gives a flag the first free character of its name as its short form; a dash
+    (`--skip-hooks` once got `--`, the end-of-options marker) must never be one."""
+    from lab.cli import build_namespace
+
+    def walk(coll, prefix=""):
+        for name, task in coll.tasks.items():
+            yield prefix + name, task
+        for name, sub in coll.collections.items():
+            yield from walk(sub, prefix + name + ".")
+
+    odd = {}
+    for name, task in walk(build_namespace()):
+        for arg in task.get_arguments():
+            shorts = [n for n in arg.names if len(n) == 1]
+            if any(not n.isalnum() for n in shorts):
+                odd[f"{name} --{arg.name}"] = shorts
+    assert odd == {}
+
 ENVELOPE = {"schema", "action", "ok", "exit_code", "error", "duration_s", "summary", "hosts"}
 
 
