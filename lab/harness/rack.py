@@ -24,7 +24,6 @@ not) and nothing listens beyond loopback.
 
 from __future__ import annotations
 
-import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -251,9 +250,3 @@ def start(client, directory: Path, count: int, per_rack: int = 125, cpuset: str 
     log(f"racks: {count} hosts in {len(groups)} rack(s) up in {time.monotonic() - started:.1f}s")
     return racks
 
-
-def login_line(racks: Racks, host: RackHost) -> str:
-    """The ssh command that logs in to one host as a deploy does (for a person checking)."""
-    return " ".join(shlex.quote(a) for a in [
-        "ssh", "-i", str(racks.key.path), "-o", f"UserKnownHostsFile={racks.known_hosts_path}",
-        "-o", "StrictHostKeyChecking=yes", "-p", str(host.port), f"{USER}@127.0.0.1"])
