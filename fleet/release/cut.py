@@ -183,11 +183,21 @@ def _release(root: Path, component: Names, part: Optional[str], version: Names,
     return _execute(git, project, progress, echo, plan)
 
 
-def shipped_paths(project: Project) -> list:
-    """Where a release's files come from: the host side the artifact packs and every path a
-    component declares it ships."""
-    ships = [path for comp in project.components.values() for path in comp.ships]
-    return list(dict.fromkeys([*hostside.HOST_FILES, *hostside.HOST_PACKAGES, *ships]))
+def built_files(project: Project) -> list:
+    """Every file of the checkout that the builds pack, sorted: the artifact's host side
+    (`invoke build`) and the plugins' npm packages (the release's own `packages` step), by the
+    same walk that packs them (so what they leave out, e.g. __pycache__, is left out here)."""
+    root = Path(project.root)
+    return sorted({*hostside.packed_files(root), *npmpackage.source_files(root, project)})
+
+
+MAX_NAMED = 5
+
+
+def _some(paths: list) -> str:
+    """A few of `paths`, then how many more."""
+    more = len(paths) - MAX_NAMED
+    return ", ".join(paths[:MAX_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
 def pick_remote(git: Git, branch: str) -> Optional[str]:
@@ -240,15 +250,15 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
     if dirty:
         raise ReleaseError("refusing to release: the working tree has uncommitted changes in "
                            f"{', '.join(dirty)}; fix: commit or stash them first")
-    stray = git.untracked_paths(shipped_paths(project))
-    if stray:
-        raise ReleaseError("refusing to release: untracked file(s) inside what the release "
-                           f"ships: {', '.join(stray[:10])}"
-                           f"{f' (+{len(stray) - 10} more)' if len(stray) > 10 else ''}; a "
-                           "build would ship them though no commit holds them; fix: commit, "
-                           "remove or .gitignore them")
     report = verify(project)
     report.raise_for_problems("refusing to release")
+    stray = git.untracked(built_files(project))
+    if stray:
+        raise ReleaseError(f"refusing to release: {len(stray)} file(s) that a build packs are "
+                           f"not tracked by git (ignored or untracked): {_some(stray)}; the "
+                           "release commit would not hold them, and the next `invoke build` "
+                           "would pack them into a +dirty artifact; fix: commit them (`git add "
+                           "-f` for an ignored one) or delete them")
     # With several components, --part bumps those without an explicit --version C=X.
     several = len(requested) > 1
     new = {cid: next_version(report.versions[cid], None if several and ver else part, ver,

@@ -94,14 +94,14 @@ class Git:
             skip = rec[0] in "RC"
         return paths
 
-    def untracked_paths(self, under: list[str]) -> list[str]:
-        """Untracked files (not ignored) under the `under` paths: what a build would pack that
-        no commit holds."""
-        if not under:
+    def untracked(self, paths: list[str]) -> list[str]:
+        """Those of `paths` (files, relative to the root) that git does not track, ignored ones
+        included: a build that packs them packs bytes no commit holds."""
+        if not paths:
             return []
-        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
-                       *under, strip=False)
-        return sorted(rec[3:] for rec in out.split("\0") if rec.startswith("?? "))
+        out = self.run("--literal-pathspecs", "ls-files", "-z", "--", *paths, strip=False)
+        tracked = set(out.split("\0"))
+        return sorted(p for p in paths if p not in tracked)
 
     def tag_target(self, tag: str) -> Optional[str]:
         """The commit a local tag points to, or None."""

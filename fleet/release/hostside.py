@@ -32,6 +32,14 @@ def host_files(root: Path) -> list:
     return sorted([*HOST_FILES, *package_files(root, HOST_PACKAGES)])
 
 
+def packed_files(root: Path) -> list:
+    """The host-side files of `root` an artifact built from it packs, sorted, without refusing
+    a missing one (`host_files` does, when the artifact is built)."""
+    root = Path(root)
+    return sorted([*(rel for rel in HOST_FILES if (root / rel).is_file()),
+                   *package_files(root, HOST_PACKAGES)])
+
+
 def package_files(root: Path, packages: tuple) -> list:
     """Relative POSIX paths of the files under `packages` (paths relative to `root`) that the
     artifact ships, sorted; a package that is not there has none."""

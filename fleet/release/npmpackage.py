@@ -165,6 +165,25 @@ def required_manifests(project: Project, comp_id: str) -> list:
     return sorted(found)
 
 
+def _tree_files(root: Path, project: Project, comp_id: str) -> list:
+    """The files of the checkout one plugin's package copies as they are (its package.json and
+    manifest are read too, and written under other names)."""
+    plugin_dir = Path(project.component(comp_id).manifest).parent.as_posix()
+    return [*CORE_FILES, *package_files(root, (*CORE_PACKAGES, plugin_dir)),
+            *required_manifests(project, comp_id)]
+
+
+def source_files(root: Path, project: Project) -> list:
+    """Every file of the checkout the plugins' packages are made from, sorted: what a release
+    must find committed (`cut.preflight`), or the packages would hold bytes no commit has."""
+    found = set()
+    for comp in plugin_components(project):
+        plugin_dir = Path(comp.manifest).parent.as_posix()
+        found.update([*_tree_files(root, project, comp.id), comp.manifest,
+                      f"{plugin_dir}/package.json"])
+    return sorted(rel for rel in found if (Path(root) / rel).exists())
+
+
 def _entries(root: Path, project: Project, comp_id: str) -> tuple:
     """(package.json as written, {path inside the package: bytes}) for one plugin."""
     comp = project.component(comp_id)
@@ -174,9 +193,7 @@ def _entries(root: Path, project: Project, comp_id: str) -> tuple:
     for rel in CORE_FILES:
         if not (root / rel).is_file():
             raise ReleaseError(f"{rel}: missing; every OpenClaw package ships it")
-    files = {rel: (root / rel).read_bytes()
-             for rel in [*CORE_FILES, *package_files(root, (*CORE_PACKAGES, plugin_dir)),
-                         *required_manifests(project, comp_id)]}
+    files = {rel: (root / rel).read_bytes() for rel in _tree_files(root, project, comp_id)}
     compat = (pkg.get("openclaw") or {}).get("compat") or {}
     files["README.md"] = README.format(
         name=pkg["name"], id=manifest.get("id", comp.id), version=pkg.get("version"),

@@ -7,7 +7,16 @@ import subprocess
 import sys
 
 import pytest
-from release_fixtures import MAIN, Repo, commit_file, proof_text, prove, task_env
+from release_fixtures import (
+    MAIN,
+    PACKAGE_TREES,
+    Repo,
+    commit_file,
+    make_repo,
+    proof_text,
+    prove,
+    task_env,
+)
 
 from fleet.release import compatproof
 from fleet.release.compatproof import PROOF_FILE
@@ -67,11 +76,34 @@ def test_untracked_files_do_not_block(repo):
 
 @pytest.mark.parametrize("path", ["fleet/plugins/mc/extra.py", "fleet/gateway/new_module.py",
                                   "fleet/plugins/memory_continuity/data/notes.json"])
-def test_refuses_untracked_files_inside_what_a_release_ships(repo, path):
+@pytest.mark.parametrize("ignored", [False, True])
+def test_refuses_files_a_build_packs_that_git_does_not_track(repo, path, ignored):
+    if ignored:  # .gitignore hides a file from `git status`, not from the build
+        commit_file(repo.path, ".gitignore", repo.read(".gitignore") + f"/{path}\n", "ignore")
+        repo.git("push", "-q")
     (repo.path / path).parent.mkdir(parents=True, exist_ok=True)
     (repo.path / path).write_text("# not committed\n")
-    msg = refuse(repo, "untracked file", component="mc")
-    assert path in msg and ".gitignore" in msg
+    msg = refuse(repo, "not tracked by git", component="mc")
+    assert path in msg and "commit them" in msg and "delete them" in msg
+    assert ".gitignore" not in msg
+
+
+def test_what_the_build_leaves_out_may_stay_untracked(repo):
+    clutter = ["fleet/plugins/mc/__pycache__/plugin.cpython-311.pyc", "fleet/plugins/mc/x.pyc",
+               "fleet/plugins/mc/tests/test_mc.py", "fleet/gateway/.scratch.py",
+               "fleet/plugins/mc/notes.tmp", "fleet/release/control_side.py"]
+    for rel in clutter:
+        (repo.path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo.path / rel).write_text("x = 1\n")
+    result, _ = release(repo, component="mc", push=False)
+    assert result.commit == repo.git("rev-parse", "HEAD")
+
+
+def test_a_long_list_of_untracked_files_names_a_few_and_counts_the_rest(repo):
+    for i in range(8):
+        (repo.path / f"fleet/plugins/mc/extra_{i}.py").write_text("x = 1\n")
+    msg = refuse(repo, "8 file", component="mc")
+    assert "extra_0.py" in msg and "extra_7.py" not in msg and "and 3 more" in msg
 
 
 def test_refuses_detached_head(repo):
@@ -426,6 +458,46 @@ def test_task_dry_run_and_refusal_exit_codes(repo):
     proc = run_task(repo, "--component", "mc", "--version", current)
     assert proc.returncode == 1
     assert "not greater" in proc.stderr
+
+
+def test_task_refuses_a_lower_semver_pre_release_in_the_files_form(repo):
+    for name in ("package.json", "openclaw.plugin.json"):
+        rel = f"{MC_DIR}/{name}"
+        data = json.loads(repo.read(rel))
+        data["version"] = "5.1.0-dev.1"
+        commit_file(repo.path, rel, json.dumps(data, indent=2) + "\n", f"mc {name} dev")
+    repo.git("push", "-q")
+    before = repo.snapshot()
+    proc = run_task(repo, "-c", "mc", "--version", "5.1.0-alpha.1")
+    assert proc.returncode == 1, proc.stdout
+    assert "new version 5.1.0-alpha.1 is not greater than the current 5.1.0-dev.1" in proc.stderr
+    assert "('alpha' < 'dev')" in proc.stderr and "build metadata" not in proc.stderr
+    assert repo.snapshot() == before
+
+
+def test_task_refuses_an_ignored_file_a_build_would_pack_then_builds_clean(tmp_path):
+    repo = make_repo(tmp_path, extra_trees=(*PACKAGE_TREES, "fleet/installer"))
+    commit_file(repo.path, ".gitignore", repo.read(".gitignore") + "*.local.json\n",
+                "chore: ignore local settings")
+    repo.git("push", "-q")
+    local = f"{MC_DIR}/settings.local.json"
+    (repo.path / local).write_text('{"token": "mine"}\n')
+    assert repo.git("status", "--porcelain") == ""  # invisible to git status
+    before = repo.snapshot()
+    proc = run_task(repo, "-c", "mc", "--no-push")
+    assert proc.returncode == 1, proc.stdout
+    assert local in proc.stderr and "not tracked by git" in proc.stderr
+    assert "delete them" in proc.stderr and ".gitignore" not in proc.stderr
+    assert repo.snapshot() == before
+    (repo.path / local).unlink()
+    proc = run_task(repo, "-c", "mc", "--no-push")
+    assert proc.returncode == 0, proc.stderr
+    build = subprocess.run([sys.executable, "-m", "invoke", "-r", str(MAIN), "build", "--json"],
+                           cwd=repo.path, capture_output=True, text=True, timeout=120,
+                           env=task_env())
+    assert build.returncode == 0, build.stderr
+    version = json.loads(build.stdout)["artifact"]["version"]
+    assert "+" not in version and version == versions(repo)["memory-continuity"]
 
 
 def test_task_releases_several_components_with_repeated_c(repo):
