@@ -107,7 +107,7 @@ def _next_semver(current: str, part: Optional[str], explicit: Optional[str],
         new = semver.bump(current, part or "patch")
     if not semver.greater(new, current):
         raise ReleaseError(f"refusing to release: new version {new} is not greater than the "
-                           f"current {current} by semver 2.0 precedence (npm's: build metadata "
-                           "is ignored, and a pre-release sorts by its identifiers: dev < rc); "
+                           f"current {current} by semver 2.0 precedence, npm's: "
+                           f"{semver.why_not_greater(new, current)}; "
                            "fix: pick a higher --version or bump with --part")
     return new

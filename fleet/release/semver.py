@@ -65,6 +65,39 @@ def greater(new: str, current: str) -> bool:
     return SemVer.parse(new).key() > SemVer.parse(current).key()
 
 
+def why_not_greater(new: str, current: str) -> str:
+    """Which precedence rule puts `new` at or below `current` (both semver), in one clause:
+    the rule that decides for these two, not a summary of all of them."""
+    a, b = SemVer.parse(new), SemVer.parse(current)
+    if a.key() == b.key():
+        if a.build or b.build:
+            return ("build metadata (after `+`) is ignored in precedence, so the two are "
+                    "equal; a new release needs a higher version, not new metadata")
+        return "it is the same version"
+    if (a.major, a.minor, a.patch) < (b.major, b.minor, b.patch):
+        return f"{_core(a)} is below {_core(b)}"
+    if a.pre and not b.pre:
+        return f"a pre-release sorts below its release ({_core(a)}-{'.'.join(a.pre)} < " \
+               f"{_core(b)})"
+    for mine, theirs in zip(a.pre, b.pre):
+        if mine == theirs:
+            continue
+        if mine.isdigit() and theirs.isdigit():
+            return f"pre-release numbers compare as numbers ({mine} < {theirs})"
+        if mine.isdigit():
+            return f"a number sorts below a word in a pre-release ({mine} < {theirs})"
+        return (f"pre-release words compare in ASCII order, not by meaning "
+                f"({mine!r} < {theirs!r})")
+    if len(a.pre) < len(b.pre):
+        return (f"a pre-release with fewer identifiers sorts below a longer one that starts "
+                f"with them ({'.'.join(a.pre)} < {'.'.join(b.pre)})")
+    return "semver 2.0 precedence puts it higher"
+
+
+def _core(ver: SemVer) -> str:
+    return f"{ver.major}.{ver.minor}.{ver.patch}"
+
+
 def bump(current: str, part: str) -> str:
     """`current` after bumping `part`, by the rules of fleet.release.bump, in semver's form."""
     ver = SemVer.parse(current)

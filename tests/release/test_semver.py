@@ -44,14 +44,24 @@ def test_build_metadata_never_changes_precedence_and_parse_round_trips(a, b):
     assert (a.key() < b.key()) == semver.greater(str(b), str(a))
 
 
-@pytest.mark.parametrize("current,new", [("5.1.0-dev.1", "5.1.0-alpha.1"),
-                                         ("5.2.0", "5.2.0+build.1"),
-                                         ("5.2.0-rc.10", "5.2.0-rc.9"),
-                                         ("5.2.0", "5.2.0-rc.1")])
-def test_not_greater_for_npm_is_refused_in_the_files_form(current, new):
+@pytest.mark.parametrize("current,new,why", [
+    ("5.1.0-dev.1", "5.1.0-alpha.1", "words compare in ASCII order"),
+    ("5.2.0", "5.2.0+build.1", "build metadata (after `+`) is ignored"),
+    ("5.2.0-rc.10", "5.2.0-rc.9", "numbers compare as numbers (9 < 10)"),
+    ("5.2.0", "5.2.0-rc.1", "a pre-release sorts below its release (5.2.0-rc.1 < 5.2.0)"),
+    ("5.2.0-rc.1.2", "5.2.0-rc.1", "fewer identifiers sorts below"),
+    ("5.2.0", "5.1.9", "5.1.9 is below 5.2.0")])
+def test_not_greater_for_npm_is_refused_in_the_files_form_saying_which_rule(current, new, why):
     with pytest.raises(ReleaseError, match="not greater") as err:
         next_version(current, explicit=new, files=NPM_FILES)
-    assert f"new version {new} is not greater than the current {current}" in str(err.value)
+    message = str(err.value)
+    assert f"new version {new} is not greater than the current {current}" in message
+    assert why in message
+    # only the rule that decides: a build-metadata refusal says nothing of pre-releases
+    others = {"ASCII", "build metadata", "as numbers", "below its release", "fewer"} - {
+        word for word in ("ASCII", "build metadata", "as numbers", "below its release", "fewer")
+        if word in why}
+    assert not [word for word in others if word in message], message
 
 
 @pytest.mark.parametrize("current,new", [("5.3.0-rc.1", "5.3.0-rc.1.2"),
