@@ -52,6 +52,7 @@ import difflib
 import os
 import re
 import shlex
+import socket
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -356,33 +357,107 @@ def _var_problem(path: Path, here: list[str], key: Any, value: Any) -> Inventory
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
-    """`[user@]host[:port]`, `[user@][host]:port` (an IPv6 address in brackets, as `ssh -G`
-    prints a hop) or `ssh://[user@]host[:port]` -> (user, host, port or None); ValueError says
-    what is wrong."""
+    """One jump host as OpenSSH 9 reads a ProxyJump hop -> (user, host, port or None);
+    ValueError says what is wrong. Two forms, as ssh takes them (`ssh -G` agrees case by case,
+    tests/deploy/test_sshconfig_conformance.py):
+
+    - `[user@]host[:port]`, the host in brackets for an IPv6 address (`ops@[::1]:2222`, as
+      `ssh -G` prints a hop); the user is what stands before the last `@`;
+    - `ssh://[user@]host[:port][/]` (the scheme in lower case), where the host must be a host
+      name: OpenSSH takes no IPv6 address in an ssh:// URI, bracketed or not.
+
+    A port is a number 1-65535 or a service name (`ssh`), as ssh's a2port reads it."""
     text = spec.strip()
-    if text[:6].lower() == "ssh://":
-        text = text[6:].rstrip("/")
-        if "/" in text:
-            raise ValueError(f"'{spec}': an ssh:// jump host has no path; write "
-                             "ssh://[user@]host[:port]")
-    user, _, rest = text.rpartition("@")
+    if any(c.isspace() for c in text) or "," in text:
+        raise ValueError(_not_a_jump(spec))
+    if text.startswith("ssh://"):
+        return _jump_uri(spec, text[6:])
+    user, at, rest = text.rpartition("@")
+    if at and not user:
+        raise ValueError(_not_a_jump(spec))
+    host, delim, tail = _host_part(spec, rest)
+    if delim == "/":  # only an ssh:// URI may go on with a `/`
+        raise ValueError(_not_a_jump(spec))
+    return user or None, host, _jump_port(spec, tail) if tail else None
+
+
+def _not_a_jump(spec: str) -> str:
+    return (f"'{spec}' is not a jump host; write [user@]host[:port], e.g. "
+            "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config, an IPv6 address in "
+            "brackets: ops@[2001:db8::1]:22), several as a,b")
+
+
+def _host_part(spec: str, rest: str) -> tuple[str, str, str]:
+    """(host, the delimiter after it: ':', '/' or '', what follows) as ssh's hpdelim2 and
+    cleanhostname split them: a host in brackets ends at `]`, another at the first `:` or
+    `/`."""
     if rest.startswith("["):
         close = rest.find("]")
-        host, tail = (rest[1:close], rest[close + 1:]) if close > 0 else ("", rest)
-        colon, port = (":", tail[1:]) if tail.startswith(":") else ("", tail)
-        if port and not colon:
-            host = ""  # text after the bracket that is not a port
+        if close < 0:
+            raise ValueError(_not_a_jump(spec))
+        raw, after = rest[:close + 1], rest[close + 1:]
     else:
-        host, colon, port = rest.partition(":")
-    if not host or any(c.isspace() for c in spec.strip()) or "," in spec or (colon and not port):
-        raise ValueError(f"'{spec}' is not a jump host; write [user@]host[:port], e.g. "
-                         "admin@bastion.example.com:22 (or a Host alias of ~/.ssh/config), "
-                         "several as a,b")
-    if port:
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"'{spec}': port '{port}' is not a TCP port (1-65535)")
-        return user or None, host, int(port)
-    return user or None, host, None
+        cut = min([i for i in (rest.find(":"), rest.find("/")) if i >= 0] or [len(rest)])
+        raw, after = rest[:cut], rest[cut:]
+    if after and after[0] not in ":/":  # text after the bracket that is not a port
+        raise ValueError(_not_a_jump(spec))
+    host = raw[1:-1] if raw.startswith("[") and raw.endswith("]") else raw
+    if not host:
+        raise ValueError(_not_a_jump(spec))
+    return host, after[:1], after[1:]
+
+
+def _jump_port(spec: str, text: str) -> int:
+    port = a2port(text)
+    if not port:
+        raise ValueError(f"'{spec}': port '{text}' is not a TCP port (1-65535) nor a service "
+                         "name")
+    return port
+
+
+def _jump_uri(spec: str, rest: str) -> tuple[str | None, str, int | None]:
+    """`ssh://` + `rest` as OpenSSH's parse_uri reads it (user before the first `@`, its
+    `;params` dropped and %XX decoded; the host a valid host name)."""
+    user = None
+    if "@" in rest:
+        raw_user, _, rest = rest.partition("@")
+        raw_user = raw_user.partition(";")[0]
+        if not raw_user or not _URI_USER.fullmatch(raw_user):
+            raise ValueError(_not_a_jump(spec))
+        user = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), raw_user)
+    host, delim, tail = _host_part(spec, rest)
+    if ":" in host:
+        raise ValueError(f"'{spec}': OpenSSH takes no IPv6 address in an ssh:// jump host; "
+                         f"write [user@][{host}]:port instead")
+    if not _HOST_NAME.fullmatch(host) or ".." in host:
+        raise ValueError(f"'{spec}': '{host}' is not a host name (letters, digits, '.', '-' "
+                         "and '_', starting with a letter or digit), as an ssh:// jump host "
+                         "must be")
+    port = None
+    if delim == ":" and tail:
+        text, _, tail = tail.partition("/")
+        port = _jump_port(spec, text)
+    if tail:
+        raise ValueError(f"'{spec}': an ssh:// jump host has no path; write "
+                         "ssh://[user@]host[:port]")
+    return user, host.removesuffix("."), port
+
+
+_URI_USER = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})+")
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def a2port(text: str) -> int | None:
+    """A port as OpenSSH's a2port reads it: a decimal number 0-65535 (a sign and leading zeros
+    allowed) or a TCP service name from the services database; None when it is neither. ssh
+    refuses 0 where it takes a port, as callers do."""
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        number = int(text)
+        return number if 0 <= number <= 65535 else None
+    try:
+        return socket.getservbyname(text, "tcp")
+    except (OSError, ValueError, UnicodeError):
+        return None
 
 
 # Characters that do not show, or reorder what is around them, where a name is printed: the

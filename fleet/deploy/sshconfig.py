@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from fleet.deploy.inventory import VAR_TYPES, Host, parse_jump
+from fleet.deploy.inventory import VAR_TYPES, Host, a2port, parse_jump
 from fleet.installer import textfile
 
 ENV_VAR = "FLEET_SSH_CONFIG"
@@ -230,8 +230,9 @@ def _parse(text: str, source: str) -> Iterator[_Line]:
         yield line
 
 
-ONE_VALUE = ("hostname", "port", "user", "stricthostkeychecking", "proxyjump", "identityfile")
-AT_LEAST_ONE = ("host", "include", "userknownhostsfile", "proxycommand")
+ONE_VALUE = ("hostname", "port", "user", "stricthostkeychecking", "identityfile")
+# ProxyJump too, though ssh reads only its first word (the rest of the line is ignored)
+AT_LEAST_ONE = ("host", "include", "userknownhostsfile", "proxycommand", "proxyjump")
 STRICT_VALUES = ("yes", "no", "ask", "accept-new", "off", "true", "false")
 
 
@@ -250,12 +251,17 @@ def _check(line: _Line, spelled: str) -> None:
                              f"{', '.join(STRICT_VALUES)}")
     if kw == "port":
         _port(args[0], where)
-    if kw == "proxyjump" and args[0].lower() != "none":
-        for hop in args[0].split(","):
+    if kw == "proxyjump" and _jump_value(args).lower() != "none":
+        for hop in _jump_value(args).split(","):
             try:
                 parse_jump(hop)
             except ValueError as exc:
                 raise SshConfigError(f"{where}: ProxyJump {args[0]!r}: {exc}") from None
+
+
+def _jump_value(args: tuple[str, ...]) -> str:
+    """A ProxyJump value as ssh reads it: the first word, up to a `#` in it."""
+    return args[0].partition("#")[0].rstrip()
 
 
 def _split_args(text: str, where: str) -> list[str]:
@@ -401,21 +407,16 @@ def _apply(line: _Line, opts: Options) -> None:
         if args[0] not in opts.identity_files:
             opts.identity_files.append(args[0])
     elif kw in ("proxyjump", "proxycommand") and args and opts.proxy is None:
-        opts.proxy = (kw, " ".join(args))
+        opts.proxy = (kw, _jump_value(args) if kw == "proxyjump" else " ".join(args))
         opts.where[kw] = line.where
 
 
 def _port(value: str, where: str) -> int:
-    """A Port value as ssh reads it: a number 1-65535 or a service name (`ssh`, from the
-    services database, as ssh's a2port)."""
-    if value.isdigit():
-        if 0 < int(value) < 65536:
-            return int(value)
-    else:
-        try:
-            return socket.getservbyname(value, "tcp")
-        except OSError:
-            pass
+    """A Port value as ssh reads it (a2port: a number 1-65535, or a service name such as
+    `ssh` from the services database)."""
+    port = a2port(value)
+    if port:
+        return port
     raise SshConfigError(f"{where}: Port {value!r} is not a TCP port (1-65535) nor a service "
                          "name")
 
@@ -436,20 +437,36 @@ def resolved_hostname(opts: Options, host: str, lower: bool = True) -> str:
 
 
 def expand_path(raw: str, tokens: dict[str, str]) -> str:
-    """`~`, `${VAR}` and ssh's `%` tokens in a path (IdentityFile, UserKnownHostsFile)."""
-    def token(m: re.Match) -> str:
-        if m.group(1) not in tokens:
-            raise SshConfigError(f"{raw!r}: unknown token %{m.group(1)}")
-        return tokens[m.group(1)]
-
-    def env(m: re.Match) -> str:
-        if m.group(1) not in os.environ:  # ssh refuses it too, rather than use another path
-            raise SshConfigError(f"{raw!r}: environment variable ${{{m.group(1)}}} is not set")
-        return os.environ[m.group(1)]
-
-    path = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", env, raw)
-    path = re.sub(r"%(.)", token, path)
-    return os.path.expanduser(path)
+    """`~`, then `${VAR}` and ssh's `%` tokens in one pass (a value put in is not expanded
+    again), in a path (IdentityFile, UserKnownHostsFile), as ssh's percent_dollar_expand: an
+    unset variable, `${}`, a `${` without `}`, an unknown token or a lone `%` at the end is an
+    error, never another path."""
+    src = os.path.expanduser(raw)
+    out: list[str] = []
+    i = 0
+    while i < len(src):
+        if src[i] == "%":
+            key = src[i + 1:i + 2]
+            if key not in tokens:
+                what = f"unknown token %{key}" if key else "a `%` ends it (write %% for one)"
+                raise SshConfigError(f"{raw!r}: {what}")
+            out.append(tokens[key])
+            i += 2
+        elif src.startswith("${", i):
+            close = src.find("}", i + 2)
+            name = src[i + 2:close] if close >= 0 else src[i + 2:]
+            if close < 0:
+                raise SshConfigError(f"{raw!r}: `${{{name}` has no closing `}}`")
+            if not name:
+                raise SshConfigError(f"{raw!r}: `${{}}` names no environment variable")
+            if name not in os.environ:  # ssh refuses it too, rather than use another path
+                raise SshConfigError(f"{raw!r}: environment variable ${{{name}}} is not set")
+            out.append(os.environ[name])
+            i = close + 1
+        else:
+            out.append(src[i])
+            i += 1
+    return "".join(out)
 
 
 def _tokens(hostname: str, port: int, user: str, original: str) -> dict[str, str]:
@@ -537,8 +554,9 @@ def _resolve(name: str, config: SshConfig, host: Host, explicit: frozenset,
         known = host.known_hosts
     else:
         files = known_hosts_files(opts)
-        try:
-            known = expand_path(files[0], tokens) if files else host.known_hosts
+        try:  # every file expanded, as ssh does (and fails on any), the first one used
+            expanded = [expand_path(f, tokens) for f in files]
+            known = expanded[0] if expanded else host.known_hosts
         except SshConfigError as exc:
             raise SshConfigError(f"{opts.where['userknownhostsfile']}: {exc}") from None
     if "host_key_policy" in explicit:

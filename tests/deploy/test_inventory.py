@@ -221,8 +221,8 @@ def test_reserved_and_unselectable_names_are_refused(tmp_path, text, what):
 
 @pytest.mark.parametrize("jump, what", [
     ("bastion:notaport", "not a TCP port"), ("bastion:70000", "not a TCP port"),
-    ("user@", "not a jump host"), ("a,,b", "not a jump host"), ("bastion:", "not a jump host"),
-    ("a,b:0", "not a TCP port"),
+    ("user@", "not a jump host"), ("a,,b", "not a jump host"), ("bastion/22", "not a jump host"),
+    ("a,b:0", "not a TCP port"), ("ssh://ops@[::1]:2222", "no IPv6 address in an ssh://"),
 ])
 def test_jump_is_validated_at_load(tmp_path, jump, what):
     message = error(f"hosts: {{h: {{jump: '{jump}'}}}}", tmp_path)
@@ -234,6 +234,19 @@ def test_valid_jump_forms_load(tmp_path):
                     "  c: {jump: 'outer,ops@inner:2200'}\n  d: {jump: none}\n", tmp_path)
     assert inventory.hosts["b"].jump == "ops@bastion:2222"
     assert inventory.hosts["c"].jump == "outer,ops@inner:2200"
+
+
+@pytest.mark.parametrize("spec, parsed", [
+    ("bastion:", (None, "bastion", None)),               # an empty port: none, as ssh -J
+    ("ops@[::1]:2222", ("ops", "::1", 2222)),
+    ("a@b@bastion", ("a@b", "bastion", None)),           # the user ends at the last @
+    ("ssh://o%41;x=y@bastion.:ssh/", ("oA", "bastion", 22)),
+    ("bastion:+022", (None, "bastion", 22)),
+])
+def test_jump_forms_read_as_ssh_reads_them(spec, parsed):
+    from fleet.deploy.inventory import parse_jump
+
+    assert parse_jump(spec) == parsed
 
 
 def test_yaml_syntax_error_names_the_file_and_line(tmp_path):

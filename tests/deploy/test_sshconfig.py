@@ -240,7 +240,10 @@ Host v6
 @pytest.mark.parametrize("text, says", [
     ("Host h\n  UserKnownHostsFile ${FLEET_TEST_UNSET_VAR}/kh\n",
      "environment variable ${FLEET_TEST_UNSET_VAR} is not set"),
+    ("Host h\n  UserKnownHostsFile /tmp/kh ${FLEET_TEST_UNSET_VAR}\n",  # not the first file
+     "environment variable ${FLEET_TEST_UNSET_VAR} is not set"),
     ("Host h\n  Port nosuchservice\n", "is not a TCP port (1-65535) nor a service name"),
+    ("Host h\n  ProxyJump ssh://ops@[::1]:2222\n", "no IPv6 address in an ssh:// jump host"),
     ("Host h\n  ProxyJump ssh://ops@bastion/path\n", "has no path"),
     ("Host h\n  ProxyJump ops@[::1\n", "is not a jump host"),
     ("Host h\n  ProxyJump a,,b\n", "'' is not a jump host"),

@@ -172,14 +172,24 @@ def configs(tmp_path_factory):
 
 
 def ssh_g(path: Path, host: str, user: str | None, port: int | None) -> dict:
+    proc = run_ssh_g(path, host, user, port)
+    assert proc.returncode == 0, proc.stderr
+    return printed(proc.stdout)
+
+
+def run_ssh_g(path: Path, host: str, user: str | None = None,
+              port: int | None = None) -> subprocess.CompletedProcess:
     argv = [SSH or "ssh", "-G", "-F", str(path)]
     argv += ["-l", user] if user else []
     argv += ["-p", str(port)] if port else []
-    proc = subprocess.run(argv + [host], capture_output=True, text=True, timeout=30,
+    return subprocess.run(argv + [host], capture_output=True, text=True, timeout=30,
                           stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stderr
+
+
+def printed(stdout: str) -> dict:
+    """The keywords fleet uses, from `ssh -G`'s output."""
     out: dict = {"identityfile": []}
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         key, _, value = line.partition(" ")
         if key == "identityfile":
             out[key].append(value)
@@ -239,3 +249,92 @@ def test_the_cases_cover_what_they_say(configs):
     assert fleets(main, "alpha", None, None)["port"] == "2500"
     assert fleets(main, "renamed", None, None)["user"] == "via-match-host"
     assert fleets(configs / "final", "fin", None, None)["user"] == "final-user"
+
+
+# --- what ssh refuses, fleet refuses: accept/reject compared with `ssh -G`, not expected --------
+# Each config is evaluated for host `x` with these variables set (and FLEET_CONF_UNSET unset);
+# both accept it and print the same, or both refuse it.
+CONF_ENV = {"FLEET_CONF_SET": "abc", "FLEET_CONF_EMPTY": "", "FLEET_CONF_PCT": "p%hq",
+            "FLEET_CONF_TILDE": "~/t"}
+ACCEPT_REJECT = {
+    # ${VAR} in UserKnownHostsFile (the path `ssh -G` prints expanded)
+    "var-set": "Host x\n  UserKnownHostsFile /tmp/${FLEET_CONF_SET}/kh ~/${FLEET_CONF_SET}\n",
+    "var-twice-and-dollar": "Host x\n  UserKnownHostsFile /k/$${FLEET_CONF_SET}${FLEET_CONF_SET}\n",
+    "var-empty": "Host x\n  UserKnownHostsFile ${FLEET_CONF_EMPTY}\n",
+    "var-once-only": "Host x\n  UserKnownHostsFile /k/${FLEET_CONF_PCT}/%h\n",
+    "var-tilde-kept": "Host x\n  UserKnownHostsFile ${FLEET_CONF_TILDE}\n",
+    "var-unset": "Host x\n  UserKnownHostsFile /tmp/${FLEET_CONF_UNSET}/kh\n",
+    "var-unset-second-file": "Host x\n  UserKnownHostsFile /tmp/kh /tmp/${FLEET_CONF_UNSET}\n",
+    "var-unset-not-matching": "Host other\n  UserKnownHostsFile /tmp/${FLEET_CONF_UNSET}/kh\n",
+    "var-unset-not-first": "Host x\n  UserKnownHostsFile /tmp/kh\n"
+                           "Host *\n  UserKnownHostsFile /tmp/${FLEET_CONF_UNSET}\n",
+    "var-empty-name": "Host x\n  UserKnownHostsFile /tmp/${}\n",
+    "var-not-closed": "Host x\n  UserKnownHostsFile /tmp/${FLEET_CONF_SET\n",
+    "var-odd-name-unset": "Host x\n  UserKnownHostsFile /tmp/${1A}\n",
+    "var-no-braces": "Host x\n  UserKnownHostsFile /tmp/$FLEET_CONF_SET\n",
+    "percent-at-end": "Host x\n  UserKnownHostsFile /tmp/kh%\n",
+    "unknown-token": "Host x\n  UserKnownHostsFile /tmp/%Z\n",
+    # Port
+    "port-service": "Host x\n  Port ssh\n",
+    "port-signed": "Host x\n  Port +022\n",
+    "port-unknown-service": "Host other\n  Port nosuchservice\n",
+    "port-0": "Host other\n  Port 0\n",
+    "port-70000": "Host other\n  Port 70000\n",
+    "port-negative": "Host x\n  Port -1\n",
+    # ProxyJump forms
+    **{f"jump {spec}": f"Host x\n  ProxyJump {spec}\n" for spec in (
+        "ssh://ops@[::1]:2222", "ssh://[::1]", "ssh://ops@::1", "ssh://ops@[h]:22", "::1",
+        "ops@[::1]:2222", "[::1]", "[::1]x", "[::1", "[h]]", "[h/x]:22", "h/22", "h:", "h:0",
+        "h:65536", "h:+22", "h:ssh", "a,,b", "a,", "@h", "a@b@h", "ssh://@h", "ssh://h/",
+        "ssh://h/x", "ssh://h:22/x", "SSH://h", "ssh://a@b@h", "ssh://h..x", "ssh://-h",
+        "ssh://h.", "ssh://h_x", "ssh://ops;x=y@h:2222", "ssh://o%41@h", "ssh://o%4@h",
+        "ssh://h%41", "ssh://h:22:33", "h:22:33", "none,a", "a extra words")},
+    "jump-not-matching": "Host other\n  ProxyJump ssh://ops@[::1]:2222\n",
+    # a keyword with no value, or more values than it takes, in a block that does not apply
+    **{f"no value {kw}": f"Host other\n  {kw}\n" for kw in (
+        "Port", "User", "HostName", "IdentityFile", "UserKnownHostsFile", "ProxyJump",
+        "StrictHostKeyChecking", "Include", "Host")},
+    **{f"extra {kw}": f"Host other\n  {kw} a b\n" for kw in (
+        "Port", "User", "HostName", "IdentityFile", "StrictHostKeyChecking")},
+    "strict-maybe": "Host other\n  StrictHostKeyChecking maybe\n",
+    "strict-upper": "Host x\n  StrictHostKeyChecking Accept-New\n",
+}
+
+
+def fleet_verdict(path: Path) -> tuple:
+    try:
+        return True, fleets(path, "x", None, None)
+    except ValueError as exc:  # SshConfigError, or a hop fleet cannot read
+        return False, str(exc)
+
+
+@pytest.mark.parametrize("name", list(ACCEPT_REJECT))
+def test_fleet_accepts_and_refuses_what_ssh_G_does(tmp_path, monkeypatch, name):
+    for var, value in CONF_ENV.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("FLEET_CONF_UNSET", raising=False)
+    monkeypatch.delenv("1A", raising=False)
+    path = tmp_path / "config"
+    path.write_text(ACCEPT_REJECT[name])
+    proc = run_ssh_g(path, "x")
+    accepted, answer = fleet_verdict(path)
+    assert accepted == (proc.returncode == 0), (proc.stderr, answer)
+    if accepted:
+        assert answer == printed(proc.stdout)
+
+
+def test_the_accept_reject_cases_go_both_ways(tmp_path, monkeypatch):
+    """Comparisons that always agreed on `accept` (or `refuse`) would prove little."""
+    for var, value in CONF_ENV.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("FLEET_CONF_UNSET", raising=False)
+    verdicts = {}
+    for name in ("var-unset", "var-unset-not-matching", "jump ssh://ops@[::1]:2222",
+                 "jump ops@[::1]:2222", "port-0", "port-signed", "var-once-only"):
+        path = tmp_path / f"config{len(verdicts)}"
+        path.write_text(ACCEPT_REJECT[name])
+        verdicts[name] = fleet_verdict(path)
+    assert [ok for ok, _ in verdicts.values()] == [False, True, False, True, False, True, True]
+    assert "environment variable ${FLEET_CONF_UNSET} is not set" in verdicts["var-unset"][1]
+    assert "no IPv6 address in an ssh:// jump host" in verdicts["jump ssh://ops@[::1]:2222"][1]
+    assert verdicts["var-once-only"][1]["userknownhostsfile"] == "/k/p%hq/x"
