@@ -94,6 +94,7 @@ def test_the_fleet_script_lists_the_product_and_the_checkout_adds_the_lab(tmp_pa
     (("deploy", "-H"), "--hosts (-H) needs a value"),
     (("status", "--parallel"), "--parallel (-p) needs a value"),
     (("nosuchtask",), "unknown task or flag 'nosuchtask'"),
+    (("verify",), "works in a project checkout"),  # outside one: a usage error too
 ])
 def test_parser_errors_are_usage_errors_and_one_json_document(tmp_path, args, words):
     code, out, err = fleet(tmp_path, *args)
