@@ -370,6 +370,36 @@ def test_a_dry_run_deploy_under_accept_new_writes_no_known_hosts(ssh_server, tmp
     assert known.read_text() == known_line(port, key)
 
 
+def test_fleet_deploy_dry_run_under_accept_new_writes_no_known_hosts(ssh_server, tmp_path,
+                                                                    client_key, artifacts):
+    """The same through the `fleet` script, as an operator runs it: `deploy --dry-run` with
+    `host_key_policy: accept-new` connects to a host it has never seen, reads and plans, and
+    leaves known_hosts unwritten."""
+    import json
+    import os
+    import sys
+
+    port, key = ssh_server
+    known = tmp_path / "known_hosts"
+    (tmp_path / "inventory.yaml").write_text(
+        "vars: {timeouts: {connect: 5, command: 10, ready: 5}}\nhosts:\n"
+        f"  box: {{host: 127.0.0.1, port: {port}, user: tester, identity_file: '{client_key}', "
+        f"known_hosts: '{known}', host_key_policy: accept-new}}\n")
+    script = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+    proc = subprocess.run([sys.executable, "-c", script, "deploy", "-H", "box", "--dry-run",
+                           "--artifact", str(artifacts().path), "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, FLEET_SSH_CONFIG=""))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [h["host"] for h in doc["hosts"]] == ["box"], doc
+    # it connected (the stand-in server's answers then fail the status check: no matter)
+    assert doc["hosts"][0]["result"] != "unreachable" and "connect" in doc["hosts"][0]["steps"]
+    assert not known.exists()
+    connect(host_for(port, known, "accept-new", client_key)).close()  # a real connection does
+    assert known.read_text() == known_line(port, key)
+
+
 # --- host certificates (`@cert-authority`), checked as ssh checks them ---------------------------
 
 HOST, USER = SSHCertificateType.HOST, SSHCertificateType.USER
