@@ -259,6 +259,13 @@ def preflight(git: Git, project: Project, requested: Union[dict, str, None],
                            "release commit would not hold them, and the next `invoke build` "
                            "would pack them into a +dirty artifact; fix: commit them (`git add "
                            "-f` for an ignored one) or delete them")
+    shipped = [path for comp in project.components.values() for path in comp.ships]
+    stray = git.untracked_under(list(dict.fromkeys(shipped)))
+    if stray:
+        raise ReleaseError(f"refusing to release: {len(stray)} untracked file(s) inside what "
+                           f"a component ships: {_some(stray)}; the release's tag would not "
+                           "hold them, though they sit beside its files; fix: commit them or "
+                           "delete them")
     # With several components, --part bumps those without an explicit --version C=X.
     several = len(requested) > 1
     new = {cid: next_version(report.versions[cid], None if several and ver else part, ver,

@@ -94,6 +94,15 @@ class Git:
             skip = rec[0] in "RC"
         return paths
 
+    def untracked_under(self, under: list[str]) -> list[str]:
+        """Untracked files git does not ignore under the `under` paths: new files of a shipped
+        component that no commit holds (its tag would lack them)."""
+        if not under:
+            return []
+        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--",
+                       *under, strip=False)
+        return sorted(rec[3:] for rec in out.split("\0") if rec.startswith("?? "))
+
     def untracked(self, paths: list[str]) -> list[str]:
         """Those of `paths` (files, relative to the root) that git does not track, ignored ones
         included: a build that packs them packs bytes no commit holds."""

@@ -88,15 +88,25 @@ def test_refuses_files_a_build_packs_that_git_does_not_track(repo, path, ignored
     assert ".gitignore" not in msg
 
 
-def test_what_the_build_leaves_out_may_stay_untracked(repo):
-    clutter = ["fleet/plugins/mc/__pycache__/plugin.cpython-311.pyc", "fleet/plugins/mc/x.pyc",
-               "fleet/plugins/mc/tests/test_mc.py", "fleet/gateway/.scratch.py",
-               "fleet/plugins/mc/notes.tmp", "fleet/release/control_side.py"]
+def test_ignored_clutter_the_build_leaves_out_may_stay(repo):
+    clutter = ["fleet/plugins/mc/__pycache__/plugin.cpython-311.pyc", "fleet/plugins/mc/x.pyc"]
     for rel in clutter:
         (repo.path / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo.path / rel).write_text("x = 1\n")
+    assert repo.git("status", "--porcelain", "--untracked-files=all") == ""  # ignored
     result, _ = release(repo, component="mc", push=False)
     assert result.commit == repo.git("rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("path", ["fleet/plugins/mc/tests/test_mc.py", "fleet/gateway/.scratch.py",
+                                  "fleet/plugins/mc/notes.tmp", "fleet/release/control_side.py"])
+def test_refuses_untracked_files_inside_what_a_component_ships(repo, path):
+    """Not packed by the artifact's build, yet inside a component's shipped paths: the tag would
+    lack a file that sits beside its sources."""
+    (repo.path / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo.path / path).write_text("x = 1\n")
+    msg = refuse(repo, "inside what a component ships", component="mc")
+    assert path in msg and "commit them or delete them" in msg
 
 
 def test_a_long_list_of_untracked_files_names_a_few_and_counts_the_rest(repo):
