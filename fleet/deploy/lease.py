@@ -34,7 +34,7 @@ from fleet.deploy import inventory
 from fleet.deploy.commands import ISOLATED
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
-from fleet.deploy.runtime import process, threading, time  # the real ones, or a simulation's
+from fleet.deploy.runtime import process, queue, threading, time  # the real ones, or a sim's
 from fleet.installer import openclawcli
 from fleet.installer.protocol import OPENCLAW
 
@@ -43,10 +43,41 @@ TAKE_MARGIN_S = 10.0  # beyond the host's connect timeout, for one short command
 OPENCLAW_PROBE_S = 5.0  # of that, at most, for an OpenClaw host to say which OpenClaw it runs
 
 
+# Hosts that connect and take (or release) the lease at once. Each take opens the host's SSH
+# connection, a key exchange that costs this machine CPU: a thousand at once pushed connects
+# past their connect timeout on a busy 2-core machine, failing hosts for nothing of their own.
+# 128 keeps a 1,000-host no-op redeploy (the take is its whole run) to 8 rounds of one short
+# command. Not --parallel: that bounds the deploy's own heavier work and may be as low as 1.
+TAKE_PARALLEL = 128
+
+
 def take_timeout(host: Host) -> float:
     """How long taking or releasing a lease may take on `host`: a paused or unreachable host
     must not hold up the run longer than a connect plus one short command."""
     return host.timeouts.connect + TAKE_MARGIN_S
+
+
+def _take_budget(host: Host) -> float:
+    """How long the run waits for `host`'s take, from when that take started."""
+    return take_timeout(host) + 5
+
+
+def _rounds(count: int, workers: int) -> int:
+    """How many hosts, at most, one of `workers` threads takes in turn for `count` hosts."""
+    return max(1, -(-count // max(1, workers)))
+
+
+def _start_workers(count: int, work, name: str) -> int:
+    """Start up to `count` daemon threads running `work()`; how many started (the machine may
+    be out of threads: the ones that did start serve the queue)."""
+    started = 0
+    for i in range(count):
+        try:
+            threading.Thread(target=work, daemon=True, name=f"{name}-{i}").start()
+        except RuntimeError:  # out of threads
+            break
+        started += 1
+    return started
 
 LEASE_PY = """\
 import json, os, sys, time
@@ -280,7 +311,17 @@ class Lease:
     given_back: set[str] = field(default_factory=set)
     _answers: dict[str, object] = field(default_factory=dict)
     _cond: threading.Condition = field(default_factory=lambda: threading.Condition())  # at use
-    _deadline: float = 0.0
+    _deadline: float = 0.0  # the last host's take has started and answered by then
+    _started: dict[str, float] = field(default_factory=dict)  # host -> when its take began
+    # hosts whose take never ran (still queued when the run stopped taking): nothing to release
+    _untaken: set[str] = field(default_factory=set)
+    _stop: bool = False  # start no more takes (a refusal, or the take failed as a whole)
+
+    def _due(self, host: Host) -> float:
+        """When the run stops waiting for `host`'s take: its own budget from when it started;
+        a take still queued is waited for until the last one's turn has surely come."""
+        began = self._started.get(host.name)
+        return self._deadline if began is None else began + _take_budget(host)
 
     @property
     def refused(self) -> bool:
@@ -327,10 +368,17 @@ class Lease:
         error. Hosts answered in time return at once."""
         if host.name in self.late:
             with self._cond:
-                while host.name not in self._answers and time.monotonic() < self._deadline:
-                    self._cond.wait(max(0.01, self._deadline - time.monotonic()))
+                while host.name not in self._answers and time.monotonic() < self._due(host):
+                    self._cond.wait(max(0.01, self._due(host) - time.monotonic()))
                 answer = self._answers.get(host.name)
                 self.late.discard(host.name)
+                never = answer is None and host.name not in self._started
+                if never:  # its take never began: it never will, so never change the host
+                    self._untaken.add(host.name)
+            if never:
+                self.unanswered[host.name] = ("its take did not start in time (the hosts "
+                                              "before it took too long): nothing taken")
+                return None
             if answer is None:
                 return None  # no verdict at all: the run's own connect reports the host
             self._record(host, answer)
@@ -365,32 +413,36 @@ def describe_holder(holder: dict) -> str:
 
 
 def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
-    """`fn(host)` for every host on daemon threads; a host past `timeout` gets a TimeoutError."""
+    """`fn(host)` for every host, at most TAKE_PARALLEL at once on daemon threads; a host not
+    done `timeout` after its turn came (or never reached, its turn bounded the same way) gets
+    a TimeoutError."""
     out: dict[str, object] = {}
-    lock = threading.Lock()
-
-    def work(host: Host) -> None:
-        try:
-            value: object = fn(host)
-        except Exception as exc:  # reported per host
-            value = exc
-        with lock:
-            out[host.name] = value
-
-    threads, here = [], []
+    cond = threading.Condition()
+    jobs: queue.Queue = queue.Queue()
     for h in hosts:
-        thread = threading.Thread(target=work, args=(h,), daemon=True)
-        try:
-            thread.start()
-            threads.append(thread)
-        except RuntimeError:  # out of threads: this host's turn comes in this one, below
-            here.append(h)
-    deadline = time.monotonic() + timeout
-    for h in here:  # each bounded by its own command timeout: a lease is never left behind
-        work(h)      # for want of a thread
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    with lock:
+        jobs.put(h)
+
+    def work() -> None:
+        while True:
+            try:
+                host = jobs.get(block=False)
+            except queue.Empty:
+                return
+            try:
+                value: object = fn(host)
+            except Exception as exc:  # reported per host
+                value = exc
+            with cond:
+                out[host.name] = value
+                cond.notify_all()
+
+    workers = _start_workers(min(TAKE_PARALLEL, len(hosts)), work, "fleet-lease")
+    if not workers:  # out of threads: each in turn here, bounded by its own command timeout
+        work()       # (a lease is never left behind for want of a thread)
+    deadline = time.monotonic() + _rounds(len(hosts), workers) * timeout
+    with cond:
+        while len(out) < len(hosts) and time.monotonic() < deadline:
+            cond.wait(max(0.01, deadline - time.monotonic()))
         return {h.name: out.get(h.name, TimeoutError(f"no answer within {timeout:g}s"))
                 for h in hosts}
 
@@ -501,11 +553,11 @@ def take(hosts: list[Host], owner: str, lease_s: float,
         record["artifact"] = {"sha256": artifact[0], "size": int(artifact[1])}
         if unchanged:
             record["artifact"]["release"] = unchanged
-    longest = max((take_timeout(h) for h in hosts), default=TAKE_MARGIN_S) + 5
-    started = time.monotonic()
-    lease._deadline = started + longest
-    times: list[float] = []
+    times: list[float] = []  # each answered host's round trip, from its own take's start
     connected: set[str] = set()
+    jobs: queue.Queue = queue.Queue()
+    for h in hosts:
+        jobs.put(h)
 
     def one(h: Host) -> None:
         try:
@@ -515,27 +567,39 @@ def take(hosts: list[Host], owner: str, lease_s: float,
             value = exc
         with lease._cond:
             lease._answers[h.name] = value
-            lease.answered_s[h.name] = time.monotonic() - started
+            lease.answered_s[h.name] = time.monotonic() - lease._started[h.name]
             times.append(lease.answered_s[h.name])
+            if _refuses(value):  # the run is refused as a whole: take nothing more
+                lease._stop = True
             lease._cond.notify_all()
+
+    def worker() -> None:
+        while True:
+            try:
+                h = jobs.get(block=False)
+            except queue.Empty:
+                return
+            with lease._cond:
+                if lease._stop or h.name in lease._untaken:
+                    lease._untaken.add(h.name)
+                    lease._cond.notify_all()
+                    continue
+                lease._started[h.name] = time.monotonic()
+            one(h)
 
     lease.targets = list(hosts)
     try:
-        for h in hosts:
-            try:
-                threading.Thread(target=one, args=(h,), daemon=True).start()
-            except RuntimeError as exc:  # out of threads: no take runs there, nothing to give
-                with lease._cond:        # back; the run reports the host and leaves it alone
-                    lease._answers[h.name] = Unreached(RuntimeError(
-                        f"fleet could not start a thread to take the fleet lease ({exc})"))
-                    lease.answered_s[h.name] = time.monotonic() - started
+        began = time.monotonic()
+        workers = _start_workers(min(TAKE_PARALLEL, len(hosts)), worker, "fleet-take")
+        longest = max((_take_budget(h) for h in hosts), default=TAKE_MARGIN_S + 5)
+        lease._deadline = began + _rounds(len(hosts), workers) * longest
         with lease._cond:
-            while len(lease._answers) < len(hosts):
-                elapsed = time.monotonic() - started
-                pending = [h.name for h in hosts if h.name not in lease._answers]
-                if elapsed >= longest or (not connected.intersection(pending)
-                                          and _go_on(times, len(hosts), elapsed)):
-                    break
+            if hosts and not workers:  # out of threads: no take runs, nothing to give back;
+                for h in hosts:        # the run reports the hosts and leaves them alone
+                    lease._answers[h.name] = Unreached(RuntimeError(
+                        "fleet could not start a thread to take the fleet lease"))
+                    lease.answered_s[h.name] = 0.0
+            while not _decided(lease, hosts, times, connected):
                 lease._cond.wait(0.05)
             answers = dict(lease._answers)
     except BaseException:  # Ctrl-C or a bug while taking: give back whatever a take landed
@@ -544,7 +608,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     for host in hosts:
         if host.name in answers:
             lease._record(host, answers[host.name])
-        else:
+        elif host.name not in lease._untaken:
             lease.late.add(host.name)
     if lease.refused:
         for host in hosts:  # a take still under way may yet succeed: let it land first
@@ -556,12 +620,50 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     return lease
 
 
+def _refuses(answer: object) -> bool:
+    """Whether a take's answer is a refusal (another run's lease or a maintenance lock)."""
+    reply = answer_of(answer)
+    return reply is not None and reply.get("ok") is not True \
+        and isinstance(reply.get("holder"), dict)
+
+
+def _decided(lease: Lease, hosts: list[Host], times: list[float], connected: set[str]) -> bool:
+    """Whether the take may stop waiting (under `lease._cond`): every host answered, or the
+    run was refused (hosts not started yet never are), or only late hosts are left: each
+    started (a queued host is never late for its place in the queue) and either past its own
+    budget or not even connected while most hosts answered (`_go_on`); or, as a bound, the
+    last host's turn has surely come and gone (`lease._deadline`)."""
+    now = time.monotonic()
+    if lease._stop:
+        lease._untaken.update(h.name for h in hosts if h.name not in lease._started
+                              and h.name not in lease._answers)
+    if len(lease._answers) + len(lease._untaken) >= len(hosts) or now >= lease._deadline:
+        return True
+    if len(lease._started) + len(lease._untaken) < len(hosts):  # some still queued
+        return False
+    pending = [h for h in hosts if h.name not in lease._answers
+               and h.name not in lease._untaken]
+    if all(now >= lease._due(h) for h in pending):
+        return True
+    waited = min(now - lease._started[h.name] for h in pending)
+    return not connected.intersection(h.name for h in pending) \
+        and _go_on(times, len(hosts), waited)
+
+
 def _give_back(lease: Lease, hosts: list[Host], conns: Connections | None) -> None:
-    """After a take failed as a whole: let the takes still under way land (each gives up at
-    its own deadline), then release every host by run id."""
+    """After a take failed as a whole: start no more takes, let the ones under way land (each
+    given up at its own budget), then release every host a take ran on, by run id."""
     with lease._cond:
-        while len(lease._answers) < len(hosts) and time.monotonic() < lease._deadline:
-            lease._cond.wait(max(0.01, lease._deadline - time.monotonic()))
+        lease._stop = True
+        lease._untaken.update(h.name for h in hosts if h.name not in lease._started
+                              and h.name not in lease._answers)
+        while True:
+            left = [h for h in hosts if h.name in lease._started
+                    and h.name not in lease._answers]
+            due = max((lease._due(h) for h in left), default=0.0)
+            if time.monotonic() >= due:
+                break
+            lease._cond.wait(max(0.01, due - time.monotonic()))
         for host in hosts:
             if isinstance(lease._answers.get(host.name), Unreached):
                 lease.unreached[host.name] = lease._answers[host.name]
@@ -610,7 +712,8 @@ def release(lease: Lease, conns: Connections | None = None) -> None:
     answer in time may still have taken it), appending `Lease.audit`'s line where the run
     refused the host; best effort and bounded."""
     hosts = [h for h in (lease.targets or lease.held) if h.name not in lease.unreached
-             and h.name not in lease.unchanged and h.name not in lease.given_back]
+             and h.name not in lease.unchanged and h.name not in lease.given_back
+             and h.name not in lease._untaken]
     if hosts:
         longest = max(take_timeout(h) for h in hosts)
         _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id,
