@@ -57,9 +57,12 @@ def take_timeout(host: Host) -> float:
     return host.timeouts.connect + TAKE_MARGIN_S
 
 
+TAKE_WAIT_S = 5.0  # the run waits this much beyond a host's take timeout for its answer
+
+
 def _take_budget(host: Host) -> float:
     """How long the run waits for `host`'s take, from when that take started."""
-    return take_timeout(host) + 5
+    return take_timeout(host) + TAKE_WAIT_S
 
 
 def _rounds(count: int, workers: int) -> int:
@@ -591,7 +594,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     try:
         began = time.monotonic()
         workers = _start_workers(min(TAKE_PARALLEL, len(hosts)), worker, "fleet-take")
-        longest = max((_take_budget(h) for h in hosts), default=TAKE_MARGIN_S + 5)
+        longest = max((_take_budget(h) for h in hosts), default=TAKE_MARGIN_S + TAKE_WAIT_S)
         lease._deadline = began + _rounds(len(hosts), workers) * longest
         with lease._cond:
             if hosts and not workers:  # out of threads: no take runs, nothing to give back;
@@ -715,10 +718,10 @@ def release(lease: Lease, conns: Connections | None = None) -> None:
              and h.name not in lease.unchanged and h.name not in lease.given_back
              and h.name not in lease._untaken]
     if hosts:
-        longest = max(take_timeout(h) for h in hosts)
+        longest = max(_take_budget(h) for h in hosts)
         _each(hosts, lambda h: run_on(h, lease_command(h, "release", lease.run_id,
                                                        lease.audit.get(h.name)),
-                                       take_timeout(h), conns), longest + 5)
+                                       take_timeout(h), conns), longest)
 
 
 FENCE_LEASE_S = 120.0  # a fence holds the lease only for its own take and release
