@@ -293,7 +293,12 @@ def _paths(world: World, found: invariants.RolloutFacts) -> None:
 
 
 def play(world: World) -> None:
-    """The seeded rollout story (see the module doc)."""
+    """The seeded rollout story (see the module doc), with the schedule's bound on takes."""
+    with schedule.take_bound(world):
+        _story(world)
+
+
+def _story(world: World) -> None:
     rng, sched = world.rng, world.sched
     names = [f"h{i:02d}" for i in range(rng.randint(8, 20))]
     for name in names:

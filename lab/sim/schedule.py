@@ -18,13 +18,14 @@ import contextvars
 import io
 import json
 import random
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.deploy import api, consent, runtime
+from fleet.deploy import api, consent, lease, runtime
 from fleet.deploy.inventory import Host
 from fleet.deploy.runner import HostResult, RunOptions
 from lab.sim import invariants
@@ -40,6 +41,10 @@ from lab.sim.scheduler import (
 from lab.sim.transport import SimConnection
 
 CONTROL = "control"  # the control machine's name in leases
+ROLLOUT_ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")  # fleet.deploy.rollout.new_id's
+# how many hosts take the fleet lease at once, drawn per schedule apart from its generator (so
+# every other draw stays as it was): mostly fewer than the fleet, so takes queue for a turn
+TAKE_BOUNDS = (1, 2, lease.TAKE_PARALLEL)
 VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
 TIMEOUTS = {"connect": 5, "command": 30, "transfer": 10, "ready": 10}
 
@@ -270,8 +275,10 @@ class World:
 
     def note(self, text: str) -> None:
         """One line of the schedule's trace (kept for a replay: `invoke sim --seed S -v`)."""
-        if self.trace is not None:  # the temp dir's name is the one thing a seed does not fix
-            self.trace.append(f"{self.sched.now:10.3f} {text}".replace(str(self.root), "<root>"))
+        if self.trace is not None:  # the temp dir's name and rollout ids (the real clock and
+            # a random part, fleet.deploy.rollout.new_id) are all a seed does not fix
+            line = f"{self.sched.now:10.3f} {text}".replace(str(self.root), "<root>")
+            self.trace.append(ROLLOUT_ID.sub("<rollout id>", line))
 
     def answered(self, proc: Proc, host: SimHost, current: str | None) -> None:
         """A command of `proc`'s run answered, the host then running `current` (its report
@@ -376,7 +383,23 @@ def _options(rng: random.Random) -> RunOptions:
                       max_fail=rng.choice((None, None, "0", "1")))
 
 
+@contextlib.contextmanager
+def take_bound(world: World) -> Iterator[None]:
+    """The schedule's bound on lease takes at once (TAKE_BOUNDS) until the block ends."""
+    bound = lease.TAKE_PARALLEL
+    lease.TAKE_PARALLEL = random.Random(f"take {world.seed}").choice(TAKE_BOUNDS)
+    try:
+        yield
+    finally:
+        lease.TAKE_PARALLEL = bound
+
+
 def _play(world: World) -> None:
+    with take_bound(world):
+        _deploys(world)
+
+
+def _deploys(world: World) -> None:
     rng, sched = world.rng, world.sched
     count = rng.choice((1, 2, 2, 3))
     for i in range(count):

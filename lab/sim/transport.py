@@ -129,8 +129,9 @@ class SimConnection:
                                    f"(abandoned): {command[:60]}")
         if getattr(command, "intent", None) is not None:  # the installer's answers, not the lease's
             world.answered(sched.running.proc, host, run.current)
+        out = "".join(run.out).replace(str(world.root), "<root>")  # before the cut below
         world.note(f"{sched.running.proc.name} <- {host.name}: {describe(command)} exit "
-                   f"{run.result().exit_code}: {''.join(run.out).strip()[-160:]}")
+                   f"{run.result().exit_code}: {out.strip()[-160:]}")
         sched.sleep(world.latency())
         if fault == "drop_after":
             raise self._lost("connection lost before the answer arrived")

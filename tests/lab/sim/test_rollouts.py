@@ -18,7 +18,7 @@ from lab.sim.host import BadRelease, SimHost, Switch, release_of
 
 # Clean seeds that between them take every path twice or more (the test below proves it, so a
 # change of the schedules that loses a path fails here rather than passing vacuously).
-SEEDS = (1, 2, 35, 44, 47, 105, 121)
+SEEDS = (2, 3, 7, 10, 14, 30, 88)
 PATHS = ("completed", "aborted: budget spent", "aborted: taken back", "crash, then resume",
          "crash, then take back", "crashed again", "a bake caught a failure", "a host reverted",
          "ended before its record: started again", "Ctrl-C")
@@ -48,8 +48,8 @@ def test_rollout_schedules_take_every_path_and_hold_every_invariant():
 
 
 def test_a_rollout_seed_replays_exactly():
-    first = rollouts.run(35, trace=True)
-    again = rollouts.run(35, trace=True)
+    first = rollouts.run(2, trace=True)
+    again = rollouts.run(2, trace=True)
     assert first.trace == again.trace and first.trace
     assert first.kind == "rollout" and "crash, then resume" in first.paths
     assert (first.faults, first.paths, first.sim_time, first.violations) == (
