@@ -3,12 +3,12 @@
 Each host's installer lock only covers one host for one install, so two deploys of different
 releases started together could each win some hosts and leave a mixed fleet. A run therefore
 first takes a lease on every target host (`<state>/fleet/run.lease`, created with O_EXCL; one
-round trip per host, in parallel), and only when it holds all of them does it change any host.
-If any host's lease is held by another live run, the run releases what it took and is refused as
-a whole, naming the holder. A crashed run's leases expire after their lease time, as installer
-locks do. The run id is the lease's token: it is never shown in a refusal, so only the run that
-took a lease can release or renew it. (Two runs racing for the same hosts may both be refused;
-neither changes anything.)
+round trip per host, TAKE_PARALLEL hosts at a time), and only when it holds all of them does it
+change any host. If any host's lease is held by another live run, the run releases what it took
+and is refused as a whole, naming the holder. A crashed run's leases expire after their lease
+time, as installer locks do. The run id is the lease's token: it is never shown in a refusal, so
+only the run that took a lease can release or renew it. (Two runs racing for the same hosts may
+both be refused; neither changes anything.)
 
 The same file is the maintenance lock (`fleet lock.acquire`, as Kamal's `lock acquire`): a
 lease taken by hand, with who and why, that no process keeps alive and that holds until it is
@@ -548,6 +548,13 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     release is active, its gateway ready and alive and no installer at work takes no lease and
     says so (`Lease.unchanged`): a no-op redeploy is this one short process per host. A host
     whose lease another run holds is refused as ever.
+
+    At most TAKE_PARALLEL hosts connect and take at once, on as many worker threads fed from a
+    queue (a fixed bound, not the run's --parallel: a take is one short command, and a no-op
+    redeploy at --parallel 1 is still the take of every host); the others wait their turn. Each
+    host's take is timed from when it starts, so waiting in the queue never makes a host late
+    or unreachable; the whole wait is bounded by the queue's rounds times the longest host's
+    budget (`Lease._deadline`). Once a host refuses, hosts still queued are not asked.
     """
     lease = Lease(uuid.uuid4().hex)
     record = {"owner": owner, "pid": process.pid(), "from": process.hostname(),
@@ -558,6 +565,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
             record["artifact"]["release"] = unchanged
     times: list[float] = []  # each answered host's round trip, from its own take's start
     connected: set[str] = set()
+    deciding = [True]  # until the take returns
     jobs: queue.Queue = queue.Queue()
     for h in hosts:
         jobs.put(h)
@@ -572,8 +580,8 @@ def take(hosts: list[Host], owner: str, lease_s: float,
             lease._answers[h.name] = value
             lease.answered_s[h.name] = time.monotonic() - lease._started[h.name]
             times.append(lease.answered_s[h.name])
-            if _refuses(value):  # the run is refused as a whole: take nothing more
-                lease._stop = True
+            if deciding[0] and _refuses(value):  # the run is refused as a whole: take no
+                lease._stop = True                 # more (later, the refusal is this host's)
             lease._cond.notify_all()
 
     def worker() -> None:
@@ -605,6 +613,7 @@ def take(hosts: list[Host], owner: str, lease_s: float,
             while not _decided(lease, hosts, times, connected):
                 lease._cond.wait(0.05)
             answers = dict(lease._answers)
+            deciding[0] = False
     except BaseException:  # Ctrl-C or a bug while taking: give back whatever a take landed
         _give_back(lease, hosts, conns)
         raise
@@ -614,6 +623,10 @@ def take(hosts: list[Host], owner: str, lease_s: float,
         elif host.name not in lease._untaken:
             lease.late.add(host.name)
     if lease.refused:
+        with lease._cond:  # hosts still waiting their turn are not asked at all
+            lease._stop = True
+            lease._untaken.update(h.name for h in hosts if h.name not in lease._started
+                                  and h.name not in lease._answers)
         for host in hosts:  # a take still under way may yet succeed: let it land first
             if host.name in lease.late:
                 lease.wait(host)
