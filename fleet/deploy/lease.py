@@ -70,17 +70,15 @@ def _rounds(count: int, workers: int) -> int:
     return max(1, -(-count // max(1, workers)))
 
 
-def _start_workers(count: int, work, name: str) -> int:
-    """Start up to `count` daemon threads running `work()`; how many started (the machine may
-    be out of threads: the ones that did start serve the queue)."""
-    started = 0
+def _start_workers(count: int, work, name: str) -> tuple[int, RuntimeError | None]:
+    """Start up to `count` daemon threads running `work()`; how many started, and why not more
+    (the machine may be out of threads: the ones that did start serve the queue)."""
     for i in range(count):
         try:
             threading.Thread(target=work, daemon=True, name=f"{name}-{i}").start()
-        except RuntimeError:  # out of threads
-            break
-        started += 1
-    return started
+        except RuntimeError as exc:  # out of threads ("can't start new thread")
+            return i, exc
+    return count, None
 
 LEASE_PY = """\
 import json, os, sys, time
@@ -439,7 +437,7 @@ def _each(hosts: list[Host], fn, timeout: float) -> dict[str, object]:
                 out[host.name] = value
                 cond.notify_all()
 
-    workers = _start_workers(min(TAKE_PARALLEL, len(hosts)), work, "fleet-lease")
+    workers, _ = _start_workers(min(TAKE_PARALLEL, len(hosts)), work, "fleet-release")
     if not workers:  # out of threads: each in turn here, bounded by its own command timeout
         work()       # (a lease is never left behind for want of a thread)
     deadline = time.monotonic() + _rounds(len(hosts), workers) * timeout
@@ -601,14 +599,14 @@ def take(hosts: list[Host], owner: str, lease_s: float,
     lease.targets = list(hosts)
     try:
         began = time.monotonic()
-        workers = _start_workers(min(TAKE_PARALLEL, len(hosts)), worker, "fleet-take")
+        workers, why = _start_workers(min(TAKE_PARALLEL, len(hosts)), worker, "fleet-take")
         longest = max((_take_budget(h) for h in hosts), default=TAKE_MARGIN_S + TAKE_WAIT_S)
         lease._deadline = began + _rounds(len(hosts), workers) * longest
         with lease._cond:
             if hosts and not workers:  # out of threads: no take runs, nothing to give back;
                 for h in hosts:        # the run reports the hosts and leaves them alone
                     lease._answers[h.name] = Unreached(RuntimeError(
-                        "fleet could not start a thread to take the fleet lease"))
+                        f"fleet could not start a thread to take the fleet lease ({why})"))
                     lease.answered_s[h.name] = 0.0
             while not _decided(lease, hosts, times, connected):
                 lease._cond.wait(0.05)

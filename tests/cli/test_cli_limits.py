@@ -17,18 +17,19 @@ from deploy_helpers import stop_gateways
 
 FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 # Makes threads fail to start, as a process out of threads does ("can't start new thread"):
-# FAIL_THREADS=pool fails the run's pool threads, FAIL_THREADS=take the second lease take.
+# FAIL_THREADS=pool fails the run's pool threads, FAIL_THREADS=take the lease take's second
+# worker thread, FAIL_THREADS=take-all every one of them.
 FAIL_THREADS = """\
 import os, threading
 _start = threading.Thread.start
 _takes = []
 def _failing_start(self):
-    what = os.environ.get("FAIL_THREADS")
+    what = os.environ.get("FAIL_THREADS", "")
     if what == "pool" and self.name.startswith("fleet-host-"):
         raise RuntimeError("can't start new thread")
-    if what == "take" and getattr(getattr(self, "_target", None), "__name__", "") == "one":
+    if what.startswith("take") and self.name.startswith("fleet-take-"):
         _takes.append(self)
-        if len(_takes) == 2:
+        if what == "take-all" or len(_takes) == 2:
             raise RuntimeError("can't start new thread")
     return _start(self)
 threading.Thread.start = _failing_start
@@ -96,16 +97,23 @@ def test_a_run_whose_threads_cannot_start_fails_each_host_and_leaves_no_lease(wo
     assert code == 0 and results(doc) == dict.fromkeys(BOXES, "locked")
 
 
-def test_a_lease_take_whose_thread_cannot_start_leaves_that_host_alone_and_no_lease(workdir):
-    code, doc, _ = fleet(workdir, "restart", env={"FAIL_THREADS": "take"},
+def test_a_lease_take_short_of_threads_takes_every_host_on_the_ones_it_has(workdir):
+    _, doc, _ = fleet(workdir, "restart", env={"FAIL_THREADS": "take"}, prelude=FAIL_THREADS)
+    assert set(results(doc)) == set(BOXES)
+    for host in doc["hosts"]:  # every host taken, by one worker: nothing installed there yet
+        assert host["note"].startswith("nothing to restart"), host
+    assert leases(workdir) == []
+    assert fleet(workdir, "lock.status")[0] == 0
+
+
+def test_a_lease_take_without_threads_leaves_every_host_alone_and_no_lease(workdir):
+    code, doc, _ = fleet(workdir, "restart", env={"FAIL_THREADS": "take-all"},
                          prelude=FAIL_THREADS)
     assert code == 1
-    by_host = {h["host"]: h for h in doc["hosts"]}
-    assert by_host["box2"]["result"] == "failed"
-    assert "could not start a thread to take the fleet lease" in by_host["box2"]["note"]
-    assert "not tried again" in by_host["box2"]["note"]
-    for name in ("box1", "box3"):  # the others ran, as usual: nothing is installed there yet
-        assert by_host[name]["note"].startswith("nothing to restart"), by_host[name]
+    for host in doc["hosts"]:
+        assert host["result"] == "failed", host
+        assert "could not start a thread to take the fleet lease" in host["note"]
+        assert "can't start new thread" in host["note"] and "not tried again" in host["note"]
     assert leases(workdir) == []
     assert fleet(workdir, "lock.status")[0] == 0
 
