@@ -22,7 +22,8 @@ MAX_TIMEOUT_S = 24 * 3600
 
 
 @task(name="exec", positional=["command"], help={
-    "command": "the shell command, run by each host's login shell (quote it)",
+    "command": "the shell command, run by each host's login shell (quote it; one that "
+               "starts with a dash: put a space before it, ' -x')",
     "hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
     "timeout": "seconds the command may run on a host (default: its timeouts.command)",
     "json": JSON_HELP})
@@ -33,6 +34,11 @@ def exec_(c, command=None, hosts=None, inventory="", parallel="10", timeout="", 
         if not (command or "").strip():
             raise Exit("error: give the command to run, e.g. fleet exec -H web 'uptime'",
                        USAGE_ERROR)
+        if command.startswith("-"):
+            raise Exit(f"error: the command {visible(command)!r} starts with a dash: fleet reads "
+                       "that as a mistyped flag, and a shell as an option of its own; to run a "
+                       f"program whose name starts with one, quote it with a space before it "
+                       f"(fleet exec -H web ' {visible(command)}')", USAGE_ERROR)
         seconds = float(number(timeout, "--timeout", maximum=MAX_TIMEOUT_S)) if timeout else None
         options = RunOptions(parallel=number(parallel, "--parallel", maximum=MAX_PARALLEL))
         _, selected = select_hosts(c, hosts, inventory)

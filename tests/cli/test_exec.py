@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -62,3 +63,41 @@ def test_exec_without_a_command_is_a_usage_error(tmp_path):
     inventory(tmp_path)
     proc = fleet(tmp_path, "exec", "-H", "sandbox", "  ")
     assert proc.returncode == 2 and "give the command to run" in proc.stderr
+
+
+def test_help_flags_print_the_tasks_help_and_run_nothing(tmp_path):
+    inventory(tmp_path)
+    for args in (["--help"], ["-h"], ["-H", "sandbox", "touch ran", "--help"],
+                 ["-h", "-H", "sandbox"]):
+        proc = fleet(tmp_path, "exec", *args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "Run one shell command on every selected host" in proc.stdout, args
+        assert "--hosts" in proc.stdout and "--verbose" not in proc.stdout, args
+    proc = fleet(tmp_path, "exec", "-H", "sandbox", "-h", "touch ran")  # help, then a word
+    assert proc.returncode == 2 and "touch ran" in proc.stderr
+    assert not list(tmp_path.rglob("ran")) and not (tmp_path / ".fleet").exists()
+
+
+def test_a_core_flag_is_never_the_command(tmp_path):
+    inventory(tmp_path)
+    proc = fleet(tmp_path, "exec", "-H", "sandbox", "--json", "-v")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 2 and doc["hosts"] == [], doc
+    assert "needs its command" in doc["error"]
+    proc = fleet(tmp_path, "exec", "-v", "-H", "sb1", "echo hi")  # -v: echo each command
+    assert proc.returncode == 0 and "sb1 | hi" in proc.stdout and "$ echo hi" in proc.stderr
+    proc = fleet(tmp_path, "exec", "-H", "sandbox", "--jsn")  # a mistyped flag runs nothing
+    assert proc.returncode == 2 and "starts with a dash" in proc.stderr
+    assert "sb1" not in proc.stdout
+
+
+def test_a_program_whose_name_starts_with_a_dash_runs_after_a_space(tmp_path):
+    inventory(tmp_path)
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "-hello"
+    script.write_text("#!/bin/sh\necho dashed\n")
+    script.chmod(0o755)
+    proc = subprocess.run([sys.executable, "-c", FLEET, "exec", "-H", "sb1", " -hello"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    assert proc.returncode == 0 and "sb1 | dashed" in proc.stdout, proc.stderr
