@@ -1,8 +1,11 @@
 """`fleet exec -H HOSTS 'command'`: one ad-hoc shell command on the selected hosts.
 
-Thin: select hosts, call fleet.deploy.adhoc, print each host's output prefixed by its name (its
-stderr on stderr), then a summary line; exit 1 when a host failed or the command exited non-zero
-anywhere. `--json`: one document, each host's exit code and output in `data`.
+Thin: select hosts, show them and confirm those outside the sandbox as every changing task does
+(`--yes`), call fleet.deploy.adhoc (under the fleet lease: a maintenance lock refuses it), record
+the run in the deploy log, print each host's output prefixed by its name (its stderr on stderr),
+then a summary line; exit 1 when a host failed, was refused or the command exited non-zero
+anywhere, 2 when nothing ran for a usage error or an unconfirmed host. `--json`: one
+document, each host's exit code and output in `data`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,17 @@ import sys
 
 from invoke import Exit
 
-from fleet.cli.deploy import HOSTS_HELP, INV_HELP, JSON_HELP, PARALLEL_HELP, select_hosts
+from fleet.cli.deploy import (
+    HOSTS_HELP,
+    INV_HELP,
+    JSON_HELP,
+    PARALLEL_HELP,
+    YES_HELP,
+    _confirm,
+    _record,
+    _show_targets,
+    select_hosts,
+)
 from fleet.cli.flags import USAGE_ERROR, number, task
 from fleet.cli.taskrun import Run
 from fleet.deploy import adhoc, report
@@ -26,8 +39,9 @@ MAX_TIMEOUT_S = 24 * 3600
                "starts with a dash: put a space before it, ' -x')",
     "hosts": HOSTS_HELP, "inventory": INV_HELP, "parallel": PARALLEL_HELP,
     "timeout": "seconds the command may run on a host (default: its timeouts.command)",
-    "json": JSON_HELP})
-def exec_(c, command=None, hosts=None, inventory="", parallel="10", timeout="", json_=False):
+    "yes": YES_HELP, "json": JSON_HELP})
+def exec_(c, command=None, hosts=None, inventory="", parallel="10", timeout="", yes=False,
+          json_=False):
     """Run one shell command on every selected host, as Ansible's ad-hoc shell does."""
     run = Run("exec", json_)
     with run.guard():
@@ -41,9 +55,12 @@ def exec_(c, command=None, hosts=None, inventory="", parallel="10", timeout="", 
                        f"(fleet exec -H web ' {visible(command)}')", USAGE_ERROR)
         seconds = float(number(timeout, "--timeout", maximum=MAX_TIMEOUT_S)) if timeout else None
         options = RunOptions(parallel=number(parallel, "--parallel", maximum=MAX_PARALLEL))
-        _, selected = select_hosts(c, hosts, inventory)
+        inv, selected = select_hosts(c, hosts, inventory)
+        where = _show_targets(f"exec {command}", selected)
+        _confirm(inv, selected, where, yes, json_)
         with report.LiveReport([h.name for h in selected], "exec", quiet=json_) as live:
             results = adhoc.exec_command(selected, command, live.update, options, seconds)
+        _record(inv, "exec", results, command=command)
         if json_:
             return run.finish("exec", results)
         width = max(len(visible(r.host)) for r in results)

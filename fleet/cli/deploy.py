@@ -130,10 +130,11 @@ def _no_hooks(inv, why: str) -> None:
               f"({', '.join(found)})", file=sys.stderr)
 
 
-def _record(inv, action: str, results, artifact: dict | None = None) -> None:
+def _record(inv, action: str, results, artifact: dict | None = None,
+            command: str | None = None) -> None:
     """Best effort: a read-only checkout must not turn a good deploy into a failure."""
     try:
-        deploylog.record(inv.path, action, api.default_owner(), results, artifact)
+        deploylog.record(inv.path, action, api.default_owner(), results, artifact, command)
     except OSError as exc:
         print(f"warning: could not append to the deploy log: {visible(exc)}", file=sys.stderr)
 

@@ -428,24 +428,37 @@ def _simple_host(host: Host, progress: Progress, command: str, what: str,
         _done(host, conn, conns, failed)
 
 
-def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None):
+def _run(hosts: list[Host], work, sink: ProgressSink, options: RunOptions | None,
+         deadline: Callable[[Host], float] = deadline_for):
     options = options or RunOptions()
-    options.deadline = deadline_for
+    options.deadline = deadline
     return run(hosts, work, sink, options)
 
 
-def lease_time(hosts: list[Host], options: RunOptions | None) -> float:
+def lease_time(hosts: list[Host], options: RunOptions | None,
+               deadline: Callable[[Host], float] = deadline_for) -> float:
     """How long a run's fleet lease lasts if the run dies: every batch at its slowest host's
     deadline, plus a margin. A finished run releases it at once."""
     parallel = max(1, (options or RunOptions()).parallel or 1)
     rounds = max(1, math.ceil(len(hosts) / parallel))
-    return rounds * max((deadline_for(h) for h in hosts), default=600.0) + 60.0
+    return rounds * max((deadline(h) for h in hosts), default=600.0) + 60.0
+
+
+def leased(hosts: list[Host], owner: str, options: RunOptions | None,
+           work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
+           sink: ProgressSink,
+           deadline: Callable[[Host], float] = deadline_for) -> list[HostResult]:
+    """`work` on every host under the fleet lease, as a restart runs (see `_leased`): refused as
+    a whole where a maintenance lock or another run holds a host. `deadline`: how long a host
+    may take (it sizes the lease)."""
+    return _leased(hosts, owner, options, work, sink, deadline=deadline)
 
 
 def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
             work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
             sink: ProgressSink, artifact: ArtifactRef | None = None,
-            unchanged: bool = False) -> list[HostResult]:
+            unchanged: bool = False,
+            deadline: Callable[[Host], float] = deadline_for) -> list[HostResult]:
     """Run `work(host, progress, conns, lease)` on every host holding the fleet lease there; refused
     as a whole if another run holds it anywhere (fleet.deploy.lease). A host whose take
     answered late is worked on once its own take is decided; one the take could not reach is
@@ -462,21 +475,22 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
     probe = None if artifact is None else (artifact.sha256, artifact.path.stat().st_size)
     try:
         same = release_name(artifact.version, artifact.sha256) if artifact and unchanged else None
-        held = lease.take(hosts, owner, lease_time(hosts, options), conns, probe, same)
+        held = lease.take(hosts, owner, lease_time(hosts, options, deadline), conns, probe,
+                          same)
         if held.refused:
             first = next(iter(held.refusals.values()))
             return [HostResult(h.name, "refused", False,
                                note=held.refusals.get(h.name) or f"run refused: {first}")
                     for h in hosts]
-        return _run_leased(hosts, held, work, conns, sink, options)
+        return _run_leased(hosts, held, work, conns, sink, options, deadline)
     finally:
         conns.close()
 
 
 def _run_leased(hosts: list[Host], held: lease.Lease,
                 work: Callable[[Host, Progress, Connections, lease.Lease], HostResult],
-                conns: Connections, sink: ProgressSink,
-                options: RunOptions | None) -> list[HostResult]:
+                conns: Connections, sink: ProgressSink, options: RunOptions | None,
+                deadline: Callable[[Host], float] = deadline_for) -> list[HostResult]:
     """`work` on every host once its lease is decided (see `_leased`); the lease is given back
     at the end, over the same connections."""
 
@@ -499,7 +513,7 @@ def _run_leased(hosts: list[Host], held: lease.Lease,
         return work(host, progress, conns, held)
 
     try:
-        return _run(hosts, gated, sink, options)
+        return _run(hosts, gated, sink, options, deadline)
     finally:
         lease.release(held, conns)
 

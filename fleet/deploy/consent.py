@@ -1,9 +1,10 @@
 """First use of a host outside the sandbox needs the operator's explicit yes.
 
 A typo in `--hosts`, or a selector that reaches further than meant, must not change a real host
-(or the operator's own `~/.openclaw`) unasked. The first time a deploy, rollback or restart would
-change a host outside the sandbox, the CLI shows it and asks (TTY) or needs `--yes`; the answer is
-recorded per inventory file and target in `.fleet/confirmed-hosts.json` beside the inventory, so
+(or the operator's own `~/.openclaw`) unasked. The first time a deploy, rollback, restart (stop,
+start, remove) or ad-hoc exec would change a host outside the sandbox, the CLI shows it and
+asks (TTY) or needs `--yes`; the answer is recorded per inventory file and target in
+`.fleet/confirmed-hosts.json` beside the inventory, so
 two inventories in one directory (`staging.yaml` and `production.yaml`, each with a `web1`) never
 share or overwrite each other's confirmations. A target is the host's
 name with where it really goes: for ssh, the destination resolved through ssh_config (user,

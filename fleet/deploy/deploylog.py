@@ -1,7 +1,8 @@
 """The deploy log: the control side's own append-only record of runs (each host keeps its own
 audit.jsonl too).
 
-One JSON line per deploy / rollback / restart in `.fleet/deploy-log.jsonl` beside the inventory:
+One JSON line per deploy / rollback / restart / stop / start / remove / exec (with its
+command) in `.fleet/deploy-log.jsonl` beside the inventory:
 who ran it, when, with which artifact, and each host's outcome, so "what did we do to the fleet
 last Tuesday" has an answer even for hosts that were unreachable at the time.
 """
@@ -23,8 +24,8 @@ def log_path(inventory_path: Path) -> Path:
 
 
 def record(inventory_path: Path, action: str, who: str, results: list[HostResult],
-           artifact: dict | None = None) -> Path:
-    """Append one line for this run; returns the log's path."""
+           artifact: dict | None = None, command: str | None = None) -> Path:
+    """Append one line for this run (`command`: an exec's); returns the log's path."""
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "who": who,
              "action": action, "ok": all(r.ok for r in results), "artifact": artifact,
              "hosts": [{"host": r.host, "result": r.result, "ok": r.ok,
@@ -32,6 +33,8 @@ def record(inventory_path: Path, action: str, who: str, results: list[HostResult
                         "to": (r.to_release or {}).get("release"),
                         "duration_s": round(r.duration_s, 3), "note": r.note}
                        for r in results]}
+    if command is not None:
+        entry["command"] = command
     path = log_path(inventory_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

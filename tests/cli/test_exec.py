@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def test_exec_prints_each_hosts_output_prefixed_and_exits_by_the_worst(tmp_path)
 
 def test_exec_json_and_an_unreachable_host_among_others(tmp_path):
     inventory(tmp_path)
-    proc = fleet(tmp_path, "exec", "-H", "sb1,gone", "--json", "printf '\\033[31mred'")
+    proc = fleet(tmp_path, "exec", "-H", "sb1,gone", "--json", "--yes", "printf '\\033[31mred'")
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["exit_code"] == 1
     hosts = {h["host"]: h for h in doc["hosts"]}
@@ -101,3 +102,44 @@ def test_a_program_whose_name_starts_with_a_dash_runs_after_a_space(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
     assert proc.returncode == 0 and "sb1 | dashed" in proc.stdout, proc.stderr
+
+
+def released_as_told(note: str, cwd) -> subprocess.CompletedProcess:
+    """Run the `fleet lock.release ...` a refusal names, as pasted, from another directory."""
+    words = shlex.split(note.split("When the work is done: ", 1)[1])
+    assert words[:2] == ["fleet", "lock.release"], note
+    cwd.mkdir(exist_ok=True)
+    return fleet(cwd, *words[1:])
+
+
+def test_exec_is_refused_on_a_locked_host_until_the_named_release(tmp_path):
+    inventory(tmp_path)
+    proc = fleet(tmp_path, "lock.acquire", "-H", "sb1", "-m", "disk swap")
+    assert proc.returncode == 0, proc.stderr
+    proc = fleet(tmp_path, "exec", "-H", "sandbox", "--json", "touch ran")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and not list(tmp_path.rglob("ran")), doc
+    assert {h["result"] for h in doc["hosts"]} == {"refused"}  # sb2 too: one run, all or none
+    note = {h["host"]: h["note"] for h in doc["hosts"]}["sb1"]
+    assert "locked for maintenance" in note and "disk swap" in note
+    assert released_as_told(note, tmp_path / "elsewhere").returncode == 0
+    proc = fleet(tmp_path, "exec", "-H", "sandbox", "touch ran")
+    assert proc.returncode == 0 and (tmp_path / "ran").exists(), proc.stderr
+    log = [json.loads(line) for line in (tmp_path / ".fleet/deploy-log.jsonl").read_text()
+           .splitlines()]
+    assert [(e["action"], e["command"], e["ok"]) for e in log] == [
+        ("exec", "touch ran", False), ("exec", "touch ran", True)]
+
+
+def test_exec_outside_the_sandbox_needs_a_yes_once(tmp_path):
+    (tmp_path / "inventory.yaml").write_text(
+        "hosts:\n  prod1: {connection: local, state_dir: outside/prod1}\n")
+    proc = subprocess.run([sys.executable, "-c", FLEET, "exec", "-H", "prod1", "touch ran"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and not (tmp_path / "ran").exists(), proc.stderr
+    assert "outside the sandbox and not yet confirmed" in proc.stderr and "--yes" in proc.stderr
+    proc = fleet(tmp_path, "exec", "-H", "prod1", "--yes", "touch ran")
+    assert proc.returncode == 0 and (tmp_path / "ran").exists(), proc.stderr
+    proc = fleet(tmp_path, "exec", "-H", "prod1", "echo again")  # confirmed: asked once
+    assert proc.returncode == 0 and "prod1 | again" in proc.stdout, proc.stderr

@@ -68,7 +68,7 @@ def test_a_ca_signed_host_is_accepted_and_a_bad_certificate_refused_saying_why(f
     for principals, after, before, reason in cases:
         hostcert.present(host, hostcert.sign(host.host_key, ca, principals, after, before,
                                              key_id="signed-cert"))
-        code, out, err = fleet(tmp_path, "exec", "-H", "signed", "--json", "id -un")
+        code, out, err = fleet(tmp_path, "exec", "-H", "signed", "--json", "--yes", "id -un")
         result = json.loads(out)["hosts"][0]
         if reason is None:
             assert code == 0 and result["data"]["stdout"].strip() == "opc", (result, err)
