@@ -151,13 +151,14 @@ def _options(parallel: str, batch: str = "", max_fail: str = "") -> RunOptions:
 
 
 def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool,
-              release: str = "") -> api.ArtifactRef:
-    """`--artifact`, `--release` (fleet.release.namedrelease), or the current build (built now
-    if needed). A dry run writes nothing: it uses an existing build, or builds into a temporary
-    directory it removes."""
-    if path and release:
-        raise Exit("error: --artifact and --release name one artifact each; use one",
-                   USAGE_ERROR)
+              release: str = "", tag: str = "") -> api.ArtifactRef:
+    """`--artifact`, `--release` or `--tag` (fleet.release.namedrelease), or the current build
+    (built now if needed). A dry run writes nothing: it uses an existing build, or builds into a
+    temporary directory it removes."""
+    named = [flag for flag, value in (("--artifact", path), ("--release", release),
+                                      ("--tag", tag)) if value]
+    if len(named) > 1:
+        raise Exit(f"error: {' and '.join(named)} name one artifact each; use one", USAGE_ERROR)
     if path:
         try:
             return api.load_artifact(path)
@@ -167,6 +168,8 @@ def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool,
     from fleet.release.error import ReleaseError  # noqa: PLC0415
 
     root, out_dir = default_source()
+    if tag:
+        return _named(root, out_dir, _tag_ref(root, tag), stack, dry_run, f"--tag {tag}")
     if release:
         return _named(root, out_dir, release, stack, dry_run)
     try:
@@ -181,18 +184,42 @@ def _artifact(path: str, stack: contextlib.ExitStack, dry_run: bool,
         raise Exit(f"error: cannot build the artifact from {root}: {exc}", USAGE_ERROR) from None
 
 
+def _tag_ref(root: Path, tag: str) -> str:
+    """`--tag vX` as the ref `refs/tags/vX`, which names that tag and nothing else (no kept
+    build, branch or commit); a usage error listing the newest tags when there is none."""
+    from fleet.release.git import Git, GitError  # noqa: PLC0415
+
+    tag = tag.strip()
+    git = Git(root)
+    ref = f"refs/tags/{tag}"
+    try:
+        found = bool(tag) and not tag.startswith("-") and bool(git.run(
+            "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False))
+        tags = [] if found else git.run("tag", "--list", "--sort=-v:refname").splitlines()[:8]
+    except (GitError, OSError) as exc:
+        raise Exit(f"error: --tag {tag}: cannot read the tags of {root}: {exc}",
+                   USAGE_ERROR) from None
+    if not found:
+        raise Exit(f"error: --tag {tag!r}: no such tag in {root} (newest tags: "
+                   f"{', '.join(tags) or 'none'}); `git tag` lists them", USAGE_ERROR)
+    return ref
+
+
 def _named(root: Path, out_dir: Path, release: str, stack: contextlib.ExitStack,
-           dry_run: bool) -> api.ArtifactRef:
-    """`--release NAME`: a kept build, else a build of the release's tag (or git ref)."""
+           dry_run: bool, flag: str = "") -> api.ArtifactRef:
+    """`--release NAME`: a kept build, else a build of the release's tag (or git ref); `--tag`:
+    a build of that tag (`release` is then `refs/tags/<tag>`)."""
     from fleet.release import namedrelease  # noqa: PLC0415
     from fleet.release.error import ReleaseError  # noqa: PLC0415
 
+    flag = flag or f"--release {release}"
     if dry_run:
         out_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fleet-plan-")))
     try:
-        found, _ = namedrelease.resolve(root, out_dir, release)
+        found, where = namedrelease.resolve(root, out_dir, release)
     except (ReleaseError, OSError) as exc:
-        raise Exit(f"error: --release {release}: {exc}", USAGE_ERROR) from None
+        raise Exit(f"error: {flag}: {exc}", USAGE_ERROR) from None
+    print(f"{visible(flag)}: {visible(where)}", file=sys.stderr)
     if isinstance(found, Path):
         return api.load_artifact(found)
     return api.ArtifactRef(Path(found.path), found.sha256, str(found.version),
@@ -220,6 +247,8 @@ def _check_dirty(art: api.ArtifactRef, hosts: list[Host], allow_dirty: bool) -> 
             "release": "deploy a named release instead of the checkout: a version (its kept "
                        "build in dist/, else a build of its release tag), a tag, a branch or "
                        "a commit",
+            "tag": "deploy a build of this tag of the checkout (e.g. v5.0.1), built in a clean "
+                   "temporary checkout of it; not with --release or --artifact",
             "retry_failed": "only the selected hosts that did not succeed in the last deploy",
             "yes": YES_HELP,
             "allow_dirty": "deploy a build of uncommitted sources outside the sandbox",
@@ -244,7 +273,7 @@ def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dr
            force=False, artifact="", retry_failed=False, yes=False, allow_dirty=False,
            allow_unproven_openclaw=False, waves_="", bake="", max_hook_errors="0", resume=False,
            rollout_="", release="", skip_hooks=False, hook_timeout=runhooks.DEFAULT_TIMEOUT,
-           engine="inprocess", json_=False):
+           engine="inprocess", tag="", json_=False):
     """Deploy the current build to hosts: verified, atomic, restarted, rolled back on failure."""
     from fleet.cli import durable  # noqa: PLC0415 (it imports this module's flag helps)
 
@@ -276,7 +305,7 @@ def deploy(c, hosts=None, inventory="", parallel="10", batch="", max_fail="", dr
                 else:
                     print("nothing to retry: the last deploy succeeded on every selected host")
                 return
-        art = _artifact(artifact, stack, dry_run, release)
+        art = _artifact(artifact, stack, dry_run, release, tag)
         title = f"{'plan' if dry_run else 'deploy'} {art.version} ({art.sha256[:12]})"
         where = _show_targets(title, selected)
         plan = _wave_plan(selected, waves_, max_fail, bake, max_hook_errors, options, force,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from deploy_helpers import stop_gateways
 from release_fixtures import commit_file, make_repo, task_env
 
 from fleet.release import namedrelease
@@ -78,3 +79,59 @@ def test_deploy_release_dry_run_plans_the_tagged_build_and_writes_nothing(releas
     assert sorted(p.name for p in repo.path.iterdir()) == before  # no dist/, no .fleet/
     proc = deploy("--release", "9.9.9")
     assert proc.returncode == 2 and "no release '9.9.9'" in json.loads(proc.stdout)["error"]
+
+
+SANDBOX = """\
+vars: {gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
+hosts:
+  sb1: {connection: local, state_dir: .fleet/sandbox/sb1}
+  sb2: {connection: local, state_dir: .fleet/sandbox/sb2}
+groups:
+  sandbox: {hosts: [sb1, sb2]}
+"""
+
+
+def fleet(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'fleet'; "
+         "from fleet.cli.program import main; main()", *args], cwd=cwd, capture_output=True,
+        text=True, timeout=300, env=task_env(), stdin=subprocess.DEVNULL)
+
+
+def test_deploy_tag_dry_run_names_the_tags_build_and_refuses_a_second_artifact(released):
+    repo, art = released
+    (repo.path / "inventory.yaml").write_text(SANDBOX)
+    before = sorted(p.name for p in repo.path.iterdir())
+    proc = fleet(repo.path, "deploy", "--dry-run", "--json", "--tag", f"v{art.version}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["artifact"]["sha256"] == art.sha256 and doc["artifact"]["version"] == art.version
+    assert f"--tag v{art.version}: built from refs/tags/v{art.version}" in proc.stderr
+    assert f"plan {art.version} ({art.sha256[:12]})" in proc.stderr
+    assert sorted(p.name for p in repo.path.iterdir()) == before  # no dist/, no .fleet/
+    proc = fleet(repo.path, "deploy", "--dry-run", "--json", "--tag", art.version)  # no `v`
+    error = json.loads(proc.stdout)["error"]
+    assert proc.returncode == 2 and "no such tag" in error and f"v{art.version}" in error
+    for other in (["--release", art.version], ["--artifact", str(art.path)]):
+        proc = fleet(repo.path, "deploy", "--dry-run", "--json", "--tag", f"v{art.version}",
+                     *other)
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and "--tag" in error and other[0] in error, error
+
+
+def test_deploy_of_a_named_release_runs_exactly_that_build_on_the_sandbox(released):
+    repo, art = released
+    (repo.path / "inventory.yaml").write_text(SANDBOX)
+    try:
+        for how in (["--tag", f"v{art.version}"], ["--release", art.version]):
+            proc = fleet(repo.path, "deploy", "--json", *how)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            proc = fleet(repo.path, "status", "--json")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            hosts = json.loads(proc.stdout)["hosts"]
+            assert sorted(h["host"] for h in hosts) == ["sb1", "sb2"]
+            for h in hosts:
+                assert h["to"]["sha256"] == art.sha256, h
+                assert h["to"]["version"] == art.version and h["data"]["ready"], h
+    finally:
+        stop_gateways([repo.path / ".fleet/sandbox/sb1", repo.path / ".fleet/sandbox/sb2"])
