@@ -33,3 +33,8 @@ _.rootfs
 # a rollout's options reach its record through dataclasses.asdict, every field by name; the
 # bake reads this one from the record (fleet/deploy/rollout.py Options, both engines)
 _.watch_every_s
+
+# Invoke's Program and ParserContext call these overrides (fleet/cli/program.py: core flags stay
+# flags in a task with a positional argument)
+_._make_parser
+_.help_tuples
