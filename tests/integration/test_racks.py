@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from onebox import fleet as _fleet
 
 from lab.harness import rack
 from lab.harness.run import docker_client
 
 pytestmark = pytest.mark.docker
-
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
-
-
-def _fleet(cwd: Path, *args: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-c", FLEET, *args, "--json"], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    return proc.returncode, json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
