@@ -14,6 +14,7 @@ the caller's `finally` (the fleet lease's release) runs as for any other failed 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -198,7 +199,8 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
                results: dict[str, HostResult], budget: int | None,
                interrupted: threading.Event) -> int:
     """Run one batch; returns its failure count. A spent budget stops hosts not yet started."""
-    started: dict[str, float] = {}
+    limits = {h.name: options.deadline(h) for h in group}  # once per host
+    deadlines: list[tuple[float, str, float, float]] = []  # (end, host, start, limit): a heap
     lock = threading.Lock()
     failed: list[str] = []
     stop = threading.Event()
@@ -216,9 +218,9 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
         if stop.is_set():
             return HostResult(host.name, "skipped", False,
                               note=f"not started: failure budget ({budget}) spent")
-        with lock:
-            started[host.name] = time.monotonic()
         t0 = time.monotonic()
+        with lock:  # the host's deadline counts from here
+            heapq.heappush(deadlines, (t0 + limits[host.name], host.name, t0, limits[host.name]))
         try:
             res = work(host, lambda step, note="": progress(host.name, step, note))
         except Exception as exc:  # a bug or unexpected error stays this host's problem
@@ -229,34 +231,39 @@ def _run_batch(pool: _Pool, group: list[Host], work, progress, options: RunOptio
             count_failure(host.name)
         return res
 
-    futures: dict[str, Future] = {h.name: pool.submit(call, h) for h in group}
-    limits = {h.name: options.deadline(h) for h in group}  # once, not on every wake-up
+    def settle(name: str, res: HostResult) -> None:
+        results[name] = res
+        progress(name, res.result, res.note)
+
+    futures: dict[str, Future] = {}
+    finished = queue.Queue()  # names of hosts whose work ended, in the order they ended
+    for h in group:
+        futures[h.name] = fut = pool.submit(call, h)
+        fut.add_done_callback(lambda _fut, name=h.name: finished.put(name))
     pending = dict(futures)
-    wake = threading.Event()  # set by every finishing host: no polling latency on results
-    for fut in futures.values():
-        fut.add_done_callback(lambda _fut: wake.set())
     while pending:
-        wake.clear()
-        next_check = DEADLINE_CHECK_S
-        for name, fut in list(pending.items()):
-            res = None
-            if fut.done():
-                res = fut.result()
-            else:
-                with lock:
-                    t0 = started.get(name)
-                limit = limits[name]
-                if t0 is not None:
-                    next_check = min(next_check, max(0.0, t0 + limit - time.monotonic()))
-                if t0 is not None and time.monotonic() - t0 > limit:
-                    res = HostResult(name, "failed", False, duration_s=time.monotonic() - t0,
-                                     note=f"deadline exceeded ({limit:.0f}s); host abandoned")
-                    count_failure(name)
-            if res is None:
-                continue
-            del pending[name]
-            results[name] = res
-            progress(name, res.result, res.note)
-        if pending:
-            wake.wait(next_check + 0.01)
+        # One wake-up per host finishing, or at the next deadline (at most DEADLINE_CHECK_S
+        # apart, for hosts started since): each looks at that host and the expired deadlines
+        # only, never at every host still running.
+        with lock:
+            due = deadlines[0][0] if deadlines else None
+        wait = DEADLINE_CHECK_S if due is None else min(DEADLINE_CHECK_S,
+                                                         max(0.0, due - time.monotonic()))
+        try:
+            name = finished.get(timeout=wait + 0.01)
+        except queue.Empty:
+            name = None
+        if name is not None and name in pending:
+            settle(name, pending.pop(name).result())
+        now = time.monotonic()
+        while True:
+            with lock:
+                if not deadlines or deadlines[0][0] >= now:
+                    break
+                _end, name, t0, limit = heapq.heappop(deadlines)
+            if name in pending and not pending[name].done() and now - t0 > limit:
+                del pending[name]
+                count_failure(name)
+                settle(name, HostResult(name, "failed", False, duration_s=now - t0,
+                                        note=f"deadline exceeded ({limit:.0f}s); host abandoned"))
     return len(failed)
