@@ -403,44 +403,34 @@ class SshConnection:
               upload: tuple[Path, float] | None = None,
               on_sent: Callable[[], None] | None = None) -> CommandResult:
         deadline = time.monotonic() + timeout
-        err = _LineWriter(on_stderr_line)
-        chan = reader = None
+        streams = _Streams(on_stderr_line)
+        chan = None
         sending = upload is not None  # a failure until the file is sent is the upload's
         try:
             opening = min(timeout, 30.0) if upload is None else min(upload[1], 30.0)
             chan = self.conn.client.get_transport().open_session(timeout=opening)
-            chan.settimeout(timeout)  # shared by both reads: each waits at most until deadline
+            streams.watch(chan)
             chan.exec_command(command)
-            reader = threading.Thread(target=_read_stderr, args=(chan, err), daemon=True)
-            reader.start()
             if upload is not None:
-                self._send(chan, *upload)
+                self._send(chan, *upload, streams)
                 sending = False
                 deadline = time.monotonic() + timeout
                 if on_sent is not None:
                     on_sent()
             chan.shutdown_write()  # no (more) stdin, as `in_stream=False`
-            out = []
-            while True:
+            while not streams.drain(chan):
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or not streams.wait(left):
                     raise socket.timeout("deadline")
-                chan.settimeout(left)
-                data = chan.recv(65536)
-                if not data:
-                    break
-                out.append(data)
-            reader.join(max(0.0, deadline - time.monotonic()))
             if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
                 raise socket.timeout("no exit status")
         except Exception as exc:
-            if chan is not None:
+            if chan is not None:  # what the host said before it stopped (reading)
+                streams.settle(chan, 1.0 if sending else 0.0)
                 chan.close()
             if sending:
-                if reader is not None:  # what the host said before it stopped reading
-                    reader.join(1.0)
                 cause = exc.cause if isinstance(exc, _SendFailed) else exc
-                said = " ".join("".join(err.text).split())[-300:]
+                said = " ".join(streams.stderr().split())[-300:]
                 raise ConnectionError_(f"{self.host.name}: upload of {upload[0].name} failed: "
                                        f"{_describe(cause)}" + (f" (host: {said})" if said else
                                                                 "")) from cause
@@ -449,12 +439,12 @@ class SshConnection:
                                        f"{timeout:.0f}s: {command[:120]}") from None
             raise ConnectionError_(f"{self.host.name}: command failed: {_describe(exc)}") from exc
         chan.close()
-        return CommandResult(chan.exit_status, b"".join(out).decode("utf-8", "replace"),
-                             "".join(err.text))
+        return CommandResult(chan.exit_status, streams.stdout(), streams.stderr())
 
     @staticmethod
-    def _send(chan, local: Path, timeout: float) -> None:
-        """Write the file to the channel's stdin within `timeout` (blocking on the window)."""
+    def _send(chan, local: Path, timeout: float, streams: _Streams) -> None:
+        """Write the file to the channel's stdin within `timeout` (blocking on the window),
+        taking in what the command says between writes (its progress, live)."""
         end = time.monotonic() + timeout
         try:
             with open(local, "rb") as fh:
@@ -467,6 +457,7 @@ class SshConnection:
                         raise socket.timeout(f"timed out after {timeout:.0f}s")
                     chan.settimeout(left)
                     chan.sendall(chunk)
+                    streams.drain(chan)
         except Exception as exc:
             raise _SendFailed(exc) from exc
 
@@ -546,18 +537,94 @@ def _quiet_transport(transport) -> None:
             pass
 
 
-def _read_stderr(chan, writer: _LineWriter) -> None:
-    """Hand a channel's stderr to `writer` as it arrives (the installer's progress lines)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    try:
-        while True:
-            data = chan.recv_stderr(65536)
-            if not data:
-                break
-            writer.write(decoder.decode(data))
-    except (OSError, EOFError):  # the channel closed or timed out: the caller reports it
-        pass
-    writer.write(decoder.decode(b"", final=True))
+class _Ready:
+    """Set while a channel's stdout or stderr has data or has ended: paramiko sets and clears
+    each stream's flag (`BufferedPipe.set_event`), and the caller waits on both at once.
+
+    Why not a thread per stream, or `chan.fileno()` and select: a thread per command cost its
+    start and its wake-ups on every stderr packet, and a channel's fileno is two more pipe
+    descriptors per host in flight. One condition needs neither."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._flags = [False, False]
+        self.sides = (_Flag(self, 0), _Flag(self, 1))
+
+    def flag(self, side: int, on: bool) -> None:
+        with self._cond:
+            self._flags[side] = on
+            if on:
+                self._cond.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether either stream is ready within `timeout` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._flags[0] or self._flags[1], timeout)
+
+
+class _Flag:
+    """One stream's side of a _Ready, as the event paramiko's BufferedPipe sets and clears."""
+
+    def __init__(self, ready: _Ready, side: int) -> None:
+        self.ready, self.side = ready, side
+
+    def set(self) -> None:
+        self.ready.flag(self.side, True)
+
+    def clear(self) -> None:
+        self.ready.flag(self.side, False)
+
+
+class _Streams:
+    """A command's stdout and stderr, read in the calling thread as they arrive: stderr lines
+    go to the callback (the installer's progress), stdout is kept whole."""
+
+    def __init__(self, on_stderr_line: LineCallback | None) -> None:
+        self._ready = _Ready()
+        self._out: list[bytes] = []
+        self._err = _LineWriter(on_stderr_line)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._ended = False
+
+    def watch(self, chan) -> None:
+        chan.in_buffer.set_event(self._ready.sides[0])
+        chan.in_stderr_buffer.set_event(self._ready.sides[1])
+
+    def wait(self, timeout: float) -> bool:
+        return self._ready.wait(timeout)
+
+    def drain(self, chan) -> bool:
+        """Take in what has arrived, without waiting; True once both streams have ended."""
+        ended = chan.eof_received or chan.closed  # before the reads: all data is buffered then
+        try:
+            while chan.recv_ready():
+                self._out.append(chan.recv(1 << 20))
+            while chan.recv_stderr_ready():
+                self._err.write(self._decoder.decode(chan.recv_stderr(1 << 20)))
+        except (OSError, EOFError):  # the channel broke: the caller reports it
+            return False
+        if ended and not self._ended:
+            self._ended = True
+            self._err.write(self._decoder.decode(b"", final=True))
+        return ended
+
+    def settle(self, chan, wait: float) -> None:
+        """After a failure: take in what has arrived, waiting up to `wait` seconds for the
+        streams to end; never raises (the failure is what gets reported)."""
+        end = time.monotonic() + wait
+        try:
+            while not self.drain(chan):
+                left = end - time.monotonic()
+                if left <= 0 or not self.wait(left):
+                    return
+        except Exception:
+            return
+
+    def stdout(self) -> str:
+        return b"".join(self._out).decode("utf-8", "replace")
+
+    def stderr(self) -> str:
+        return "".join(self._err.text)
 
 
 def _describe(exc: BaseException) -> str:
