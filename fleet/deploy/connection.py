@@ -1,4 +1,4 @@
-"""How the control side talks to a host: ssh (Fabric) or local (subprocess), one small interface.
+"""How the control side talks to a host: ssh (paramiko) or local (subprocess), one small interface.
 
 Both run a shell command with a deadline (optionally streaming stderr lines, which carry the
 installer's `{"step": ...}` progress), also with a file as its stdin (`send_and_run`: the upload,
@@ -6,14 +6,14 @@ which the command stores under a temp name and renames only when complete, so a 
 a partial artifact under its final name). Every wait is bounded: connect, banner, auth,
 each command, each transfer.
 
-Each ssh hop is a Fabric `Connection` (its key_filename, timeouts, and a ProxyJump chain as a
-direct-tcpip channel of the hop before), with a Fabric Config of its own: Fabric re-merges the
-Config it is given, so one shared by hosts connecting at once lost keys under another thread.
-Fabric's part is ~0.6 ms of CPU per hop (the Connection and its Config clone, measured alone),
-~10% of a 64-host deploy's control-side profile (docs/bench/log.md, "Control-side cost per
-host"); paramiko's SSHClient built directly would save it. Fabric stays, as the control side's
-library, while the per-host goal is missed by more than that either way. What is per process
-or per run, not per host: the parsed identity files (`_cached_key`), ssh_config
+Each ssh hop is paramiko's SSHClient (`_Hop`: its key files, timeouts, and a ProxyJump chain
+as a direct-tcpip channel of the hop before), not Fabric's `Connection`: building one merged
+invoke's config layers and cloned a Fabric Config per hop (~0.6 ms of CPU per hop measured
+alone; ~19% of a 64-host no-op deploy's profiled control-side CPU), for nothing fleet used, since
+fleet reads ssh_config itself (fleet.deploy.sshconfig), sets the host-key policy itself
+(fleet.deploy.hostkeys) and runs commands on channels itself (below). Figures in
+docs/bench/log.md, "Control-side cost per host: the loop, the readers, the hop". What is per
+process or per run, not per host: the parsed identity files (`_cached_key`), ssh_config
 (`Connections`) and known_hosts (fleet.deploy.hostkeys).
 """
 
@@ -225,28 +225,6 @@ class LocalConnection:
         return True
 
 
-_CONFIG: list = []
-_CONFIG_LOCK = threading.Lock()
-
-
-def _fabric_config():
-    """A Fabric Config of the connection's own, cloned from one built once per process.
-
-    Building a Config merges invoke's config layers and looks for config files (~2 ms of CPU);
-    a clone is ~0.2 ms. The clone is not optional: Fabric's `Connection.__init__` re-merges the
-    Config it is given, and one Config shared by hosts connecting at once lost its keys under
-    another thread (`AttributeError: No attribute or config key found for 'inline_ssh_env'`:
-    63 of 64 threads building Connections from one Config at once failed, in a stress test with
-    a short switch interval). Cloning happens under the lock."""
-    with _CONFIG_LOCK:
-        if not _CONFIG:
-            import paramiko  # noqa: PLC0415
-            from fabric import Config  # noqa: PLC0415
-
-            _CONFIG.append(Config(ssh_config=paramiko.SSHConfig()))
-        return _CONFIG[0].clone()
-
-
 _KEYS: dict[tuple, tuple[tuple, Any]] = {}
 _KEYS_LOCK = threading.Lock()
 
@@ -307,11 +285,11 @@ def _client_class() -> type:
 
 
 class SshConnection:
-    """A host over ssh through Fabric, with verified host keys and deadlines everywhere.
+    """A host over ssh (paramiko), with verified host keys and deadlines everywhere.
 
     The address, user, keys, jump host and host-key trust come from the inventory, then
-    `~/.ssh/config` (fleet.deploy.sshconfig); Fabric's own ssh_config loading is off so the
-    file is applied exactly once, by those rules."""
+    `~/.ssh/config` (fleet.deploy.sshconfig): the file is applied exactly once, by those
+    rules."""
 
     def __init__(self, host: Host, ssh_config: Any = None):
         self.host = host
@@ -319,37 +297,30 @@ class SshConnection:
         self.target = None
         self.ssh_config = ssh_config  # sshconfig.SshConfig of the run; None: read it here
 
-    def _fabric(self, target, gateway=None):
-        from fabric import Connection  # noqa: PLC0415
-
+    def _hop(self, target, gateway: _Hop | None = None) -> _Hop:
         timeout = self.host.timeouts.connect
-        kwargs = {"banner_timeout": timeout, "auth_timeout": timeout,
+        kwargs = {"hostname": target.hostname, "port": target.port, "username": target.user,
+                  "timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
                   "channel_timeout": timeout, "transport_factory": aead_first_transport}
-        if gateway is None:  # through a jump host the "socket" is an ssh channel
+        if gateway is None:  # through a jump host the "socket" is an ssh channel (_Hop.open)
             kwargs["sock"] = nodelay_socket(target.hostname, target.port, timeout)
         if target.identity_files:
             kwargs["key_filename"] = list(target.identity_files)
-        conn = Connection(target.hostname, user=target.user, port=target.port,
-                          config=_fabric_config(),
-                          connect_timeout=max(1, int(timeout)), connect_kwargs=kwargs,
-                          gateway=gateway if gateway is not None else False)
-        # Fabric's client, but one that parses identity files once per process; Fabric sets
-        # AutoAddPolicy on its client, and hostkeys.apply replaces it below, before open().
-        conn.client = _client_class()()
-        known_types = hostkeys.apply(conn.client, target.known_hosts, target.policy,
+        client = _client_class()()  # paramiko's default policy (reject) until hostkeys.apply
+        known_types = hostkeys.apply(client, target.known_hosts, target.policy,
                                      target.hostname, target.port)
         if known_types is not None:  # an @cert-authority line matches: certificates first
-            conn.connect_kwargs["transport_factory"] = functools.partial(
-                aead_first_transport, certificate_first=known_types)
-        return conn
+            kwargs["transport_factory"] = functools.partial(aead_first_transport,
+                                                            certificate_first=known_types)
+        return _Hop(client, kwargs, gateway)
 
-    def _chain(self, target, made: list):
-        """The Fabric connection to `target` through its jump hosts (`ProxyJump a,b`: a, then
-        b through a, then the target through b), each hop with its own host-key check."""
+    def _chain(self, target, made: list) -> _Hop:
+        """The connection to `target` through its jump hosts (`ProxyJump a,b`: a, then b
+        through a, then the target through b), each hop with its own host-key check."""
         gateway = self._chain(target.jump, made) if target.jump is not None else None
-        conn = self._fabric(target, gateway)
-        made.append(conn)
-        return conn
+        hop = self._hop(target, gateway)
+        made.append(hop)
+        return hop
 
     def open(self) -> None:
         from fleet.deploy import sshconfig  # noqa: PLC0415
@@ -367,10 +338,8 @@ class SshConnection:
         except sshconfig.SshConfigError as exc:
             raise ConnectionError_(str(exc), FAILED) from None
         except Exception as exc:
-            for conn in made:
-                sock = getattr(conn, "connect_kwargs", {}).get("sock")
-                if sock is not None:
-                    sock.close()
+            for hop in made:
+                hop.close()
             reason = hostkeys.explain(exc, known)
             raise ConnectionError_(f"{self.host.name}: cannot connect to {where}: "
                                    f"{reason or _describe(exc)}", failure_kind(exc)) from exc
@@ -462,12 +431,47 @@ class SshConnection:
             raise _SendFailed(exc) from exc
 
     def close(self) -> None:
-        close_quietly(self.conn)
+        if self.conn is not None:
+            self.conn.close()
 
     def is_active(self) -> bool:
         """Whether the ssh transport is still up (a reused connection may have dropped)."""
         transport = self.conn.client.get_transport() if self.conn is not None else None
         return bool(transport is not None and transport.is_active())
+
+
+class _Hop:
+    """One ssh hop: paramiko's SSHClient, what it connects with (`connect_kwargs`: address,
+    user, identity files, timeouts, the socket or, through `gateway`, a direct-tcpip channel
+    of the hop before), opened by `open()` after the host-key policy is in place."""
+
+    def __init__(self, client: Any, connect_kwargs: dict, gateway: _Hop | None) -> None:
+        self.client = client
+        self.connect_kwargs = connect_kwargs
+        self.gateway = gateway
+
+    def open(self) -> None:
+        kwargs = self.connect_kwargs
+        if self.gateway is not None:
+            self.gateway.open()
+            kwargs["sock"] = self.gateway.client.get_transport().open_channel(
+                "direct-tcpip", (kwargs["hostname"], int(kwargs["port"])), ("", 0),
+                timeout=kwargs["timeout"])
+        self.client.connect(**kwargs)
+
+    def close(self) -> None:
+        """Close this hop, its socket and the hops before it (a jump host's session ends with
+        the connection through it)."""
+        for hop in self._hops():
+            close_quietly(hop.client)
+            close_quietly(hop.connect_kwargs.get("sock"))
+
+    def _hops(self) -> list[_Hop]:
+        hops, hop = [], self
+        while hop is not None:
+            hops.append(hop)
+            hop = hop.gateway
+        return hops
 
 
 def close_quietly(conn: Any) -> None:

@@ -1,8 +1,8 @@
 """Host-key verification for ssh hosts: Fabric accepts unknown keys silently; we do not.
 
-Fabric's `Connection.__init__` hard-codes paramiko's AutoAddPolicy. `apply()` replaces it on the
-Connection's client before `open()`: it loads the inventory's known_hosts file (hashed entries
-work too) and sets
+Fabric's `Connection.__init__` hard-codes paramiko's AutoAddPolicy; fleet connects with
+paramiko's SSHClient (fleet.deploy.connection), and `apply()` sets its policy before
+connecting: it loads the inventory's known_hosts file (hashed entries work too) and sets
 - `strict` (default): an unknown host is refused with the key's fingerprint and how to trust it;
 - `accept-new`: an unknown host is accepted and its key appended to known_hosts (trust on first
   use, recorded, thread-safe).
