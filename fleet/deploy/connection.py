@@ -485,7 +485,7 @@ def close_quietly(conn: Any) -> None:
         pass
 
 
-IDLE_CHECK_S = 1.0
+IDLE_CHECK_S = 30.0
 AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
@@ -525,14 +525,16 @@ class _SendFailed(Exception):
 
 
 def _quiet_transport(transport) -> None:
-    """Let the transport's reader thread wake once a second instead of ten times.
+    """Let the transport's reader thread wake every IDLE_CHECK_S instead of ten times a second.
 
     Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
     (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
     those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
-    at once (the socket is closed under it); only keepalive and rekey checks run less often.
-    Every hop's transport, a jump host's too. (30 s instead of 1 s measured no difference in
-    the control side's CPU per host: docs/bench/log.md, "Control-side cost per host".)"""
+    at once (the socket is closed under it); only keepalive (fleet sets none) and rekey checks
+    (paramiko also makes them as packets pass) run less often. Every hop's transport, a jump
+    host's too. At 64 hosts 30 s and 1 s cost the same; at a thousand, whose connections stay
+    open while they wait for their turn, one wake a second was a cost per host that grew with
+    the fleet's wall time (docs/bench/log.md, "A thousand hosts")."""
     sock = getattr(transport, "sock", None)
     if sock is not None:
         try:

@@ -16,7 +16,8 @@ on the cores they have. T(N) / floor measures what the control side adds; the co
 CPU and memory per host say whether it would keep up with hosts that had a core each.
 
 Each deploy runs in a fresh process, as `invoke deploy` does, at `--parallel` 256 (the runner's
-bound). It samples its own threads, open file descriptors and RSS every 20 ms.
+bound). It samples its own threads and open file descriptors every 0.1 s on a thread
+whose own CPU is taken out of the deploy's.
 """
 
 from __future__ import annotations
@@ -44,19 +45,22 @@ READY_S = 600  # readiness ceiling per host under a queue of a thousand (a ceili
 class Sampler:
     """The process's peak threads, open file descriptors and RSS, sampled on a thread."""
 
-    def __init__(self, every_s: float = 0.02):
+    def __init__(self, every_s: float = 0.1):
         self.every_s = every_s
         self.peak = {"threads": 0, "fds": 0}
+        self.cpu_s = 0.0  # the sampler's own CPU, taken out of the deploy's
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        start = time.thread_time()
         while not self._stop.is_set():
             self.peak["threads"] = max(self.peak["threads"], threading.active_count())
             try:
                 self.peak["fds"] = max(self.peak["fds"], len(os.listdir("/proc/self/fd")))
             except OSError:
                 pass
+            self.cpu_s = time.thread_time() - start
             self._stop.wait(self.every_s)
 
     def __enter__(self):
@@ -93,16 +97,33 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
     for res in results:
         for step, value in (res.steps or {}).items():
             steps.setdefault(step, []).append(float(value))
-    return {"wall_s": wall, "control_cpu_s": cpu1 - cpu0, "rss_base_mb": base,
+    return {"wall_s": wall, "control_cpu_s": cpu1 - cpu0 - sampler.cpu_s,
+            "sampler_cpu_s": sampler.cpu_s, "rss_base_mb": base,
             "rss_peak_mb": _rss_mb("VmHWM"), "threads_base": threads0, "fds_base": fds0,
             "threads_peak": sampler.peak["threads"], "fds_peak": sampler.peak["fds"],
             "failed": bad[:20], "failed_count": len(bad),
             "steps": {k: statistics.median(v) for k, v in steps.items()}}
 
 
+def settle(racks, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
+    """Wait until the racks are idle (less than `quiet_s` of CPU in half a second): the sshd
+    sessions of the deploy before end after it returns, and their exits are not the next
+    deploy's host CPU."""
+    deadline = time.monotonic() + timeout
+    before = sum(fixture.container_cpu_s(c) or 0.0 for c in racks.container_ids())
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = sum(fixture.container_cpu_s(c) or 0.0 for c in racks.container_ids())
+        if now - before < quiet_s:
+            return
+        before = now
+
+
 def run_probe(racks, artifact, count: int, cpus: list[int]) -> dict:
-    """`probe` in a fresh process on `cpus`; the racks' CPU from their cgroups."""
+    """`probe` in a fresh process on `cpus`, once the racks are idle; the racks' CPU from their
+    cgroups."""
     root = Path(__file__).resolve().parents[2]
+    settle(racks)
     cmd = [sys.executable, "-m", "lab.bench.thousand", "probe", str(racks.inventory_path),
            str(artifact.path), str(count)]
     env = dict(os.environ, PYTHONPATH=str(root))

@@ -144,3 +144,33 @@ def test_ctlcost_is_opt_in_and_its_base_must_be_a_fleet_checkout(tmp_path):
     row = {"control_cpu_s": 0.64, "rss_base_mb": 50.0, "rss_peak_mb": 82.0, "wall_s": 9.0}
     assert per_host(row, 64) == {"cpu_ms": 10.0, "rss_mb": 0.5, "rss_peak_mb": 82.0,
                                  "wall_s": 9.0}
+
+
+def _row(wall, hosts_cpu, control_cpu, peak, threads=10, fds=10):
+    return {"wall_s": wall, "hosts_cpu_s": hosts_cpu, "control_cpu_s": control_cpu,
+            "rss_base_mb": 50.0, "rss_peak_mb": peak, "threads_peak": threads,
+            "fds_peak": fds, "threads_base": 2, "fds_base": 5, "steps": {"install": 1.0},
+            "machine_busy_s": None, "docker_cpu_s": 0.0}
+
+
+def test_thousand_figures_hold_a_deploy_to_its_floor_and_report_per_host_costs():
+    from lab.bench import thousand
+
+    sec = Section("thousand", "t")
+    rows = {1: [_row(0.5, 0.2, 0.02, 51)],
+            64: [_row(16.0, 15.0, 0.64, 70)],
+            1000: [_row(300.0, 240.0, 12.0, 150, threads=1200, fds=1030)]}
+    thousand._figures(sec, rows, [1, 64, 1000], host_cores=1)
+    goals = {g.name: g for g in sec.goals}
+    # the floor of 1,000 hosts is their CPU on the one host core: 300 s against 240 s
+    assert goals["T(1000) / floor"].value == pytest.approx(1.25) and goals["T(1000) / floor"].met
+    assert goals["control CPU per host at 1000"].value == pytest.approx(12.0)
+    assert goals["peak RSS per host at 1000"].value == pytest.approx(0.1)
+    assert sec.figures["control CPU per extra host, 64 -> 1000"] == pytest.approx(
+        1000 * (12.0 - 0.64) / 936, abs=0.01)
+    assert "peak threads 1200, fds 1030" in sec.figures["1000 hosts"]
+
+
+def test_thousand_is_opt_in():
+    assert "thousand" not in parse_selection("")
+    assert parse_selection("thousand") == ["thousand"]
