@@ -24,7 +24,9 @@ not) and nothing listens beyond loopback.
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from fleet.continuity.atomicfile import atomic_write
+from fleet.continuity.statelayout import StateLayout
 from lab.harness import cleanup, hosts, image, inventory, keys
 
 USER = "opc"
@@ -48,7 +51,7 @@ LIGHT_GATEWAY = r'''
 import json, os
 release = os.environ["FLEET_RELEASE"]
 state = os.environ["FLEET_STATE_DIR"]
-with open(os.path.join(release, "fleet_release.json")) as f:
+with open(os.path.join(release, @META@)) as f:
     meta = json.load(f)
 plugins = meta.get("plugins") or {}
 versions = {k: str(v) for k, v in (meta.get("components") or {}).items() if k in plugins}
@@ -58,7 +61,7 @@ path = os.path.join(state, "light-health.json")
 with open(path + ".tmp", "w") as f:
     json.dump(health, f)
 os.replace(path + ".tmp", path)
-'''
+'''.replace("@META@", repr(StateLayout.RELEASE_META))
 
 # PID 2 under the container's init: write the stand-in, then per host a host key, an sshd config
 # and an sshd (daemonised; the init reaps it), then print every host's key and wait.
@@ -210,9 +213,6 @@ def start(client, directory: Path, count: int, per_rack: int = 125, cpuset: str 
     banner."""
     if count < 1 or per_rack < 1:
         raise ValueError("racks need at least one host each")
-    import os  # noqa: PLC0415
-    import uuid  # noqa: PLC0415
-
     cleanup.sweep_stale(client)
     tag = image.ensure_image(client, log=log).tag
     directory.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,7 @@ def start(client, directory: Path, count: int, per_rack: int = 125, cpuset: str 
                 raise hosts.HostError(f"rack {n}: no host key for ports {missing[:5]}")
             racks.hosts += [RackHost(host_name(n, i), p, keys_of[p]) for i, p in enumerate(group)]
         deadline = time.monotonic() + READY_TIMEOUT_S
-        waiting = [h for h in racks.hosts]
+        waiting = list(racks.hosts)
         while waiting:
             waiting = [h for h in waiting if not hosts.banner_ok(h.port, timeout=2.0)]
             if waiting and time.monotonic() > deadline:
