@@ -10,9 +10,12 @@ ssh host gets). How it is measured, and why that is honest:
   the rusage the kernel kept for it: user + sys CPU and peak RSS of that command's process and
   every process it waited for (the shell, `cat`, the installer, the manager's restart command).
   The wrapper's own cost is not counted (it is the measuring instrument, not fleet).
-- the gateway (and the fleet manager's supervisor) run detached, never waited for: their CPU
-  and peak RSS are read from /proc when the deploy returns (the gateway is ready then; its CPU
-  so far is what its start and readiness cost). A no-op leaves the running gateway alone.
+- the gateway (and the fleet manager's supervisor) run detached: the driver is their child
+  subreaper (prctl PR_SET_CHILD_SUBREAPER), so when the next deploy stops them they become its
+  zombies and `wait4` gives the kernel's exact rusage of their whole life (start, readiness,
+  self-test, idle, stop) with every process they waited for (the supervisor reaps the
+  gateway). A deploy is charged the gateway it started, stopped by the next deploy (the last
+  one by the driver at the end). A no-op leaves the running gateway alone.
 - the installer's steps (verify, unpack, switch, restart, ready, ...) are split by the
   installer itself where it reports `cpu_s` (os.times() around each step, its own process and
   the children it waited for); the rest of its process is its Python start and imports, and
@@ -34,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 WRAP = r"""
@@ -73,18 +77,32 @@ def _kind(cmd: str) -> str:
     return "other"
 
 
-def _proc_cost(pid: int) -> tuple[float, int] | None:
-    """(CPU seconds so far, peak RSS kB) of a live process, from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    hwm = next((int(line.split()[1]) for line in status.splitlines()
-                if line.startswith("VmHWM:")), 0)
-    return cpu, hwm
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Adopt the orphaned (detached) gateways and supervisors of the deploys run from here."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "hostcost: prctl(PR_SET_CHILD_SUBREAPER) failed; "
+                      "the benchmark needs Linux")
+
+
+def _reap(pid: int, timeout: float = 30.0) -> tuple[float, int] | None:
+    """(CPU seconds, peak RSS kB) of a stopped detached process, its waited-for children
+    included; None if another process reaped it (the supervisor reaps its gateway)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got, _, ru = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"hostcost: pid {pid} still runs {timeout:.0f} s after its stop")
+        time.sleep(0.01)
 
 
 class _Wrapped:
@@ -102,9 +120,10 @@ class _Wrapped:
         return subprocess.Popen(args, **kw)
 
 
-def _one(deploy, log: Path, state: Path) -> dict:
-    """Run `deploy()` and return its host cost: per command kind and for the detached
-    gateway processes it started."""
+def _one(deploy, log: Path, state: Path, started: list) -> dict:
+    """Run `deploy()` and return its host cost per command kind; the gateway and supervisor
+    it started are added to `started` (pid, supervisor?, this cost), to be charged to it
+    when they are reaped (`_charge`)."""
     from fleet.deploy.sandbox import find_gateways
 
     before = {g.pid for g in find_gateways(state.parent)}
@@ -112,17 +131,29 @@ def _one(deploy, log: Path, state: Path) -> dict:
     result = deploy()
     if not result.ok:
         raise RuntimeError(f"hostcost: deploy failed: {result.result}: {result.note}")
-    cost: dict[str, object] = {"result": result.result, "commands": []}
+    cost: dict[str, object] = {"result": result.result, "commands": [], "detached": []}
     for line in log.read_text().splitlines():
         rec = json.loads(line)
         cost["commands"].append({"kind": _kind(rec["cmd"]), "cpu_s": rec["cpu_s"],
                                  "rss_kb": rec["rss_kb"]})
-    detached = [(_proc_cost(g.pid), g.supervisor) for g in find_gateways(state.parent)
+    started += [(g.pid, g.supervisor, cost) for g in find_gateways(state.parent)
                 if g.pid not in before]
-    cost["detached"] = [{"cpu_s": c[0], "rss_kb": c[1], "supervisor": sup}
-                        for c, sup in detached if c is not None]
     cost["installer_cpu_s"] = result.data.get("cpu_s") or {}
     return cost
+
+
+def _charge(started: list, live: set) -> None:
+    """Reap every process of `started` that is no longer running (not in `live`) and charge
+    its rusage to the deploy that started it."""
+    for item in list(started):
+        pid, supervisor, cost = item
+        if pid in live:
+            continue
+        started.remove(item)
+        got = _reap(pid)
+        if got is not None:
+            cost["detached"].append({"cpu_s": got[0], "rss_kb": got[1],
+                                     "supervisor": supervisor})
 
 
 def drive(out: Path, reps: int, workdir: Path) -> None:
@@ -148,12 +179,19 @@ def drive(out: Path, reps: int, workdir: Path) -> None:
         return lambda: api.deploy([host], art, lambda *a: None, RunOptions(parallel=1))[0]
 
     costs = {"full": [], "noop": []}
+    started: list = []
+    _become_subreaper()
+
+    def live() -> set:
+        return {g.pid for g in find_gateways(state.parent)}
+
     try:
-        _one(deploy(variant(base, "w0", workdir / "variants")), log, state)
+        _one(deploy(variant(base, "w0", workdir / "variants")), log, state, started)
         for rep in range(reps):
             art = variant(base, f"r{rep}", workdir / "variants")
-            costs["full"].append(_one(deploy(art), log, state))
-            costs["noop"].append(_one(deploy(art), log, state))
+            costs["full"].append(_one(deploy(art), log, state, started))
+            costs["noop"].append(_one(deploy(art), log, state, started))
+            _charge(started, live())  # the gateway of the deploy before, stopped by this one
     finally:
         from fleet.continuity import detached
 
@@ -162,6 +200,7 @@ def drive(out: Path, reps: int, workdir: Path) -> None:
                 detached.stop(gw.pid, 10.0)
             except Exception:  # noqa: BLE001  (best effort: the next one may stop it)
                 pass
+    _charge(started, set())
     out.write_text(json.dumps(costs))
 
 
