@@ -160,9 +160,16 @@ def stored():
     if isinstance(meta, dict) and meta.get("sha256") == probe["sha256"]:
         return "active"
     art = os.path.join(state, @ARTIFACT@.format(sha256=probe["sha256"]))
-    try:
+    try:  # a stored copy is run as it is: only one with these very bytes (a damaged one,
+        # of the right size, would run damaged code before it could check itself)
         if os.path.getsize(art) == probe["size"]:
-            return "stored"
+            import hashlib
+            digest = hashlib.sha256()
+            with open(art, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() == probe["sha256"]:
+                return "stored"
     except OSError:
         pass
     return "missing"  # the upload makes the dir (a refused deploy leaves none)
@@ -296,8 +303,8 @@ class Lease:
     late: set[str] = field(default_factory=set)  # still answering when the run went on
     answered_s: dict[str, float] = field(default_factory=dict)  # host -> its answer came after
     # host -> what it has of the artifact a deploy asked about (`take(artifact=...)`): "active"
-    # (the current release), "stored" (a file of its size), "missing" (its dir made); absent
-    # when not asked or not answered
+    # (the current release), "stored" (a file of its size and SHA-256), "missing" (its dir
+    # made); absent when not asked or not answered
     artifact: dict[str, str] = field(default_factory=dict)
     # host -> {version, source: gateway|cli}: the OpenClaw an OpenClaw host runs, when a deploy
     # asked (`take(artifact=...)`) of a host that does not run that artifact yet and it could tell

@@ -73,7 +73,7 @@ def test_a_stored_copy_of_the_right_size_but_wrong_bytes_is_uploaded_again(sandb
     stored = sandbox.state("a") / "fleet" / "artifacts" / f"{bumped.sha256}.pyz"
     data = bytearray(bumped.path.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    stored.write_bytes(bytes(data))  # the lease take says "stored"; the installer refuses it
+    stored.write_bytes(bytes(data))  # right size, wrong bytes: never run, sent again
     res = sandbox.deploy(bumped, hosts="a")["a"]
     assert res.result == "installed" and res.data["uploaded"] is True, res.note
     assert stored.read_bytes() == bumped.path.read_bytes()
