@@ -15,7 +15,6 @@ stderr as before and rotates nothing.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import sys
 from pathlib import Path
@@ -26,28 +25,59 @@ BACKUPS = 3
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class RotatingLog(logging.handlers.RotatingFileHandler):
-    """A size-rotated log file that keeps `fds` (stdout, stderr) on the current file."""
+class RotatingLog(logging.FileHandler):
+    """A size-rotated log file that keeps `fds` (stdout, stderr) on the current file.
+
+    The rotation of logging.handlers.RotatingFileHandler, written out: that module (with pickle,
+    queue and socket handlers behind it) was a tenth of a gateway start's imports."""
 
     def __init__(self, path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS,
                  fds: Sequence[int] = (1, 2)) -> None:
-        super().__init__(str(path), mode="a", maxBytes=max(1, max_bytes),
-                         backupCount=max(1, backups), encoding="utf-8")
+        super().__init__(str(path), mode="a", encoding="utf-8")
+        self.max_bytes, self.backups = max(1, max_bytes), max(1, backups)
         self.fds = tuple(fds)
 
-    def doRollover(self) -> None:  # noqa: N802 (logging's name)
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self._would_overflow(record):
+                self.rotate_now()
+            super().emit(record)
+        except Exception:  # noqa: BLE001 (logging's contract: a handler never raises)
+            self.handleError(record)
+
+    def _would_overflow(self, record: logging.LogRecord) -> bool:
+        """Whether this record would take the file to `max_bytes` (never for a file that is
+        not a regular one, as the standard handler)."""
+        if os.path.exists(self.baseFilename) and not os.path.isfile(self.baseFilename):
+            return False
+        if self.stream is None:
+            self.stream = self._open()
+        self.stream.seek(0, 2)
+        return self.stream.tell() + len(self.format(record)) + 1 >= self.max_bytes
+
+    def rotate_now(self) -> None:
+        """`.N-1` -> `.N` ... `.1` -> `.2`, the file -> `.1` (the oldest dropped), a new file,
+        and fds 1 and 2 pointed at it."""
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError, AttributeError):
                 pass
-        super().doRollover()
         if self.stream is not None:
-            for fd in self.fds:
-                try:
-                    os.dup2(self.stream.fileno(), fd)
-                except OSError:
-                    pass
+            self.stream.close()
+            self.stream = None
+        base = self.baseFilename
+        for i in range(self.backups - 1, 0, -1):
+            if os.path.exists(f"{base}.{i}"):
+                os.replace(f"{base}.{i}", f"{base}.{i + 1}")
+        if os.path.exists(base):
+            os.replace(base, f"{base}.1")
+        self.stream = self._open()
+        for fd in self.fds:
+            try:
+                os.dup2(self.stream.fileno(), fd)
+            except OSError:
+                pass
 
 
 def limits(env: Optional[Mapping[str, str]] = None) -> tuple:

@@ -23,7 +23,6 @@ without a scenario answers `ok: true`, no checks and `unsupported` (why).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import tempfile
 import threading
@@ -74,7 +73,7 @@ class SelfTestRun:
         self.root = root  # the scratch dir: the state dir the scenario's commands see
         self.state_dir = state_dir  # the host's, for what the plugin keeps there
         self.workspace = root / "workspace"
-        self.token = secrets.token_hex(4)  # in keys and texts: this run's, no other's
+        self.token = os.urandom(4).hex()  # in keys and texts: this run's, no other's
         self.agent_id = f"fleet-selftest-{self.token}"
         self.config = dict(config)  # the plugin's config as its real hooks see it
         self.injects = injects  # whether the gateway lets this plugin inject prompt text
