@@ -140,10 +140,12 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict,
            reuse: bool = True) -> Path:
     """Unpack into a temp dir, check every file against the manifest, then rename into place.
 
-    A file the active release already has with the same manifest hash is hard-linked from it
-    instead of written again (creating a file is most of an unpack's CPU; a link is a twentieth
-    of it), then checked against the manifest like every other file: the new release is still
-    whole before it appears, and a damaged file of the old one is never carried over. Release
+    Every file is checked by the SHA-256 of the bytes written for it, hashed as they are
+    written (each member is read once). A file the active release already has with the same
+    manifest hash is hard-linked from it instead of written again (creating a file is most of
+    an unpack's CPU; a link is a twentieth of it), after the linked inode's bytes were hashed
+    and matched: the new release is still whole before it appears, and a damaged file of the
+    old one is never carried over. Release
     files are never written in place (only replaced or removed), so sharing an inode is safe.
     Not with `reuse=False` (a manager whose gateway watches its files' inodes)."""
     if not is_version_name(manifest.get("version")):
@@ -151,32 +153,28 @@ def unpack(state_dir: Path, artifact: Path, sha256: str, manifest: dict,
     target = StateLayout(state_dir).release_dir(str(manifest["version"]), sha256)
     if (target / META).is_file():
         return target
-    with zipfile.ZipFile(str(artifact)) as zf:
-        check_members(zf, artifact, manifest)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(".tmp-*"):  # left by a killed installer (we hold the lock)
-        shutil.rmtree(str(stale), ignore_errors=True)
-    tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
-    try:
-        with zipfile.ZipFile(str(artifact)) as zf:
-            placed = _extract(zf, tmp, _reusable(state_dir, manifest) if reuse else (None, {}))
-        for rel, digest in (manifest.get("files") or {}).items():
-            member = placed.get(rel, tmp / rel)
-            actual = member if isinstance(member, str) else (
-                sha256_file(member) if member.is_file() else None)
-            if actual != digest:
-                raise UnusableRelease(
-                    f"artifact {artifact}: {rel} does not match its manifest hash")
-        meta = {"sha256": sha256, "version": manifest["version"],
-                "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
-                "installed_at": time.time()}
-        (tmp / META).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
-        if target.exists():  # a meta-less leftover: replace it
-            shutil.rmtree(str(target))
-        os.rename(str(tmp), str(target))
-    finally:
-        if tmp.exists():
-            shutil.rmtree(str(tmp), ignore_errors=True)
+    with zipfile.ZipFile(str(artifact)) as zf:  # opened once: its directory is read once
+        check_members(zf, artifact, manifest)  # before anything is written
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(".tmp-*"):  # a killed installer's (we hold the lock)
+            shutil.rmtree(str(stale), ignore_errors=True)
+        tmp = target.parent / f".tmp-{target.name}-{os.getpid()}"
+        try:
+            written = _extract(zf, tmp, _reusable(state_dir, manifest) if reuse else (None, {}))
+            for rel, digest in (manifest.get("files") or {}).items():
+                if written.get(rel) != digest:
+                    raise UnusableRelease(
+                        f"artifact {artifact}: {rel} does not match its manifest hash")
+            meta = {"sha256": sha256, "version": manifest["version"],
+                    "components": manifest.get("components", {}), "plugins": _plugin_dirs(tmp),
+                    "installed_at": time.time()}
+            (tmp / META).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+            if target.exists():  # a meta-less leftover: replace it
+                shutil.rmtree(str(target))
+            os.rename(str(tmp), str(target))
+        finally:
+            if tmp.exists():
+                shutil.rmtree(str(tmp), ignore_errors=True)
     return target
 
 
@@ -194,63 +192,76 @@ def _reusable(state_dir: Path, manifest: dict) -> Tuple[Optional[Path], Dict[str
                      if isinstance(rel, str) and old.get(rel) == digest}
 
 
-def _link(source: Path, target: Path, size: int, digest: str) -> bool:
+def _link(source: str, target: str, size: int, digest: str) -> bool:
     """Hard-link `source` to `target` if it is a regular file of `size` bytes and SHA-256
     `digest` (reading it costs far less than writing it); False when it is not, or cannot."""
     try:
-        st = os.lstat(str(source))
+        st = os.lstat(source)
         if not (st.st_mode & 0o170000 == 0o100000 and st.st_size == size
-                and sha256_file(source) == digest):
+                and sha256_file(Path(source)) == digest):
             return False
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(str(source), str(target))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(source, target)
         return True
     except OSError:  # gone, another file system, links not allowed: extract it
         return False
 
 
-def _extract(zf: zipfile.ZipFile, tmp: Path,
-             reuse: Tuple[Optional[Path], Dict[str, str]] = (None, {})) -> dict:
-    """Extract every member into `tmp` (or link it: `reuse`, the active release dir and the
-    members it has the same of); returns where each bytecode member went.
+def _write(target: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "xb") as fh:
+        fh.write(data)
 
-    A legacy-location `x/y.pyc` beside its `x/y.py` is bytecode the build compiled: written to
-    `x/__pycache__/y.<cache tag>.pyc` when its magic is this interpreter's (its checked source
-    hash keeps a stale one from ever being used), skipped otherwise (this Python compiles the
-    source as before). Never left loose beside the source. The returned dict maps such a member
-    to the installed Path, or to the SHA-256 of its bytes when it was skipped.
+
+def _extract(zf: zipfile.ZipFile, tmp: Path,
+             reuse: Tuple[Optional[Path], Dict[str, str]] = (None, {})) -> Dict[str, str]:
+    """Write every member into `tmp` (or link it: `reuse`, the active release dir and the
+    members it has the same of, with their manifest hash); returns the SHA-256 of the bytes
+    each file member got (for a linked one, of the inode checked before it was linked).
+
+    Member names were checked by `check_members` (relative, no `..`); each target is checked
+    again to lie inside `tmp`. A legacy-location `x/y.pyc` beside its `x/y.py` is bytecode the
+    build compiled: written to `x/__pycache__/y.<cache tag>.pyc` when its magic is this
+    interpreter's (its checked source hash keeps a stale one from ever being used), skipped
+    otherwise (this Python compiles the source as before). Never left loose beside the source.
     """
     names = set(zf.namelist())
     old, same = reuse
     if old is None:
         same = {}
-    placed = {}
+    root = os.path.realpath(str(tmp))
+    os.makedirs(root, exist_ok=True)
+    written: Dict[str, str] = {}
     for info in zf.infolist():
         name = info.filename
-        source = name[:-1]
-        if not (name.endswith(".pyc") and source in names):
-            if name in same and not info.is_dir() and _link(old / name, tmp / name,
-                                                             info.file_size, same[name]):
-                continue
-            zf.extract(info, str(tmp))
+        if info.is_dir():
+            os.makedirs(_inside(root, name), exist_ok=True)
             continue
-        try:
-            cached = importlib.util.cache_from_source(source, optimization="")
-        except NotImplementedError:  # an implementation without bytecode caching
-            cached = None
-        if cached is not None and name in same and _link(old / cached, tmp / cached,
-                                                         info.file_size, same[name]):
-            placed[name] = tmp / cached  # the same bytecode, installed for this Python before
+        dest = name
+        if name.endswith(".pyc") and name[:-1] in names:
+            try:
+                dest = importlib.util.cache_from_source(name[:-1], optimization="")
+            except NotImplementedError:  # an implementation without bytecode caching
+                dest = None
+        digest = same.get(name)
+        if dest is not None and digest is not None and _link(
+                os.path.join(str(old), dest), _inside(root, dest), info.file_size, digest):
+            written[name] = digest  # the same bytes, for this Python too, as before
             continue
-        data = zf.read(info)
-        if cached is None or data[:4] != importlib.util.MAGIC_NUMBER:
-            placed[name] = hashlib.sha256(data).hexdigest()
-            continue
-        target = tmp / cached
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        placed[name] = target
-    return placed
+        data = zf.read(info)  # zipfile checks the member's CRC-32
+        written[name] = hashlib.sha256(data).hexdigest()
+        if dest is None or (dest != name and data[:4] != importlib.util.MAGIC_NUMBER):
+            continue  # bytecode of another Python: this one compiles the source
+        _write(_inside(root, dest), data)
+    return written
+
+
+def _inside(root: str, name: str) -> str:
+    """`root/name`, refused (UnusableRelease) unless it lies inside `root`."""
+    path = os.path.normpath(os.path.join(root, name))
+    if not path.startswith(root + os.sep):
+        raise UnusableRelease(f"member {name!r} would land outside the release dir; refusing it")
+    return path
 
 
 def read_meta(release: Optional[Path]) -> Optional[dict]:
