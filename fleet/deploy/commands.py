@@ -217,7 +217,8 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     """
     artifact = StateLayout.ARTIFACT.format(sha256=sha256)
     final, part = _in_state(artifact), _in_state(f"{artifact}.$$.part")
-    receive = (f'mkdir -p {_in_state(StateLayout.ARTIFACTS)} && cat > {part} && '
+    arts = _in_state(StateLayout.ARTIFACTS)  # made only when missing: a process less
+    receive = (f'{{ [ -d {arts} ] || mkdir -p {arts}; }} && cat > {part} && '
                f'[ "$(wc -c < {part})" -eq {int(size)} ] && mv -f {part} {final} '
                f"|| {{ rm -f {part}; echo {INCOMPLETE}; exit 1; }}")
     run = install(host, sha256, owner, force, allow_unproven=allow_unproven,
