@@ -1,0 +1,155 @@
+"""A rollout on Temporal shared by a worker on this machine and a worker on another one.
+
+The other machine is a container (lab.harness.siteworker): its own filesystem, hostname and
+processes, its own copy of the checkout, inventory and artifacts, on this machine's loopback
+only. Site `default` is served here, site `home` there; the `home` hosts are that machine's own
+local hosts, whose state exists only inside it. One `fleet deploy --engine temporal` started here
+rolls the release out across both sites."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from deploy_helpers import release_of
+from rollout_fleet import Fleet, Worker
+
+from fleet.continuity.statelayout import StateLayout
+from fleet.deploy import temporalengine, temporalserver
+from lab.harness import siteworker
+from lab.harness.run import docker_client
+
+pytestmark = [pytest.mark.docker, pytest.mark.temporal]
+WAIT_S = 120.0
+OFFICE = ["h01", "h03", "h05"]  # site `default`: this machine's sandbox hosts
+HOME = ["h02", "h04", "h06"]  # site `home`: the other machine's own hosts
+NAMES = sorted(OFFICE + HOME)
+
+
+def inventory() -> str:
+    """The inventory of both machines: the same host names; a local host is the machine's own
+    (its state dir beside that machine's inventory), so each site's hosts are reachable on
+    the machine of its worker."""
+    hosts = "\n".join(f"  {n}: {{state_dir: .fleet/hosts/{n}, "
+                      f"site: {'home' if n in HOME else 'default'}}}" for n in NAMES)
+    return ("vars: {connection: local, gateway: {manager: fleet}, "
+            "timeouts: {ready: 30, command: 120}}\n"
+            f"hosts:\n{hosts}\n"
+            f"groups:\n  office: {{hosts: [{', '.join(OFFICE)}]}}\n"
+            f"  home: {{hosts: [{', '.join(HOME)}]}}\n")
+
+
+@pytest.fixture
+def two_sites(tmp_path, artifacts, temporal_server):
+    """This machine's fleet with a worker of site `default`, and site `home` on another machine
+    with its own worker; both sites on the base release. Removed at the end, also on failure."""
+    base, new = artifacts(), artifacts("6.2.0")
+    box = Fleet(tmp_path, len(NAMES))
+    box.site = "default"
+    (tmp_path / "inventory.yaml").write_text(inventory())
+    box.env["TEMPORAL_ADDRESS"] = temporal_server.address
+    workers: list[Worker] = []
+    client = docker_client()
+    home = None
+    try:
+        home = siteworker.start(client, "home", inventory(), [base.path, new.path],
+                                temporal_server.address)
+        code, out, err = box.run("deploy", "--artifact", str(base.path), "-H", "office")
+        assert code == 0, out + err
+        code, out, err = home.fleet("deploy", "--artifact", str(base.path), "-H", "home")
+        assert code == 0, out + err
+        workers.append(Worker(box, "office"))
+        yield box, home, base, new
+    finally:
+        for worker in workers:
+            worker.kill()
+        box.stop()
+        if home is not None:
+            logs = home.logs()
+            home.close()
+            print(logs)  # shown with a failing test's report
+        client.close()
+
+
+def _home_current(home: siteworker.Site, name: str) -> str | None:
+    code, out, _ = home.run(["readlink", str(StateLayout(siteworker.ROOT / ".fleet" / "hosts"
+                                                          / name).current)])
+    return Path(out.strip()).name if code == 0 else None
+
+
+def _home_audit(home: siteworker.Site, name: str) -> list[dict]:
+    text = home.read_text(StateLayout(siteworker.ROOT / ".fleet" / "hosts" / name).audit)
+    return [json.loads(line) for line in (text or "").splitlines()]
+
+
+def _installs(audit: list[dict], release: str) -> int:
+    return sum(1 for e in audit if e.get("action") == "install" and e.get("to") == release)
+
+
+def _served_by(box: Fleet, rid: str) -> dict[str, set[str]]:
+    """Site queue -> the machines (hostnames in the workers' identities) that ran its hosts'
+    transactions, from the rollout's history on the server."""
+    events = json.loads(temporalengine.history(
+        temporalserver.Server(box.env["TEMPORAL_ADDRESS"]), rid))["events"]
+    scheduled = {e["eventId"]: e["activityTaskScheduledEventAttributes"] for e in events
+                 if "activityTaskScheduledEventAttributes" in e}
+    served: dict[str, set[str]] = {}
+    for event in events:
+        started = event.get("activityTaskStartedEventAttributes")
+        if started is None:
+            continue
+        task = scheduled[started["scheduledEventId"]]
+        if task["activityType"]["name"] == "fleet.deploy":
+            machine = started["identity"].split("@", 1)[1].split()[0]
+            served.setdefault(task["taskQueue"]["name"], set()).add(machine)
+    return served
+
+
+def test_one_deploy_rolls_out_across_a_site_here_and_a_site_on_another_machine(two_sites):
+    box, home, base, new = two_sites
+    target = release_of(new)
+    assert all(_home_current(home, n) == release_of(base) for n in HOME)
+    out_path, err_path = box.root / "deploy.out", box.root / "deploy.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        run = subprocess.Popen(
+            box.command("deploy", "--artifact", str(new.path), "--waves", "1,3,100%",
+                        "--bake", "2s", "--engine", "temporal", "-H", "office,home", "--json"),
+            cwd=box.root, env=box.environ(), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    try:
+        end = time.monotonic() + WAIT_S
+        while "baking:" not in err_path.read_text():
+            assert run.poll() is None, err_path.read_text()
+            assert time.monotonic() < end, err_path.read_text()
+            time.sleep(0.2)
+        rid = err_path.read_text().split("rollout ", 1)[1].split()[0]
+        code, shown, err = box.run("status", "-H", "office")
+        assert f"rollout {rid} " in shown and "(temporal," in shown, shown + err
+        run.wait(timeout=WAIT_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+    assert run.returncode == 0, err_path.read_text()
+    doc = json.loads(out_path.read_text())
+    assert doc["rollout"]["state"] == "completed", doc
+    assert doc["rollout"]["stands"] == {target: NAMES}, doc
+    # this machine's hosts: on the release, installed once, by this machine's worker
+    assert all(box.current(n) == target and box.installs(n, target) == 1 for n in OFFICE)
+    # the other machine's hosts: their state is there only, on the release, installed once
+    assert not any((box.root / ".fleet" / "hosts" / n).exists() for n in HOME)
+    assert all(_home_current(home, n) == target for n in HOME)
+    audits = {n: _home_audit(home, n) for n in HOME}
+    assert all(_installs(a, target) == 1 for a in audits.values()), audits
+    assert all(rid in str(a[-1].get("who")) for a in audits.values()), audits
+    code, out, err = home.fleet("status", "-H", "home", "--json")
+    assert code == 0, out + err
+    releases = {h["host"]: (h["data"].get("current") or {}).get("release")
+                for h in json.loads(out)["hosts"]}
+    assert releases == {n: target for n in HOME}, out
+    # who ran each site's transactions, as the server recorded it
+    served = _served_by(box, rid)
+    assert served["fleet-site-home"] == {home.hostname}, served
+    assert home.hostname not in served["fleet-site-default"], served
