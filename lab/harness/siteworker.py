@@ -73,6 +73,7 @@ class Site:
     inventory_text: str
     artifacts: list[Path]
     temporal_address: str
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     containers: list = field(default_factory=list)
 
     @property
@@ -87,9 +88,9 @@ class Site:
         """The current worker's machine name (in its Temporal identity, `pid@hostname ...`)."""
         return self.container.attrs["Config"]["Hostname"]
 
-    def start_worker(self, timeout: float = READY_TIMEOUT_S) -> str:
+    def start_worker(self, timeout: float = READY_TIMEOUT_S, env: dict | None = None) -> str:
         """A machine of the site: a new container with the site's files, its worker ready
-        (polling the site's queue); returns its hostname."""
+        (polling the site's queue; `env` added to its environment); returns its hostname."""
         n = len(self.containers) + 1
         container = self.client.containers.create(
             image.ensure_image(self.client, log=lambda *_: None).tag,
@@ -101,7 +102,8 @@ class Site:
             network_mode="host", init=True, working_dir=str(ROOT),
             environment={"TEMPORAL_ADDRESS": self.temporal_address, "FLEET_SITE": self.name,
                          "FLEET_MAIN": FLEET_MAIN, "PYTHONPATH": f"{CHECKOUT}:{PACKAGES}",
-                         "PYTHONDONTWRITEBYTECODE": "1", "FLEET_PYTHON": _python()},
+                         "PYTHONDONTWRITEBYTECODE": "1", "FLEET_PYTHON": _python(),
+                         **(env or {})},
             volumes={str(_site_packages()): {"bind": str(PACKAGES), "mode": "ro"}},
             tmpfs={"/run": "rw,nosuid,nodev,size=16m"},
             mem_limit="1g", pids_limit=512)
@@ -113,8 +115,8 @@ class Site:
         return self.hostname
 
     def _files(self) -> bytes:
-        """The tar put into a new machine: the `fleet` package, the inventory, the artifacts at
-        their paths and the list of their SHA-256 sums."""
+        """The tar put into a new machine: the `fleet` package, the inventory, the site's other
+        files (an SSH key, known_hosts), the artifacts at their paths and their SHA-256 sums."""
         buf = io.BytesIO()
         sums = []
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -122,6 +124,8 @@ class Site:
             tar.add(package, arcname=str(CHECKOUT / "fleet").lstrip("/"),
                     filter=lambda info: None if "__pycache__" in info.name else info)
             _add(tar, ROOT / "inventory.yaml", self.inventory_text.encode())
+            for path, (data, mode) in self.files.items():
+                _add(tar, PurePosixPath(path), data, mode)
             for path in self.artifacts:
                 path = path.resolve()
                 tar.add(path, arcname=str(path).lstrip("/"))
@@ -162,18 +166,21 @@ class Site:
 
 
 def start(client, name: str, inventory_text: str, artifacts: list[Path],
-          temporal_address: str, run_id: str | None = None,
+          temporal_address: str, files: dict[str, tuple[bytes, int]] | None = None,
+          env: dict | None = None, run_id: str | None = None,
           timeout: float = READY_TIMEOUT_S) -> Site:
-    """Site `name` on another machine, its first worker ready; removed again when anything
-    fails."""
+    """Site `name` on another machine, its first worker ready (`files`: container path ->
+    (bytes, mode), what else that machine holds, such as the SSH key to its hosts; `env`: the
+    first worker's extra environment). Removed again when anything fails."""
     if not temporal_address.startswith("127.0.0.1:"):
         raise SiteWorkerError(f"TEMPORAL_ADDRESS {temporal_address!r}: the site's container "
                               "shares this machine's loopback only; give 127.0.0.1:<port>")
     cleanup.sweep_stale(client)
     run_id = run_id or uuid.uuid4().hex[:10]
-    site = Site(client, name, run_id, inventory_text, list(artifacts), temporal_address)
+    site = Site(client, name, run_id, inventory_text, list(artifacts), temporal_address,
+                dict(files or {}))
     try:
-        site.start_worker(timeout)
+        site.start_worker(timeout, env)
     except BaseException:
         site.close()
         raise
@@ -196,10 +203,10 @@ def _wait_ready(container, timeout: float) -> None:
         time.sleep(0.3)
 
 
-def _add(tar: tarfile.TarFile, path: PurePosixPath, data: bytes) -> None:
+def _add(tar: tarfile.TarFile, path: PurePosixPath, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(str(path).lstrip("/"))
     info.size = len(data)
-    info.mode = 0o644
+    info.mode = mode
     info.mtime = int(time.time())
     tar.addfile(info, io.BytesIO(data))
 

@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from deploy_helpers import release_of
 from rollout_fleet import Fleet, Worker
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.deploy import temporalengine, temporalserver
-from lab.harness import siteworker
+from fleet.deploy import rollout, temporalengine, temporalserver
+from lab.harness import rack, siteworker
 from lab.harness.run import docker_client
 
 pytestmark = [pytest.mark.docker, pytest.mark.temporal]
@@ -153,3 +154,115 @@ def test_one_deploy_rolls_out_across_a_site_here_and_a_site_on_another_machine(t
     served = _served_by(box, rid)
     assert served["fleet-site-home"] == {home.hostname}, served
     assert home.hostname not in served["fleet-site-default"], served
+
+
+def _ssh_home_inventory(racks: rack.Racks, key: str | None, known_hosts: str | None) -> str:
+    """An inventory of this machine's sandbox hosts (site `default`) and the rack's SSH hosts
+    (site `home`), which only a machine holding `key` reaches (None: this machine, without it)."""
+    data = yaml.safe_load(racks.inventory_path.read_text())
+    home = data["vars"]  # the rack's: ssh to 127.0.0.1, its key, known_hosts, stand-in gateway
+    home.pop("identity_file")
+    home.pop("known_hosts")
+    if key is not None:
+        home.update(identity_file=key, known_hosts=known_hosts)
+    data["vars"] = {"connection": "local", "gateway": {"manager": "fleet"},
+                    "timeouts": {"ready": 30, "command": 120}}
+    for name in OFFICE:
+        data["hosts"][name] = {"state_dir": f".fleet/hosts/{name}"}
+    data["groups"] = {"office": {"hosts": list(OFFICE)},
+                      "home": {"hosts": [h.name for h in racks.hosts],
+                               "vars": {**home, "site": "home"}}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@pytest.fixture
+def home_behind_ssh(tmp_path, artifacts, temporal_server):
+    """Site `home`: three SSH hosts (a rack of the harness) whose key only the home machine
+    holds, and its first worker, which dies right after a wave-2 host's installer switched it
+    (before it could report); site `default` as in `two_sites`. Removed at the end."""
+    base, new = artifacts(), artifacts("6.2.1")
+    client = docker_client()
+    racks = rack.start(client, tmp_path / "rack", len(HOME), per_rack=len(HOME),
+                       log=lambda *_: None)
+    box = Fleet(tmp_path, len(OFFICE))
+    box.names = list(OFFICE)
+    box.site = "default"
+    (tmp_path / "inventory.yaml").write_text(_ssh_home_inventory(racks, None, None))
+    box.env["TEMPORAL_ADDRESS"] = temporal_server.address
+    files = {"/srv/site/id_ed25519": (racks.key.path.read_bytes(), 0o600),
+             "/srv/site/known_hosts": (racks.known_hosts_path.read_bytes(), 0o644)}
+    workers: list[Worker] = []
+    home = None
+    try:
+        home = siteworker.start(
+            client, "home",
+            _ssh_home_inventory(racks, "/srv/site/id_ed25519", "/srv/site/known_hosts"),
+            [base.path, new.path], temporal_server.address, files=files,
+            env={rollout.CRASH_ENV: "wave-2-host"})
+        code, out, err = box.run("deploy", "--artifact", str(base.path), "-H", "office")
+        assert code == 0, out + err
+        code, out, err = home.fleet("deploy", "--artifact", str(base.path), "-H", "home",
+                                    "--yes")
+        assert code == 0, out + err
+        workers.append(Worker(box, "office"))
+        yield box, home, racks, new
+    finally:
+        for worker in workers:
+            worker.kill()
+        box.stop()
+        if home is not None:
+            logs = home.logs()
+            home.close()
+            print(logs)
+        racks.close()
+        client.close()
+
+
+def _rack_audit(racks: rack.Racks, host: rack.RackHost) -> list[dict]:
+    path = StateLayout(Path(host.state_dir)).audit
+    result = racks.containers[0].exec_run(["cat", str(path)])
+    return [json.loads(line) for line in result.output.decode().splitlines()]
+
+
+def test_the_other_machine_lost_mid_host_another_one_of_its_site_finishes_the_rollout(
+        home_behind_ssh):
+    box, home, racks, new = home_behind_ssh
+    target = release_of(new)
+    first = home.hostname
+    names = sorted(OFFICE + [h.name for h in racks.hosts])
+    out_path, err_path = box.root / "deploy.out", box.root / "deploy.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        run = subprocess.Popen(
+            box.command("deploy", "--artifact", str(new.path), "--waves", "1,4,100%",
+                        "--engine", "temporal", "-H", "office,home", "--yes", "--json"),
+            cwd=box.root, env=box.environ(), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    try:
+        end = time.monotonic() + WAIT_S  # until the home machine's worker dies mid-host
+        while home.container.status != "exited":
+            assert run.poll() is None, err_path.read_text() + home.logs()
+            assert time.monotonic() < end, err_path.read_text() + home.logs()
+            time.sleep(0.2)
+            home.container.reload()
+        second = home.start_worker()  # another machine of the site takes its hosts
+        run.wait(timeout=WAIT_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=30)
+    assert run.returncode == 0, err_path.read_text() + home.logs()
+    doc = json.loads(out_path.read_text())
+    rid = doc["rollout"]["id"]
+    assert doc["rollout"]["state"] == "completed", doc
+    assert doc["rollout"]["stands"] == {target: names}, doc
+    # the hosts the lost machine had in flight (their installers go on over a dropped SSH
+    # session) were read by the next one, not deployed again
+    read = {h["host"] for h in doc["hosts"] if "finished by the run before" in h["note"]}
+    assert read and read <= {h.name for h in racks.hosts}, doc
+    assert all(box.current(n) == target and box.installs(n, target) == 1 for n in OFFICE)
+    audits = {h.name: _rack_audit(racks, h) for h in racks.hosts}
+    assert all(_installs(a, target) == 1 for a in audits.values()), audits
+    # the lost machine reported none of its transactions: the server has every home host's
+    # from the second machine (the attempt that ended), none from this one
+    served = _served_by(box, rid)
+    assert served["fleet-site-home"] == {second} and first != second, served
+    assert second not in served["fleet-site-default"], served
