@@ -9,6 +9,7 @@
               kill at an installer step, corrupted upload
 - remote.py   the deployed gateway client on a host, over SSH as the host's user
 - ssh.py      strict-host-key SSH with a deadline on every step
+- siteworker.py  a site's Temporal worker on another machine (a container of its own)
 
 Tasks: `invoke harness.up [--count N]`, `harness.status`, `harness.down`; then
 `invoke deploy --inventory .fleet/harness/inventory.yaml -H all --yes`.

@@ -14,9 +14,11 @@ filesystem, hostname and process namespace, and of this machine only what a real
   `TEMPORAL_ADDRESS=127.0.0.1:<port>` reaches this machine's dev server as a worker elsewhere
   reaches a Temporal deployment.
 
-The site's sandbox hosts (`connection: local`, state dirs in `.fleet/hosts/` beside the worker's
-inventory) are the machine's own: their state exists nowhere on this machine's filesystem, so what
-is found there was done by that machine's worker.
+The site's hosts are what that machine reaches: its own local hosts (`connection: local`, state
+dirs in `.fleet/hosts/` beside its inventory), whose state exists nowhere on this machine's
+filesystem, so what is found there was done by that machine's worker; or SSH hosts (a rack's, on
+their loopback ports) whose key only that machine is given (`files`). A lost machine's
+replacement is `Site.start_worker()`: another container with the same files.
 """
 
 from __future__ import annotations
@@ -132,10 +134,6 @@ class Site:
                 sums.append(f"{_sha256(path)}  {path}\n")
             _add(tar, ROOT / "artifacts.sha256", "".join(sums).encode())
         return buf.getvalue()
-
-    def kill_worker(self) -> None:
-        """The current worker's machine lost at once (SIGKILL to every process in it)."""
-        self.container.kill(signal="SIGKILL")
 
     def fleet(self, *args: str, timeout: float = 300.0) -> tuple[int, str, str]:
         """`fleet ARGS` run by an operator on the current worker's machine (its inventory)."""
