@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from fleet.continuity.paths import resolve_state_dir
-from fleet.gateway import client, daemon
+from fleet.gateway import client, daemon, process
 from fleet.gateway.layout import Layout
+
+if TYPE_CHECKING:
+    import argparse
 
 MAX_SECONDS = 86400.0  # a day, as the installer's waits (fleet/installer/protocol.py)
 
@@ -19,6 +22,8 @@ MAX_SECONDS = 86400.0  # a day, as the installer's waits (fleet/installer/protoc
 def seconds(text: str) -> float:
     """A `--timeout`/`--retry` value: 0 to a day of seconds (1e300 overflowed the waits);
     argparse names the flag in the error."""
+    import argparse
+
     try:
         value = float(text)
     except ValueError:
@@ -30,6 +35,8 @@ def seconds(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse  # not for a gateway the spawner starts (`main`)
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--state-dir", default=argparse.SUPPRESS,
                         help="OpenClaw state dir (default: OPENCLAW_STATE_DIR, "
@@ -179,7 +186,12 @@ def _command_text(resp: Dict[str, Any]) -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ns = _parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    spawned = process.spawned_state_dir(args)
+    if spawned is not None:  # `--state-dir D run`, as every spawner starts a gateway
+        ns: Any = SimpleNamespace(cmd="run", state_dir=spawned, json=False)
+    else:
+        ns = _parser().parse_args(args)
     os.umask(os.umask(0o077) | 0o077)  # what the gateway creates is private, whatever the umask
     as_json = getattr(ns, "json", False)
     state_dir = getattr(ns, "state_dir", None)

@@ -26,7 +26,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fleet.continuity import detached, regularfile
 from fleet.continuity.statelayout import StateLayout
-from fleet.gateway import client
 from fleet.gateway.layout import Layout
 from fleet.gateway.pidfile import running_pid
 
@@ -55,6 +54,14 @@ def command(python: str, state_dir: Path) -> List[str]:
     """How a gateway is started: `python -m fleet.gateway --state-dir D run` (the sandbox's
     orphan search in fleet/deploy/sandbox.py recognises exactly this)."""
     return [python, *START_FLAGS, "-m", "fleet.gateway", "--state-dir", str(state_dir), "run"]
+
+
+def spawned_state_dir(argv: List[str]) -> Optional[str]:
+    """The state dir when the gateway's arguments are exactly what `command` passes, else None:
+    such a start skips building the CLI's parser (fleet/gateway/__main__.py)."""
+    if len(argv) == 3 and argv[0] == "--state-dir" and argv[1] and argv[2] == "run":
+        return argv[1]
+    return None
 
 
 class Spawned:
@@ -191,6 +198,8 @@ def remove_ready(path: Path, pid: Optional[int]) -> None:
 
 def probe(layout: Layout, timeout_s: float = 2.0) -> Optional[Dict[str, Any]]:
     """The gateway's `health` answer, None when nothing answers (or it answers an error)."""
+    from fleet.gateway import client  # here: the supervisor, which imports this module, never asks
+
     try:
         resp = client.request(layout.socket, {"op": "health"}, timeout_s=timeout_s, retry_s=0)
     except client.ClientError:

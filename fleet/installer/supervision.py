@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -61,6 +60,15 @@ def command(python: str, state_dir: Path) -> List[str]:
     """How the fleet manager starts the supervisor (the sandbox's orphan search knows it)."""
     return [python, *process.START_FLAGS, "-m", "fleet.installer", "supervise", "--state-dir",
             str(state_dir)]
+
+
+def spawned_state_dir(argv: List[str]) -> Optional[Path]:
+    """The state dir when the installer's arguments are exactly what `command` passes (after
+    the module), else None: such a start goes straight to the supervisor, without the CLI's
+    parser and the installer's modules (fleet/installer/__main__.py)."""
+    if len(argv) == 3 and argv[:2] == ["supervise", "--state-dir"] and argv[2]:
+        return Path(os.path.expanduser(argv[2])).absolute()
+    return None
 
 
 def backoff(quick_failures: int) -> float:
@@ -204,6 +212,8 @@ class Supervisor:
                                     "up_s": round(up, 1)}
         self._save(gateway_pid=None, next_start=time.time() + delay)
         try:
+            import socket  # only for this line: a restart is rare
+
             release = os.path.basename(os.environ.get("FLEET_RELEASE", "")) or None
             audit.append(self.layout.state_dir, {  # the fields of the installer's own lines
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
