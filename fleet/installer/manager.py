@@ -37,7 +37,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -71,6 +70,8 @@ def run_command(cmd: Union[str, Sequence[str]], env: Optional[Dict[str, str]] = 
     The working directory defaults to the release (or /) so that a `fleet` package in the
     caller's directory (a source checkout) can never shadow the release being started.
     """
+    import tempfile  # only the command managers run commands: not on every install's path
+
     full_env = dict(os.environ)
     full_env.update(env or {})
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

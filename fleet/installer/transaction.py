@@ -11,7 +11,6 @@ fault seam (`faults.check`).
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import resource
@@ -62,6 +61,8 @@ def describe(exc: BaseException) -> str:
 
 
 def default_owner() -> str:
+    import getpass  # only without --owner (the control side always names one)
+
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
