@@ -209,7 +209,8 @@ def unchanged():  # the release file when this artifact is active, ready and ali
         return None
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            if b"fleet.gateway" not in fh.read():
+            argv = fh.read()  # ours: a gateway, or one its supervisor forked (with its argv)
+            if b"fleet.gateway" not in argv and b"fleet.installer\\0supervise" not in argv:
                 return None  # a pid reused after a crash is not our gateway
     except FileNotFoundError:
         if os.path.isdir("/proc/self"):

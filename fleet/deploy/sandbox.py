@@ -47,6 +47,10 @@ class Gateway:
 # pidfile it holds
 KINDS = {"fleet.gateway": ("run", PIDFILE),
          "fleet.installer": ("supervise", process.SUPERVISOR_PIDFILE)}
+# what a process with that command line may be: a supervisor's gateway is a fork of it
+# (fleet/installer/supervision.py), with its command line, holding the gateway's pidfile
+MAY_BE = {"fleet.gateway": ("fleet.gateway",), "fleet.installer": ("fleet.installer",
+                                                                   "fleet.gateway")}
 
 
 def sandbox_root(inv: Inventory) -> Path:
@@ -127,11 +131,13 @@ def find_gateways(root: Path) -> list[Gateway]:
         if not os.path.isabs(state) and cwd:
             state = os.path.join(cwd.removesuffix(" (deleted)"), state)
         state = os.path.realpath(state)
-        pidfile = KINDS[module][1]
-        if not state.startswith(root_s) or not _holds_pidfile(pid, state, pidfile):
+        if not state.startswith(root_s):
             continue
-        orphan = not os.path.exists(os.path.join(state, pidfile))
-        gateways.append(Gateway(pid, state, orphan, module == "fleet.installer"))
+        kind = next((k for k in MAY_BE[module] if _holds_pidfile(pid, state, KINDS[k][1])), None)
+        if kind is None:
+            continue
+        orphan = not os.path.exists(os.path.join(state, KINDS[kind][1]))
+        gateways.append(Gateway(pid, state, orphan, kind == "fleet.installer"))
     return sorted(gateways, key=lambda g: not g.supervisor)
 
 

@@ -4,7 +4,8 @@
 Before, `installed, ok` meant "was ready when checked": a gateway that crashed (or was killed by
 the OOM killer) after a deploy stayed down until the next deploy. Now the fleet manager starts
 `python -m fleet.installer supervise --state-dir D`, a small process that runs the gateway
-(`fleet.gateway.process.command`) as its child and holds `<state>/run/supervisor.pid`
+as a forked child (`fork_gateway`: what `fleet.gateway.process.command` runs, without a second
+interpreter start) and holds `<state>/run/supervisor.pid`
 (fleet.gateway.process owns that path and stops the supervisor before the gateway).
 
 - A gateway that exits with a failure (non-zero, or a signal) after it was ready is started
@@ -162,9 +163,7 @@ class Supervisor:
         quick = 0
         try:
             while True:
-                child = detached.Child(process.command(sys.executable, self.layout.state_dir),
-                                       self.layout.log, env=dict(os.environ),
-                                       cwd=self.layout.state_dir)
+                child = fork_gateway(self.layout)
                 began = time.monotonic()
                 self._save(gateway_pid=child.pid, next_start=None)
                 code, was_ready = self._watch(child)
@@ -232,6 +231,104 @@ class Supervisor:
             atomic_write(state_path(self.layout), json.dumps(self.record, sort_keys=True) + "\n")
         except OSError as exc:
             print(f"fleet supervisor: cannot write {state_path(self.layout)}: {exc}", flush=True)
+
+
+class Forked:
+    """The gateway as a fork of this supervisor (`fork_gateway`), seen as the supervisor sees a
+    detached.Child: its pid, its exit code once it exited (reaped here), a stop."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._code: Optional[int] = None
+
+    def exit_code(self) -> Optional[int]:
+        if self._code is None:
+            got, status = os.waitpid(self.pid, os.WNOHANG)
+            if got == self.pid:
+                self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    def stop(self, grace_s: float) -> str:
+        return detached.stop(self.pid, grace_s, gone=lambda: self.exit_code() is not None)
+
+
+def fork_gateway(layout: Layout) -> Forked:
+    """Start the gateway as a fork of this process instead of a new interpreter: it keeps the
+    modules the supervisor imported (the gateway needs them all) and skips an interpreter's
+    start, about a third of a gateway start's CPU. Set up as detached.Child sets up a process
+    (its own session, stdin from /dev/null, output appended to the log, cwd the state dir, no
+    other descriptor: the supervisor's pidfile lock stays with the supervisor), with the
+    default SIGTERM and SIGINT until the gateway sets its own (blocked across the fork, so a
+    stop that comes meanwhile is not lost), and SIGHUP ignored as an exec would have kept it.
+    This process has no other thread to lose at the fork."""
+    log_fd = os.open(str(layout.log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the gateway
+            _become_gateway(layout, log_fd, null_fd, stops)  # never returns
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+    os.close(log_fd)
+    os.close(null_fd)
+    return Forked(pid)
+
+
+def _become_gateway(layout: Layout, log_fd: int, null_fd: int, stops: set) -> None:
+    """The forked child: set up as above, run the gateway, exit with its code (never return
+    into the supervisor's code)."""
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        _close_from(3)
+        os.chdir(str(layout.state_dir))
+        for sig in stops:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        sys.argv = process.command(sys.executable, layout.state_dir)  # what it stands for
+        from fleet.gateway.__main__ import main as gateway_main
+
+        code = gateway_main(["--state-dir", str(layout.state_dir), "run"])
+    except BaseException:  # noqa: BLE001  (whatever it was, the log says it and the code is 1)
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def _close_from(low: int) -> None:
+    """Close every descriptor from `low` up: those /proc (or /dev/fd) lists, else up to the
+    limit (a loop over a million numbers where the limit is that high)."""
+    for where in ("/proc/self/fd", "/dev/fd"):
+        try:
+            fds = [int(name) for name in os.listdir(where) if name.isdigit()]
+        except OSError:
+            continue
+        for fd in fds:
+            if fd >= low:
+                try:
+                    os.close(fd)
+                except OSError:  # the listing's own descriptor, already closed
+                    pass
+        return
+    try:
+        limit = int(os.sysconf("SC_OPEN_MAX"))
+    except (OSError, ValueError):
+        limit = 4096
+    os.closerange(low, max(low, limit))
 
 
 def main(state_dir: Path) -> int:

@@ -398,6 +398,34 @@ def test_sandbox_down_stops_gateways_even_after_dot_fleet_was_removed(workdir, a
                 os.kill(pid, 15)
 
 
+def test_sandbox_down_finds_a_gateway_whose_supervisor_was_killed_and_state_removed(workdir,
+                                                                                   artifacts):
+    """The fleet manager's gateway is a fork of its supervisor (its command line is the
+    supervisor's): orphaned by both, it is still found by the gateway pidfile it holds."""
+    import os
+    import shutil
+
+    art = artifacts()
+    code, out, err = fleet(workdir, "deploy", "-H", "box", "--yes", "--json", "--artifact",
+                           str(art.path))
+    assert code == 0, err
+    gateway = json.loads(out)["hosts"][0]["data"]["gateway"]["pid"]
+    state = workdir / ".fleet" / "sandbox" / "box"
+    supervisor = json.loads((state / "run" / "supervisor.pid").read_text())["pid"]
+    try:
+        assert b"fleet.installer" in Path(f"/proc/{gateway}/cmdline").read_bytes()
+        os.kill(supervisor, 9)
+        shutil.rmtree(state)
+        code, out, err = fleet(workdir, "sandbox.down")
+        assert code == 0, err
+        assert f"orphaned gateway pid {gateway} ({state.resolve()}) stopped" in out, out
+        assert "supervisor pid" not in out
+        assert not _alive(gateway)
+    finally:
+        if _alive(gateway):
+            os.kill(gateway, 15)
+
+
 def test_invoke_test_unit_and_k_with_spaces_select_real_tests():
     code, out, err = checkout("test", "--unit", "-k", "test_parse_count and not rejects",
                               "--args", "--collect-only -q tests/deploy/test_runner.py")
