@@ -232,6 +232,7 @@ def _extract(zf: zipfile.ZipFile, tmp: Path,
     root = os.path.realpath(str(tmp))
     os.makedirs(root, exist_ok=True)
     written: Dict[str, str] = {}
+    kept: List[str] = []  # sources linked from the active release
     for info in zf.infolist():
         name = info.filename
         if info.is_dir():
@@ -247,13 +248,41 @@ def _extract(zf: zipfile.ZipFile, tmp: Path,
         if dest is not None and digest is not None and _link(
                 os.path.join(str(old), dest), _inside(root, dest), info.file_size, digest):
             written[name] = digest  # the same bytes, for this Python too, as before
+            if name.endswith(".py"):
+                kept.append(name)
             continue
         data = zf.read(info)  # zipfile checks the member's CRC-32
         written[name] = hashlib.sha256(data).hexdigest()
         if dest is None or (dest != name and data[:4] != importlib.util.MAGIC_NUMBER):
             continue  # bytecode of another Python: this one compiles the source
         _write(_inside(root, dest), data)
+    if old is not None:
+        _keep_compiled(str(old), root, kept)
     return written
+
+
+def _keep_compiled(old: str, root: str, sources: List[str]) -> None:
+    """Link the bytecode this Python compiled in the active release for each source linked
+    from it, where the artifact brought none for this Python (an artifact built by another
+    Python version: a 3.9 host compiles a 3.11 build's modules itself, at its first start of
+    each release). The source is the same inode, so the cached file's recorded source mtime
+    and size still match; Python checks them at import as for any cache, and compiles again
+    on a mismatch."""
+    for source in sources:
+        try:
+            cached = importlib.util.cache_from_source(source, optimization="")
+        except NotImplementedError:
+            return
+        target = _inside(root, cached)
+        if os.path.lexists(target):
+            continue  # the artifact's own bytecode for this Python
+        try:
+            st = os.lstat(os.path.join(old, cached))
+            if st.st_mode & 0o170000 == 0o100000:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.link(os.path.join(old, cached), target)
+        except OSError:  # none there yet, or no links here: compiled at the first import
+            pass
 
 
 def _inside(root: str, name: str) -> str:
