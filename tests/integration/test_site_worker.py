@@ -65,14 +65,20 @@ def two_sites(tmp_path, artifacts, temporal_server):
         workers.append(Worker(box, "office"))
         yield box, home, base, new
     finally:
-        for worker in workers:
-            worker.kill()
-        box.stop()
-        if home is not None:
-            logs = home.logs()
-            home.close()
-            print(logs)  # shown with a failing test's report
+        _close(workers, box, home)
         client.close()
+
+
+def _close(workers: list, box, home) -> None:
+    """Stop this machine's workers and server, then the other machine (its log printed: shown
+    with a failing test's report)."""
+    for worker in workers:
+        worker.kill()
+    box.stop()
+    if home is not None:
+        logs = home.logs()
+        home.close()
+        print(logs)
 
 
 def _home_current(home: siteworker.Site, name: str) -> str | None:
@@ -207,13 +213,7 @@ def home_behind_ssh(tmp_path, artifacts, temporal_server):
         workers.append(Worker(box, "office"))
         yield box, home, racks, new
     finally:
-        for worker in workers:
-            worker.kill()
-        box.stop()
-        if home is not None:
-            logs = home.logs()
-            home.close()
-            print(logs)
+        _close(workers, box, home)
         racks.close()
         client.close()
 
