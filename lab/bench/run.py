@@ -21,8 +21,9 @@ BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "ha
               "hostcost")
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`);
 # ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost); thousand starts a
-# thousand light hosts in racks (lab.bench.thousand)
-OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand")
+# thousand light hosts in racks (lab.bench.thousand); transport measures the SSH transport against
+# OpenSSH and asyncssh on 16 (and with --count 64, 64) light hosts (lab.bench.transport)
+OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand", "transport")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
@@ -130,6 +131,12 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "thousand", "a thousand hosts",
                lambda: thousand.bench(base, workdir, min(reps, 2), log=log), log)
+    if "transport" in selected:
+        from lab.bench import transport  # noqa: PLC0415
+
+        _guard(report, "transport", "the SSH transport against its alternatives",
+               lambda: transport.bench(base, workdir, reps, transport.sizes_for(hosts),
+                                       log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

@@ -1,6 +1,6 @@
 """The benchmark-only tools (the rivals, matplotlib): the `bench` extra, in a venv of its own.
 
-ansible-core, pyinfra and matplotlib are never needed by fleet or its tests; they are the
+ansible-core, pyinfra, matplotlib and asyncssh are never needed by fleet or its tests; they are the
 optional `bench` extra of pyproject.toml. `invoke bench` installs that extra on first use into
 `.fleet/bench-venv`, apart from the environment that runs fleet, because the rivals' own
 dependencies would change what is measured: pyinfra 3 pins paramiko < 5 (fleet's control side
@@ -17,7 +17,8 @@ from pathlib import Path
 
 VENV = Path(".fleet") / "bench-venv"
 # The `bench` extra of pyproject.toml (kept equal by tests/bench/test_bench_pure.py).
-BENCH_EXTRA = ("ansible-core>=2.17", "pyinfra>=3,<4", "matplotlib>=3.7")
+BENCH_EXTRA = ("ansible-core>=2.17", "pyinfra>=3,<4", "matplotlib>=3.7",
+               "asyncssh>=2.14,<3")
 
 
 class ToolUnavailable(RuntimeError):

@@ -12,8 +12,9 @@ from fleet.cli.flags import number, task
 
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
-              "busyhook, hostcost; openclaw, ocgateway and ctlcost (control CPU/RSS per host, "
-              "against the --baseline checkout) only when named")
+              "busyhook, hostcost; openclaw, ocgateway, ctlcost (control CPU/RSS per host, "
+              "against the --baseline checkout), thousand and transport (the SSH transport "
+              "against OpenSSH and asyncssh; --count 64 adds 64 hosts to 16) only when named")
 
 
 @task(help={"only": BENCH_HELP,
