@@ -18,12 +18,16 @@ control core (the racks run on the other core, as in lab.bench.thousand):
 - `asyncssh`: asyncssh (the bench extra's venv, .fleet/bench-venv), every host a task of one
   asyncio loop.
 
-The control side's CPU is every process's user + system time: the probe's and its waited-for
-children's from wait4, and the ControlMasters', which detach from the client that started them:
-this process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so they become its children and,
-after `ssh -O exit`, are reaped here with wait4, their whole life's rusage. Memory is the peak of
-the summed RSS (and PSS: shared pages split between the processes sharing them) of every process
-under this one, sampled every 0.1 s, minus the probe's once it has imported its library.
+The control side's CPU is every process's user + system time: the probe's own from `go` to its
+report and its waited-for children's (the ssh clients), and the ControlMasters', which detach from
+the client that started them: this process is a child subreaper (prctl PR_SET_CHILD_SUBREAPER),
+so they become its children and, after `ssh -O exit`, are reaped here with wait4, their whole
+life's rusage. The probe's interpreter start and exit (its imports, its teardown: a fixed cost per
+process, not per host) are left out; the wait4 total with them is kept in the JSON.
+
+Memory is the peak of the summed RSS (and PSS: shared pages split between the processes sharing
+them) of every process under this one, sampled every 0.1 s, minus the probe's once it has
+imported its library.
 """
 
 from __future__ import annotations
@@ -488,9 +492,12 @@ def run_probe(contender: str, spec_path: Path, python: str, cpus: list[int]) -> 
         raise RuntimeError(f"{contender} probe exited {proc.returncode}: "
                            f"{proc.stderr.read()[-800:]}")
     row = json.loads(result)
-    probe_cpu = ru.ru_utime + ru.ru_stime - start_cpu
-    row.update(cpu_s=probe_cpu + adopted_cpu, probe_cpu_s=probe_cpu, start_cpu_s=start_cpu,
-               adopted_cpu_s=adopted_cpu, adopted=adopted,
+    # the exchange's CPU: the probe's own from `go` to its report, its waited-for children
+    # (ssh clients), the adopted ControlMasters; wait4's figure adds the interpreter's start and
+    # exit (a fixed ~0.1-0.3 s per process, not per host), kept as `process_cpu_s`
+    exchange_cpu = row["self_cpu_s"] - start_cpu + row["children_cpu_s"] + adopted_cpu
+    row.update(cpu_s=exchange_cpu, process_cpu_s=ru.ru_utime + ru.ru_stime + adopted_cpu,
+               start_cpu_s=start_cpu, adopted_cpu_s=adopted_cpu, adopted=adopted,
                rss_mb=(mem.peak[0] - base[0]) / 1024, pss_mb=(mem.peak[1] - base[1]) / 1024)
     return row
 
