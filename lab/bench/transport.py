@@ -349,8 +349,10 @@ def probe(contender: str, spec_path: str) -> None:
           "asyncssh": _asyncssh}[contender](spec)
     import resource  # noqa: PLC0415
 
-    own = resource.getrusage(resource.RUSAGE_SELF)  # the interpreter's start and imports
-    print(f"ready {own.ru_utime + own.ru_stime}", flush=True)
+    # the interpreter's start and imports, and what they ran (asyncssh looks for optional C
+    # libraries with ctypes.util.find_library, which runs ldconfig)
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(f"ready {own.ru_utime + own.ru_stime} {kids.ru_utime + kids.ru_stime}", flush=True)
     if sys.stdin.readline().strip() != "go":
         raise SystemExit("transport probe: no `go` on stdin")
     t0 = time.perf_counter()
@@ -473,7 +475,7 @@ def run_probe(contender: str, spec_path: Path, python: str, cpus: list[int]) -> 
             line = _readline(proc, 120)
             if line.split()[:1] != ["ready"]:
                 raise RuntimeError(f"{contender} probe: {line!r} {proc.stderr.read()[-800:]}")
-            start_cpu = float(line.split()[1])  # not the exchange's: taken out below
+            start_cpu, start_kids = map(float, line.split()[1:3])  # not the exchange's
             base = mem.sample()
             mem.peak = base
             proc.stdin.write("go\n")
@@ -495,9 +497,10 @@ def run_probe(contender: str, spec_path: Path, python: str, cpus: list[int]) -> 
     # the exchange's CPU: the probe's own from `go` to its report, its waited-for children
     # (ssh clients), the adopted ControlMasters; wait4's figure adds the interpreter's start and
     # exit (a fixed ~0.1-0.3 s per process, not per host), kept as `process_cpu_s`
-    exchange_cpu = row["self_cpu_s"] - start_cpu + row["children_cpu_s"] + adopted_cpu
+    exchange_cpu = (row["self_cpu_s"] - start_cpu + row["children_cpu_s"] - start_kids
+                    + adopted_cpu)
     row.update(cpu_s=exchange_cpu, process_cpu_s=ru.ru_utime + ru.ru_stime + adopted_cpu,
-               start_cpu_s=start_cpu, adopted_cpu_s=adopted_cpu, adopted=adopted,
+               start_cpu_s=start_cpu + start_kids, adopted_cpu_s=adopted_cpu, adopted=adopted,
                rss_mb=(mem.peak[0] - base[0]) / 1024, pss_mb=(mem.peak[1] - base[1]) / 1024)
     return row
 
