@@ -460,6 +460,16 @@ def _reap_adopted(expected: int, timeout: float = 60.0) -> tuple[float, int]:
         time.sleep(0.02)
 
 
+def _reap_stray() -> None:
+    """After a failed probe: reap what this subreaper adopted and has exited (a ControlMaster
+    whose host's connection ended), so no zombie is left behind; never waits."""
+    try:
+        while os.wait4(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def run_probe(contender: str, spec_path: Path, python: str, cpus: list[int]) -> dict:
     """One contender's exchange with the spec's hosts in a fresh process on `cpus`: its wall,
     the CPU of it and of everything it started (adopted detached processes included), and the
@@ -489,6 +499,7 @@ def run_probe(contender: str, spec_path: Path, python: str, cpus: list[int]) -> 
         if proc.returncode is None:
             proc.kill()
             proc.wait(10)
+        _reap_stray()
         raise
     if proc.returncode != 0 or not result.strip():
         raise RuntimeError(f"{contender} probe exited {proc.returncode}: "
@@ -591,6 +602,7 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, log=print):
         sec.details["ciphers"] = ciphers
     finally:
         racks.close()
+        _reap_stray()
     sec.figures["load average at start (1/5/15 min)"] = " / ".join(f"{x:.1f}" for x in load0)
     sec.figures["load average at end (1 min)"] = f"{os.getloadavg()[0]:.1f}"
     sec.notes.append("CPU: user+sys of every control-side process (ControlMasters included); "
