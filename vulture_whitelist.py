@@ -38,3 +38,10 @@ _.watch_every_s
 # flags in a task with a positional argument)
 _._make_parser
 _.help_tuples
+
+# paramiko's Transport reads `_active_check_timeout` (its socket's timeout) and its reader thread
+# calls these Packetizer methods (fleet/deploy/connection.py, the quiet handshake)
+_._active_check_timeout
+_.start_handshake
+_.handshake_timed_out
+_.complete_handshake

@@ -301,7 +301,8 @@ class SshConnection:
         timeout = self.host.timeouts.connect
         kwargs = {"hostname": target.hostname, "port": target.port, "username": target.user,
                   "timeout": timeout, "banner_timeout": timeout, "auth_timeout": timeout,
-                  "channel_timeout": timeout, "transport_factory": aead_first_transport}
+                  "channel_timeout": timeout,
+                  "transport_factory": functools.partial(aead_first_transport, check_s=timeout)}
         if gateway is None:  # through a jump host the "socket" is an ssh channel (_Hop.open)
             kwargs["sock"] = nodelay_socket(target.hostname, target.port, timeout)
         if target.identity_files:
@@ -310,8 +311,8 @@ class SshConnection:
         known_types = hostkeys.apply(client, target.known_hosts, target.policy,
                                      target.hostname, target.port)
         if known_types is not None:  # an @cert-authority line matches: certificates first
-            kwargs["transport_factory"] = functools.partial(aead_first_transport,
-                                                            certificate_first=known_types)
+            kwargs["transport_factory"] = functools.partial(
+                aead_first_transport, certificate_first=known_types, check_s=timeout)
         return _Hop(client, kwargs, gateway)
 
     def _chain(self, target, made: list) -> _Hop:
@@ -490,28 +491,109 @@ AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
 def aead_first_transport(sock, disabled_algorithms=None,
-                         certificate_first: tuple[str, ...] | None = None):
+                         certificate_first: tuple[str, ...] | None = None,
+                         check_s: float | None = None):
     """A paramiko Transport that offers AES-GCM first (then paramiko's usual list, so a server
-    without it still connects). With `certificate_first` (the plain key types known for the
-    host), a hostkeys.CertificateFirstTransport, which asks for the host's certificate first.
+    without it still connects) and waits without polling (`_transport_class`). With
+    `certificate_first` (the plain key types known for the host), one that asks for the host's
+    certificate first (hostkeys.CertificateFirstTransport). `check_s`: the host's connect
+    timeout, which bounds how often the handshake looks at its deadlines (HANDSHAKE_CHECK_S).
 
     With paramiko's default, AES-CTR + HMAC-SHA2, every packet received is checked by
     `util.constant_time_bytes_eq`, a Python loop over the MAC's bytes: 14% of a 32-host deploy's
     control-side CPU in a profile. AES-GCM authenticates inside the cipher (OpenSSL, via
     `cryptography`), so no MAC is computed or compared in Python."""
-    import paramiko  # noqa: PLC0415
-
-    if certificate_first is None:
-        transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
-    else:
-        transport = hostkeys.CertificateFirstTransport(sock,
-                                                       disabled_algorithms=disabled_algorithms)
+    transport = _transport_class(certificate_first is not None)(
+        sock, disabled_algorithms=disabled_algorithms, check_s=check_s)
+    if certificate_first is not None:
         transport.known_types = certificate_first
     options = transport.get_security_options()
     offered = tuple(options.ciphers)
     first = tuple(c for c in AEAD_CIPHERS if c in offered)
     options.ciphers = first + tuple(c for c in offered if c not in first)
     return transport
+
+
+HANDSHAKE_CHECK_S = 1.0  # at most, between a handshake's looks at its deadlines (see below)
+
+
+@functools.lru_cache(maxsize=2)
+def _transport_class(certificate_first: bool) -> type:
+    """paramiko's Transport (or hostkeys.CertificateFirstTransport) that waits for its
+    handshake without waking ten times a second.
+
+    Paramiko polls: its reader thread reads the socket with a 0.1 s timeout until fleet quiets
+    it after the connect (`_quiet_transport`), the connecting thread waits for the key exchange
+    and for the authentication in 0.1 s steps, and a timer thread per connection marks the
+    handshake's deadline. A handshake is short alone, but hosts that connect at once queue for
+    the hosts' and this machine's CPU: at 512 rack hosts, 128 taking the lease at once, a
+    connect took seconds and those wake-ups were a control-side cost per host that grew with
+    the fleet (docs/bench/log.md, "Control-side cost per host: what grew with the fleet"). Here
+    the connecting thread waits on the event paramiko sets when the step ends or the transport
+    dies, bounded by the step's own timeout; the reader looks at the deadlines every
+    HANDSHAKE_CHECK_S (less for a connect timeout under 10 s); the handshake's deadline is a
+    time, not a thread. Each deadline is kept: a timeout is noticed within one check."""
+    import paramiko  # noqa: PLC0415
+
+    base = hostkeys.CertificateFirstTransport if certificate_first else paramiko.Transport
+
+    class QuietTransport(base):
+        def __init__(self, sock, *args: Any, check_s: float | None = None,
+                     **kwargs: Any) -> None:
+            # read by Transport.__init__ as the socket's timeout
+            self._active_check_timeout = min(HANDSHAKE_CHECK_S, max(0.1, (check_s or 10) / 10))
+            super().__init__(sock, *args, packetizer_class=_deadline_packetizer(), **kwargs)
+
+        def start_client(self, event=None, timeout=None):
+            if event is not None:
+                return super().start_client(event, timeout)
+            done = threading.Event()
+            super().start_client(done)
+            done.wait(timeout)  # set by paramiko when the key exchange ends or the thread dies
+            if not self.active:
+                exc = self.get_exception()
+                raise exc if exc is not None else paramiko.SSHException("Negotiation failed.")
+            return None  # a timeout: as paramiko, the caller finds no session ("No existing ...")
+
+        def auth_publickey(self, username, key, event=None):
+            if event is not None:
+                return super().auth_publickey(username, key, event)
+            done = threading.Event()
+            super().auth_publickey(username, key, done)
+            # set by paramiko's auth handler on an answer, or when the transport dies
+            if not done.wait(self.auth_timeout):
+                raise paramiko.AuthenticationException("Authentication timeout.")
+            return self.auth_handler.wait_for_response(done)  # done: returns (or raises) at once
+
+    return QuietTransport
+
+
+@functools.lru_cache(maxsize=1)
+def _deadline_packetizer() -> type:
+    """paramiko's Packetizer with the handshake's deadline kept as a time instead of a
+    `threading.Timer` (a thread started and cancelled per connection). Same answers:
+    `handshake_timed_out` is true once the deadline passed and until the handshake completes."""
+    from paramiko.packet import Packetizer  # noqa: PLC0415
+
+    class DeadlinePacketizer(Packetizer):
+        _handshake_end: float | None = None
+        _handshake_done = False
+
+        def start_handshake(self, timeout):
+            if self._handshake_end is None:
+                self._handshake_end = time.monotonic() + float(timeout)
+
+        def handshake_timed_out(self):
+            return (self._handshake_end is not None and not self._handshake_done
+                    and time.monotonic() >= self._handshake_end)
+
+        def complete_handshake(self):
+            if self._handshake_end is not None:
+                self._handshake_done = True
+
+    return DeadlinePacketizer
+
+
 SEND_CHUNK = 1 << 18  # bytes read from the file per send; paramiko splits them into packets
 
 
