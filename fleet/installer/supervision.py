@@ -271,10 +271,10 @@ def fork_gateway(layout: Layout) -> Forked:
         pid = os.fork()
         if pid == 0:  # the gateway
             _become_gateway(layout, log_fd, null_fd, stops)  # never returns
-    finally:
+    finally:  # the supervisor's side only (the child exits inside _become_gateway)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-    os.close(log_fd)
-    os.close(null_fd)
+        os.close(log_fd)
+        os.close(null_fd)
     return Forked(pid)
 
 
