@@ -28,8 +28,8 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 class RotatingLog(logging.FileHandler):
     """A size-rotated log file that keeps `fds` (stdout, stderr) on the current file.
 
-    The rotation of logging.handlers.RotatingFileHandler, written out: that module (with pickle,
-    queue and socket handlers behind it) was a tenth of a gateway start's imports."""
+    The rotation of logging.handlers.RotatingFileHandler, written out: importing that module
+    (pickle, queue and its socket handlers behind it) cost a gateway start about 4 ms of CPU."""
 
     def __init__(self, path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS,
                  fds: Sequence[int] = (1, 2)) -> None:
