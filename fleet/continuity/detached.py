@@ -28,7 +28,6 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
@@ -80,13 +79,16 @@ def alive(pid: int, started: Optional[str] = None) -> bool:
     return started is None or len(fields) < 20 or fields[19].decode() == started
 
 
-@dataclass(frozen=True)
 class PidRecord:
     """What a pidfile holds: the pid, its start time (None: unknown), the command line."""
 
-    pid: int
-    started: Optional[str] = None
-    argv: List[str] = field(default_factory=list)
+    __slots__ = ("pid", "started", "argv")
+
+    def __init__(self, pid: int, started: Optional[str] = None,
+                 argv: Optional[List[str]] = None) -> None:
+        self.pid = pid
+        self.started = started
+        self.argv: List[str] = [] if argv is None else argv
 
     @classmethod
     def of(cls, pid: int, argv: List[str]) -> PidRecord:

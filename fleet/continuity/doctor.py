@@ -17,9 +17,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from fleet.continuity import archive, document, paths, store
 from fleet.continuity.statelayout import StateLayout
@@ -42,8 +41,7 @@ def exit_code(severity: str) -> int:
     return {"warning": 1, "critical": 2}.get(severity, 0)
 
 
-@dataclass
-class Finding:
+class Finding(NamedTuple):
     """One check's verdict on one state file."""
 
     check: str
@@ -54,14 +52,17 @@ class Finding:
         return {"check": self.check, "severity": self.severity, "message": self.message}
 
 
-@dataclass
 class Target:
     """One state file: whose it is and what the checks found."""
 
-    agent: str
-    child: Optional[str]
-    path: Path
-    findings: List[Finding] = field(default_factory=list)
+    __slots__ = ("agent", "child", "path", "findings")
+
+    def __init__(self, agent: str, child: Optional[str], path: Path,
+                 findings: Optional[List[Finding]] = None) -> None:
+        self.agent = agent
+        self.child = child
+        self.path = path
+        self.findings: List[Finding] = [] if findings is None else findings
 
     @property
     def label(self) -> str:
@@ -76,12 +77,14 @@ class Target:
                 "severity": self.severity, "findings": [f.as_dict() for f in self.findings]}
 
 
-@dataclass
 class Report:
     """Every target checked in one state dir."""
 
-    state_dir: Path
-    targets: List[Target] = field(default_factory=list)
+    __slots__ = ("state_dir", "targets")
+
+    def __init__(self, state_dir: Path, targets: Optional[List[Target]] = None) -> None:
+        self.state_dir = state_dir
+        self.targets: List[Target] = [] if targets is None else targets
 
     @property
     def severity(self) -> str:

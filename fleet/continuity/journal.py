@@ -11,7 +11,6 @@ own notes. The journal never deletes a file it did not write.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
@@ -23,17 +22,21 @@ from fleet.continuity.tokens import estimate_tokens
 DEFAULT_DECAY_DAYS = 30
 DAILY_BACKFILL_DAYS = 7
 
-@dataclass
-class RunRecord:
-    """What `record_run` wrote (None / empty when a step was skipped or disabled)."""
 
-    session_log: Optional[Path] = None
-    topic: Optional[str] = None
-    tags: List[str] = field(default_factory=list)
-    daily: Optional[Path] = None
-    weekly: Optional[Path] = None
-    backfilled: List[Path] = field(default_factory=list)
-    decayed: List[Path] = field(default_factory=list)
+class RunRecord:
+    """What `record_run` wrote (None / empty when a step was skipped or disabled); filled in
+    step by step as the run is journaled."""
+
+    __slots__ = ("session_log", "topic", "tags", "daily", "weekly", "backfilled", "decayed")
+
+    def __init__(self) -> None:
+        self.session_log: Optional[Path] = None
+        self.topic: Optional[str] = None
+        self.tags: List[str] = []
+        self.daily: Optional[Path] = None
+        self.weekly: Optional[Path] = None
+        self.backfilled: List[Path] = []
+        self.decayed: List[Path] = []
 
 
 def user_texts(messages: Iterable[Any]) -> List[str]:

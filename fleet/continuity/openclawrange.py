@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
 from fleet.continuity.statelayout import StateLayout
 
@@ -70,8 +68,7 @@ def newer(a: str, b: str) -> bool:
     return version_key(a) > version_key(b)
 
 
-@dataclass(frozen=True)
-class Range:
+class Range(NamedTuple):
     """The OpenClaw versions a release declares: `floor` and up to `top` (None: not declared).
     `source` says which file declared the floor."""
 
@@ -123,14 +120,13 @@ def release_range(packages: Dict[str, dict]) -> Optional[Range]:
     return Range(high.floor, min(tops, key=version_key) if tops else None, high.source)
 
 
-@dataclass(frozen=True)
-class Proof:
+class Proof(NamedTuple):
     """The OpenClaw releases a release was proven on (`fleet/plugins/openclaw-proven.json`);
     `data` is the whole file as read (its other keys belong to the compat matrix)."""
 
     proven: Tuple[str, ...]
     excluded: Dict[str, str]
-    data: Dict[str, Any] = field(default_factory=dict)
+    data: Dict[str, Any]
 
     @property
     def sources(self) -> str:
@@ -195,8 +191,7 @@ def parse_proof(raw: bytes, source: str) -> Proof:
     return Proof(tuple(proven), dict(excluded), data)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """Where one OpenClaw release stands against a fleet release: `state` (proven, unproven,
     outside) and a `message` a person can act on. `too_old`: outside because older than the
     floor, which no flag makes deployable."""
@@ -219,8 +214,7 @@ class Verdict:
         return {"state": self.state, "version": self.version, "message": self.message}
 
 
-@dataclass(frozen=True)
-class Support:
+class Support(NamedTuple):
     """A release's declared range and its proof (None: the release carries no proof file)."""
 
     range: Optional[Range]
@@ -251,6 +245,8 @@ class Support:
     @classmethod
     def of_artifact(cls, path: Union[str, Path]) -> Support:
         """From an artifact (a zip) before it is unpacked."""
+        import zipfile  # the installer's and the deploy's: not for a gateway's `/mc doctor`
+
         try:
             with zipfile.ZipFile(str(path)) as zf:
                 sizes = {info.filename: info.file_size for info in zf.infolist()}

@@ -42,8 +42,7 @@ polluted state file. Standard library only.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from fleet.continuity import envelope, subagenttask
 
@@ -66,8 +65,7 @@ _ROLE_FENCED = re.compile(r"^```[^\n]*\n(.*?)\n```[ \t]*$", re.M | re.S)
 _ROLE_LINE = re.compile(r"^- You were created to handle:[ \t]*(.*?)[ \t]*$", re.M)
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """One turn's origin. `evidence` says what told it (for logs and the corpus tests);
     `words` are the user's words (USER), the task (SUBAGENT_TASK, "" when the release keeps it
     in the system prompt) or the routed text (INTER_SESSION), else ""."""

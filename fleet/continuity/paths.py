@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, NamedTuple, Optional
 
 from fleet.continuity import regularfile, strictjson
 
@@ -212,8 +211,7 @@ def list_agents(config: Mapping[str, Any], state_dir: Path) -> List[str]:
     return out
 
 
-@dataclass(frozen=True)
-class SessionKey:
+class SessionKey(NamedTuple):
     """A parsed `agent:<id>:<rest>` key (normalised lowercase, empty parts dropped)."""
 
     raw: str

@@ -7,10 +7,9 @@ injection and `/mc sessions`/`recall`, so writing and reading its format live to
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Iterable, List, NamedTuple, Tuple
 
 from fleet.continuity import store
 from fleet.continuity.paths import memory_dir
@@ -27,8 +26,7 @@ _TOKENS_RE = re.compile(r"^- \*\*Est\. tokens:\*\*\s*~(\d+)", re.M)
 _TIME_RE = re.compile(r"^(\d{2}:\d{2})")
 
 
-@dataclass
-class SessionEntry:
+class SessionEntry(NamedTuple):
     """One `### HH:MM` entry of a session log."""
 
     time: str

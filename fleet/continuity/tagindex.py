@@ -7,10 +7,9 @@ Why: `/mc tags` and tag-filtered exports read it. Headers are matched exactly (`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import List
+from typing import List, NamedTuple
 
 from fleet.continuity import store
 from fleet.continuity.paths import memory_dir
@@ -22,8 +21,7 @@ _TAG_RE = re.compile(r"#([\w-]+)")
 _DATE_LINE_RE = re.compile(r"^- (\d{4}-\d{2}-\d{2})\s*$")
 
 
-@dataclass
-class TagRow:
+class TagRow(NamedTuple):
     """One tag section: the tag and its dates in file order (newest first)."""
 
     tag: str

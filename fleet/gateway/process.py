@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from fleet.continuity import detached, regularfile
 from fleet.continuity.statelayout import StateLayout
@@ -208,8 +207,7 @@ def probe(layout: Layout, timeout_s: float = 2.0) -> Optional[Dict[str, Any]]:
     return result if resp.get("ok") and isinstance(result, dict) else None
 
 
-@dataclass(frozen=True)
-class Readiness:
+class Readiness(NamedTuple):
     """One judgement of a health answer: `state` is one of READY, NOT_YET, PLUGIN_FAILED,
     MISMATCH, DEAD; `reason` says why it is not READY, for the operator."""
 

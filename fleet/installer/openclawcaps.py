@@ -20,8 +20,7 @@ and checked on real gateways:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional
 
 # what `plugins.list` carries
 NO_LISTING = "none"  # no such RPC
@@ -29,8 +28,7 @@ CATALOG = "catalog"  # installed plugins and their config state, nothing of the 
 RUNTIME = "runtime"  # each plugin's runtime state and load error too
 
 
-@dataclass(frozen=True)
-class Capabilities:
+class Capabilities(NamedTuple):
     """What a gateway of OpenClaw `version` serves and how it reports a plugin's load error."""
 
     version: Optional[str]

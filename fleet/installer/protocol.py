@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple, Type, TypeVar
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Type, TypeVar
 
 MANAGERS = ("fleet", "systemd", "launchd", "openclaw", "command")
 FLEET_MANAGER, SYSTEMD, LAUNCHD, OPENCLAW, COMMAND = MANAGERS  # FLEET_MANAGER: the default
@@ -138,8 +137,31 @@ def _optional(data: Dict[str, Any], key: str, kind: Any, what: str, host: str = 
 AnswerT = TypeVar("AnswerT", bound="_Answer")
 
 
-class _Answer:
+class _Record:
+    """A record compared and shown field by field (its `__slots__`), as a dataclass would be,
+    without the `dataclasses` import every installer start would pay for."""
+
+    __slots__: Tuple[str, ...] = ()
+
+    def _values(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  (its dicts are not hashable)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class _Answer(_Record):
     """What every typed answer has: read from one line of JSON."""
+
+    __slots__ = ()
 
     @classmethod
     def from_dict(cls: Type[AnswerT], data: Any, host: str = "") -> AnswerT:
@@ -170,20 +192,28 @@ def release_summary(meta: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
             "sha256": meta.get("sha256"), "components": meta.get("components", {})}
 
 
-@dataclass(frozen=True)
 class InstallerResult(_Answer):
     """One installer answer. `data` keeps every field as the installer wrote it (reports and
     `--json` show it whole); the typed fields are the ones the control side decides on."""
 
-    ok: bool
-    result: str
-    reason: str = ""
-    notes: Tuple[str, ...] = ()
-    steps: Dict[str, float] = field(default_factory=dict)
-    from_release: Optional[Dict[str, Any]] = None
-    to_release: Optional[Dict[str, Any]] = None
-    status: Optional[HostStatus] = None  # a `status` answer, typed
-    data: Dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("ok", "result", "reason", "notes", "steps", "from_release", "to_release",
+                 "status", "data")
+
+    def __init__(self, ok: bool, result: str, reason: str = "", notes: Tuple[str, ...] = (),
+                 steps: Optional[Dict[str, float]] = None,
+                 from_release: Optional[Dict[str, Any]] = None,
+                 to_release: Optional[Dict[str, Any]] = None,
+                 status: Optional[HostStatus] = None,  # a `status` answer, typed
+                 data: Optional[Dict[str, Any]] = None) -> None:
+        self.ok = ok
+        self.result = result
+        self.reason = reason
+        self.notes = notes
+        self.steps: Dict[str, float] = {} if steps is None else steps
+        self.from_release = from_release
+        self.to_release = to_release
+        self.status = status
+        self.data: Dict[str, Any] = {} if data is None else data
 
     @classmethod
     def from_dict(cls, data: Any, host: str = "") -> InstallerResult:
@@ -210,8 +240,7 @@ class InstallerResult(_Answer):
                    data=data)
 
 
-@dataclass(frozen=True)
-class LockHolder:
+class LockHolder(NamedTuple):
     """Who holds a host's deploy lock, as `status` shows it (`stale`: why it may be taken over,
     None while its holder is alive)."""
 
@@ -228,8 +257,7 @@ class LockHolder:
                    stale=_optional(data, "stale", str, "a string", host, "lock."))
 
 
-@dataclass(frozen=True)
-class HookStats:
+class HookStats(NamedTuple):
     """One plugin's hook statistics as `status` shows them: its hook calls since `since` (ISO
     time) and how many raised (`errors`) or ran out of time (`timeouts`); `restarts`: its
     OpenClaw worker's (0 on our gateway, where a plugin lives as long as the gateway)."""
@@ -254,7 +282,6 @@ class HookStats:
                    **counts)
 
 
-@dataclass(frozen=True)
 class HostStatus(_Answer):
     """A host's `status` answer: what runs there. Fields missing from the answer read as
     "nothing" (an empty status is a host with nothing installed); `data` keeps it whole.
@@ -263,20 +290,39 @@ class HostStatus(_Answer):
     host's error naming it, not a crash of the report that shows every host; the others are
     shown as text, whatever their type."""
 
-    current: Optional[Dict[str, Any]] = None  # the active release (`release_summary`)
-    ready: bool = False  # the gateway is ready on it
-    problem: Optional[str] = None  # why not
-    lock: Optional[LockHolder] = None
-    gateway: Dict[str, Any] = field(default_factory=dict)  # its health answer
-    last_audit: Dict[str, Any] = field(default_factory=dict)  # the newest audit entry
-    disk_free_bytes: Optional[int] = None
-    # an OpenClaw host: its OpenClaw against the active release's proof {state, version, message}
-    openclaw_support: Optional[Dict[str, Any]] = None
-    # the fleet manager's supervisor: {running, restarts, last_exit: {why, time}} (supervision.py)
-    supervisor: Optional[Dict[str, Any]] = None
-    # plugin id -> its hook statistics; None when the gateway is down or does not answer them
-    hooks: Optional[Dict[str, HookStats]] = None
-    data: Dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("current", "ready", "problem", "lock", "gateway", "last_audit",
+                 "disk_free_bytes", "openclaw_support", "supervisor", "hooks", "data")
+
+    def __init__(
+        self,
+        current: Optional[Dict[str, Any]] = None,  # the active release (`release_summary`)
+        ready: bool = False,  # the gateway is ready on it
+        problem: Optional[str] = None,  # why not
+        lock: Optional[LockHolder] = None,
+        gateway: Optional[Dict[str, Any]] = None,  # its health answer ({} when none)
+        last_audit: Optional[Dict[str, Any]] = None,  # the newest audit entry ({} when none)
+        disk_free_bytes: Optional[int] = None,
+        # an OpenClaw host: its OpenClaw against the active release's proof
+        # {state, version, message}
+        openclaw_support: Optional[Dict[str, Any]] = None,
+        # the fleet manager's supervisor: {running, restarts, last_exit: {why, time}}
+        # (supervision.py)
+        supervisor: Optional[Dict[str, Any]] = None,
+        # plugin id -> its hook statistics; None when the gateway is down or does not answer
+        hooks: Optional[Dict[str, HookStats]] = None,
+        data: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        self.current = current
+        self.ready = ready
+        self.problem = problem
+        self.lock = lock
+        self.gateway: Dict[str, Any] = {} if gateway is None else gateway
+        self.last_audit: Dict[str, Any] = {} if last_audit is None else last_audit
+        self.disk_free_bytes = disk_free_bytes
+        self.openclaw_support = openclaw_support
+        self.supervisor = supervisor
+        self.hooks = hooks
+        self.data: Dict[str, Any] = {} if data is None else data
 
     @classmethod
     def from_dict(cls, data: Any, host: str = "") -> HostStatus:
@@ -314,17 +360,20 @@ class HostStatus(_Answer):
                    openclaw_support=support, supervisor=supervisor, hooks=hooks, data=data)
 
 
-@dataclass(frozen=True)
 class DoctorAnswer(_Answer):
     """A host's `doctor` answer: its checks (`{check, severity, message, ...}`), the continuity
     doctor's report (`{severity, targets}`) and the host's clock (`time`, for the skew). Each
     target's `agent`, `child` and `findings` (`[{check, severity, message}]`) are typed as
     far as the doctor's table reads them, for the same reason as `HostStatus`'s."""
 
-    checks: Tuple[Dict[str, Any], ...]
-    continuity: Dict[str, Any]
-    time: Optional[float]
-    data: Dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("checks", "continuity", "time", "data")
+
+    def __init__(self, checks: Tuple[Dict[str, Any], ...], continuity: Dict[str, Any],
+                 time: Optional[float], data: Optional[Dict[str, Any]] = None) -> None:
+        self.checks = checks
+        self.continuity = continuity
+        self.time = time
+        self.data: Dict[str, Any] = {} if data is None else data
 
     @property
     def severities(self) -> Tuple[str, ...]:

@@ -15,8 +15,7 @@ or `{"error": why}` (it was asked and did not answer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, NamedTuple
 
 PASSED, FAILED, UNSUPPORTED = "passed", "failed", "unsupported"
 WHY_MAX = 600  # characters of a reason taken from a host's answer
@@ -28,14 +27,13 @@ def _clip(text: Any, limit: int = WHY_MAX) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The gate's answer: `state`, `reason` (the failure, or which plugins do not know the
     self-test) and `plugins` (per plugin: passed/failed/unsupported, its checks when failed)."""
 
     state: str
     reason: str = ""
-    plugins: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    plugins: Dict[str, Dict[str, Any]]
 
     def as_dict(self) -> Dict[str, Any]:
         return {"state": self.state, "reason": self.reason, "plugins": self.plugins}

@@ -32,7 +32,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -104,12 +103,14 @@ def read_state(layout: Layout) -> Dict[str, Any]:
     return data
 
 
-@dataclass
 class Started:
     """A supervisor the fleet manager started: whether it (and so its gateway) already failed."""
 
-    layout: Layout
-    child: detached.Child
+    __slots__ = ("layout", "child")
+
+    def __init__(self, layout: Layout, child: detached.Child) -> None:
+        self.layout = layout
+        self.child = child
 
     def exited(self) -> Optional[str]:
         """Why the gateway is gone before it was ready, or None while it runs."""

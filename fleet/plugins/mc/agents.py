@@ -8,9 +8,8 @@ person is validated before it becomes part of a path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from fleet.continuity import paths
 
@@ -28,8 +27,7 @@ class AgentNotFound(LookupError):
         return f'Agent "{self.name}" not found.'
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(NamedTuple):
     """One agent and its workspace."""
 
     id: str

@@ -7,9 +7,8 @@ agents; search finds lines, recall ranks past work by how many topic words it sh
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, NamedTuple, Tuple
 
 from fleet.continuity import archive, document, paths, sessionlog, store, summary
 from fleet.plugins.mc.agents import Agent, Agents
@@ -26,8 +25,9 @@ PER_GROUP = 5
 _NON_WORD_RE = re.compile(r"[^A-Za-z0-9_\u4e00-\u9fff\u3400-\u4dbf-]+")
 
 
-@dataclass
-class Hit:
+class Hit(NamedTuple):
+    """Lines of one file that mention the searched text."""
+
     group: str
     agent: str
     source: str
@@ -101,13 +101,17 @@ def topic_words(topic: str) -> List[str]:
     return words
 
 
-@dataclass
 class Memory:
-    agent: str
-    date: str
-    text: str
-    shown: str
-    score: int = 0
+    """One remembered session, summary or state, scored against the recalled topic."""
+
+    __slots__ = ("agent", "date", "text", "shown", "score")
+
+    def __init__(self, agent: str, date: str, text: str, shown: str) -> None:
+        self.agent = agent
+        self.date = date
+        self.text = text
+        self.shown = shown
+        self.score = 0
 
 
 def _topics_lines(text: str) -> str:
