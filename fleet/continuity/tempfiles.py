@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import Iterable, List
 
-from fleet.continuity import detached
+from fleet.continuity import detached, ids
 from fleet.continuity.statelayout import StateLayout
 
 TAG = ".fleet-tmp."
@@ -27,7 +26,7 @@ def temp_path(path: os.PathLike[str] | str) -> str:
     pathlib interns every part of every path it builds, and every temp name is new (each one
     takes a slot in CPython's interned-string table, which grows in steps and stays grown)."""
     head, name = os.path.split(os.fspath(path))
-    return os.path.join(head, f".{name}{TAG}{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    return os.path.join(head, f".{name}{TAG}{os.getpid()}.{ids.uuid4_hex()[:8]}")
 
 
 def _alive(pid: int) -> bool:

@@ -9,10 +9,9 @@ OpenClaw 2026.9.6 gives it (docs/architecture.md, "Hook contract"), nothing more
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional
 
-from fleet.continuity import private
+from fleet.continuity import ids, private
 from fleet.continuity.paths import resolve_agent_workspace, validate_agent_id
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway.hooks import HookBus
@@ -125,7 +124,7 @@ class Agents:
         output = build_steps(script, rec.get("compactions", 0))
         transcript = self.store.transcript(rec)
         history = transcript.messages()
-        run_id = run_id or str(uuid.uuid4())
+        run_id = run_id or ids.uuid4()
         ctx = self.agent_ctx(rec, run_id, trigger)
         prompt_ctx = dict(ctx, inputProvenance=provenance) if provenance else ctx
         notes = self._drain_notifications(rec)

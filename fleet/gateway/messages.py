@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any, Dict, List, Optional
 
 # Reading messages is the continuity core's (one owner, shared with the plugin); re-exported.
+from fleet.continuity import ids
 from fleet.continuity.childresult import (  # noqa: F401
     TOOL_CALL_TYPES,
     is_compaction,
@@ -52,7 +52,7 @@ def system_message(text: str, kind: str) -> Dict[str, Any]:
 
 
 def compaction_marker(seq: int, tokens_before: Optional[int] = None) -> Dict[str, Any]:
-    marker: Dict[str, Any] = {"kind": "compaction", "id": uuid.uuid4().hex[:8], "seq": seq}
+    marker: Dict[str, Any] = {"kind": "compaction", "id": ids.uuid4_hex()[:8], "seq": seq}
     if tokens_before is not None:
         marker["tokensBefore"] = tokens_before
     return {
@@ -70,7 +70,7 @@ def compaction_marker(seq: int, tokens_before: Optional[int] = None) -> Dict[str
 
 def _tool_pair(name: str, args: Any, result: Any, text: str = "", details: Any = None,
                is_error: bool = False) -> List[Dict[str, Any]]:
-    call_id = "call_" + uuid.uuid4().hex[:12]
+    call_id = "call_" + ids.uuid4_hex()[:12]
     content: List[Dict[str, Any]] = [text_block(text)] if text else []
     content.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args or {}})
     out = [{"role": "assistant", "content": content, "timestamp": now_ms()}]
@@ -144,7 +144,7 @@ def build_steps(steps: Any, compaction_seq: int = 0, where: str = "steps") -> Li
             body = res.get("text", res.get("content", ""))
             msg = {
                 "role": "toolResult",
-                "toolCallId": res.get("toolCallId", "call_" + uuid.uuid4().hex[:12]),
+                "toolCallId": res.get("toolCallId", "call_" + ids.uuid4_hex()[:12]),
                 "toolName": res.get("toolName", res.get("name", "")),
                 "content": [text_block(body if isinstance(body, str) else json.dumps(body))],
                 "isError": bool(res.get("isError")),

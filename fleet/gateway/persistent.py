@@ -8,10 +8,9 @@ answers at once with that message and queues completion/failure notifications fo
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleet.continuity import private
+from fleet.continuity import ids, private
 from fleet.continuity.paths import validate_agent_id
 from fleet.gateway import supervisor as sv
 from fleet.gateway.agents import Agents
@@ -80,7 +79,7 @@ class PersistentManager:
                 if rec.get("persistentKey") == cfg["key"]:
                     return rec, True
         target = validate_agent_id(str(cfg["agentId"] or parent["agentId"]).lower())
-        child_key = f"agent:{target}:subagent:{uuid.uuid4()}"
+        child_key = f"agent:{target}:subagent:{ids.uuid4()}"
         ws = self.agents.workspace(target)
         private.make_dir(ws)
         rec = self.store.create(
@@ -88,7 +87,7 @@ class PersistentManager:
             requesterSessionKey=parent["sessionKey"], task=cfg["key"], label=cfg["key"],
             persistentKey=cfg["key"], lifetime=cfg["lifetime"], invocations=0,
         )
-        spawn_run = str(uuid.uuid4())  # a persistent child is OpenClaw's mode "session" spawn
+        spawn_run = ids.uuid4()  # a persistent child is OpenClaw's mode "session" spawn
         self.agents.hooks.run_void(
             "subagent_spawned",
             {"runId": spawn_run, "childSessionKey": child_key, "agentId": target,
@@ -163,7 +162,7 @@ class PersistentManager:
                    "persistentKey": cfg["key"]}
         tool_result = {
             "role": "toolResult",
-            "toolCallId": "call_" + uuid.uuid4().hex[:12],
+            "toolCallId": "call_" + ids.uuid4_hex()[:12],
             "toolName": cfg["key"],
             "content": [{"type": "text", "text": immediate}],
             "isError": bool(error) and pending is None,

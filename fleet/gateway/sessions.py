@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
-from fleet.continuity import regularfile, strictjson
+from fleet.continuity import ids, regularfile, strictjson
 from fleet.continuity.atomicfile import atomic_write
 from fleet.continuity.paths import validate_agent_id
 from fleet.gateway.layout import Layout
@@ -154,7 +153,7 @@ class SessionStore:
 
     def create(self, key: str, agent_id: str, workspace: Path, **extra: Any) -> Dict[str, Any]:
         """A new session record with a fresh session id and an empty transcript."""
-        session_id = str(uuid.uuid4())
+        session_id = ids.uuid4()
         rec: Dict[str, Any] = {
             "sessionKey": key,
             "sessionId": session_id,

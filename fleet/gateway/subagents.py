@@ -15,10 +15,9 @@ recorded before the hook runs, and the record survives restarts).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Dict, List, Optional
 
-from fleet.continuity import origin, private, subagenttask
+from fleet.continuity import ids, origin, private, subagenttask
 from fleet.continuity.paths import check_session_key, validate_agent_id
 from fleet.continuity.tokens import estimate_tokens
 from fleet.gateway import announce as announce_mod
@@ -89,8 +88,8 @@ class Subagents:
         with self.store.lock:
             parent = self.store.get(parent_key, open_only=True)
             target = validate_agent_id(str(args.get("agentId") or parent["agentId"]).lower())
-            key = f"agent:{target}:subagent:{uuid.uuid4()}"
-            run_id = str(uuid.uuid4())
+            key = f"agent:{target}:subagent:{ids.uuid4()}"
+            run_id = ids.uuid4()
             ws = self.agents.workspace(target)
             private.make_dir(ws)
             rec = self.store.create(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Any, Dict, List, Optional
+
+from fleet.continuity import ids
 
 RUNNING = "running"
 WAITING_INPUT = "waiting_input"
@@ -45,7 +46,7 @@ class Supervisor:
 
     def start(self, owner: str, run_id: Optional[str] = None) -> Dict[str, Any]:
         """A new run in state `running`, owned by a persistent instance or child session."""
-        run_id = run_id or str(uuid.uuid4())
+        run_id = run_id or ids.uuid4()
         with self._lock:
             if run_id in self._runs:
                 raise IllegalTransition(f"run {run_id} already exists")

@@ -11,10 +11,9 @@ import json
 import os
 import threading
 import time
-import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
-from fleet.continuity import regularfile
+from fleet.continuity import ids, regularfile
 
 # Appends to one file are serialised by one of a fixed set of locks (chosen by the path), so
 # the locks stay bounded however many sessions the gateway has seen (one lock per transcript
@@ -124,7 +123,7 @@ class Transcript:
         for msg in messages:
             entry: Dict[str, Any] = {
                 "type": "message",
-                "id": uuid.uuid4().hex[:8],
+                "id": ids.uuid4_hex()[:8],
                 "timestamp": iso_now(),
                 "message": msg,
             }

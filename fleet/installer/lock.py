@@ -14,10 +14,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Optional
 
+from fleet.continuity import ids
 from fleet.continuity.private import NotRegularFile, open_regular
 from fleet.continuity.statelayout import StateLayout
 from fleet.installer import machine
@@ -107,7 +107,7 @@ class DeployLock:
         self.state_dir = state_dir
         self.owner = owner
         self.lease_s = lease_s
-        self.token = uuid.uuid4().hex
+        self.token = ids.uuid4_hex()
         self.takeover: Optional[dict] = None
         self.held = False
 

@@ -24,8 +24,9 @@ import os
 import socket
 import struct
 import time
-import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from fleet.continuity import ids
 
 # Gateway protocol versions this client speaks: 3 (OpenClaw 2026.4.x) and 4 (2026.9.x, whose
 # MIN_CLIENT_PROTOCOL_VERSION is 4); the gateway picks one within the range.
@@ -216,7 +217,7 @@ class GatewayRpc:
         return hello
 
     def _request(self, method: str, params: Dict[str, Any], deadline: float) -> Dict[str, Any]:
-        rid = uuid.uuid4().hex
+        rid = ids.uuid4_hex()
         frame = {"type": "req", "id": rid, "method": method, "params": params}
         self._send_frame(0x1, json.dumps(frame).encode("utf-8"), deadline)
         while True:

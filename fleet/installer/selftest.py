@@ -32,7 +32,7 @@ class Verdict(NamedTuple):
     self-test) and `plugins` (per plugin: passed/failed/unsupported, its checks when failed)."""
 
     state: str
-    reason: str = ""
+    reason: str
     plugins: Dict[str, Dict[str, Any]]
 
     def as_dict(self) -> Dict[str, Any]:
