@@ -8,17 +8,9 @@ Replies are fenced monospace text as the original `/mc` sends them; failures are
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping
+import importlib
+from typing import Any, Callable, Dict, Mapping, Tuple
 
-from fleet.plugins.mc import (
-    commands_doctor,
-    commands_export,
-    commands_history,
-    commands_journal,
-    commands_search,
-    commands_settings,
-    commands_state,
-)
 from fleet.plugins.mc import selftest as scenario
 from fleet.plugins.mc.agents import AgentNotFound, Agents
 from fleet.plugins.mc.textfmt import RULE, fence
@@ -46,31 +38,33 @@ HELP = "\n".join([
     "/mc doctor [agent|--all]  Diagnose state files (never repairs)",
 ])
 
-Command = Callable[[Agents, str], str]
-
-
-def _state(agents: Agents, args: str) -> str:
-    if args.split()[:1] == ["--all"]:
-        return commands_state.cmd_state_all(agents, args)
-    return commands_state.cmd_state(agents, args)
-
-
-COMMANDS: Dict[str, Command] = {
-    "state": _state,
-    "history": commands_history.cmd_history,
-    "restore": commands_history.cmd_restore,
-    "clear": commands_history.cmd_clear,
-    "search": commands_search.cmd_search,
-    "recall": commands_search.cmd_recall,
-    "settings": commands_settings.cmd_settings,
-    "compact": commands_state.cmd_compact,
-    "export": commands_export.cmd_export,
-    "sessions": commands_journal.cmd_sessions,
-    "tags": commands_journal.cmd_tags,
-    "summary": commands_journal.cmd_summary,
-    "subagents": commands_state.cmd_subagents,
-    "doctor": commands_doctor.cmd_doctor,
+# subcommand -> (its module in fleet.plugins.mc, its function). A module is imported when one
+# of its commands is first asked, not when the gateway loads the plugin: a gateway start needs
+# none of them, and a deploy's self-test asks only `state` and `doctor`.
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "state": ("commands_state", "cmd_state"),  # `--all`: cmd_state_all
+    "history": ("commands_history", "cmd_history"),
+    "restore": ("commands_history", "cmd_restore"),
+    "clear": ("commands_history", "cmd_clear"),
+    "search": ("commands_search", "cmd_search"),
+    "recall": ("commands_search", "cmd_recall"),
+    "settings": ("commands_settings", "cmd_settings"),
+    "compact": ("commands_state", "cmd_compact"),
+    "export": ("commands_export", "cmd_export"),
+    "sessions": ("commands_journal", "cmd_sessions"),
+    "tags": ("commands_journal", "cmd_tags"),
+    "summary": ("commands_journal", "cmd_summary"),
+    "subagents": ("commands_state", "cmd_subagents"),
+    "doctor": ("commands_doctor", "cmd_doctor"),  # also given the OpenClaw this runs in
 }
+
+
+def command(sub: str, args: str) -> Callable[..., str]:
+    """The function of subcommand `sub` (given its arguments `args`), its module imported."""
+    module, name = COMMANDS[sub]
+    if sub == "state" and args.split()[:1] == ["--all"]:
+        name = "cmd_state_all"
+    return getattr(importlib.import_module(f"fleet.plugins.mc.{module}"), name)
 
 
 # The self-test a deploy runs after readiness, through `/mc` on a scratch workspace (the
@@ -92,14 +86,13 @@ def run(ctx: Mapping[str, Any]) -> str:
     rest = rest.strip()
     if sub in ("", "help", "--help", "-h"):
         return HELP
-    command = COMMANDS.get(sub)
-    if command is None:
+    if sub not in COMMANDS:
         raise UnknownSubcommand(sub)
     agents = Agents.from_ctx(ctx)
     try:
-        if command is commands_doctor.cmd_doctor:  # it also shows the OpenClaw this runs in
-            return commands_doctor.cmd_doctor(agents, rest, ctx.get("openclawSupport"))
-        return command(agents, rest)
+        if sub == "doctor":  # it also shows the OpenClaw this runs in
+            return command(sub, rest)(agents, rest, ctx.get("openclawSupport"))
+        return command(sub, rest)(agents, rest)
     except AgentNotFound as exc:
         return exc.reply()
 
