@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import time
 from pathlib import Path
@@ -46,6 +45,14 @@ def connect_unix(path: Path, timeout_s: float) -> socket.socket:
             os.close(dir_fd)
 
 
+def _pause(delay: float) -> None:
+    """Sleep about `delay`, jittered so that clients retrying together do not retry in step.
+    `random` is imported here, on a retry, not in every process that asks a gateway once."""
+    import random
+
+    time.sleep(delay * (0.5 + random.random()))
+
+
 def request(
     sock_path: Path,
     payload: Dict[str, Any],
@@ -61,7 +68,7 @@ def request(
         resp = _exchange(sock_path, payload, timeout_s, deadline, busy_deadline)
         if resp is not None:
             return resp
-        time.sleep(delay * (0.5 + random.random()))
+        _pause(delay)
         delay = min(delay * 1.5, 0.2)
 
 
@@ -76,7 +83,7 @@ def _exchange(sock_path: Path, payload: Dict[str, Any], timeout_s: float, deadli
         except (BlockingIOError, InterruptedError) as exc:  # backlog full: a burst, not an outage
             if time.monotonic() >= busy_deadline:
                 raise ClientError(f"gateway at {sock_path} stayed overloaded: {exc}") from exc
-            time.sleep(delay * (0.5 + random.random()))
+            _pause(delay)
             delay = min(delay * 1.5, 0.2)
         except _RETRYABLE as exc:
             if time.monotonic() >= deadline:
