@@ -60,9 +60,11 @@ COMPLETION_TOOLS = frozenset({ANNOUNCE_TOOL, "subagent_settle", "agent_harness_t
                               "image_generate", "music_generate", "video_generate"})
 _KINDS = {"external_user": USER, "inter_session": INTER_SESSION, "internal_system": INTERNAL}
 SETTLE_MARKER = "Every subagent spawned from this session has now settled"
-_ROLE = re.compile(r"^## Your Role[ \t]*\n(.*?)(?=^## |\Z)", re.M | re.S)
-_ROLE_FENCED = re.compile(r"^```[^\n]*\n(.*?)\n```[ \t]*$", re.M | re.S)
-_ROLE_LINE = re.compile(r"^- You were created to handle:[ \t]*(.*?)[ \t]*$", re.M)
+# A subagent's system prompt only (`role_task`): compiled on first use (re's own cache), not by
+# every process that imports this module.
+_ROLE = r"(?ms)^## Your Role[ \t]*\n(.*?)(?=^## |\Z)"
+_ROLE_FENCED = r"(?ms)^```[^\n]*\n(.*?)\n```[ \t]*$"
+_ROLE_LINE = r"(?m)^- You were created to handle:[ \t]*(.*?)[ \t]*$"
 
 
 class Origin(NamedTuple):
@@ -168,14 +170,14 @@ def role_task(system_prompt: Any) -> str:
     OpenClaw 2026.5.x puts it instead of the child's first message."""
     if not isinstance(system_prompt, str):
         return ""
-    found = _ROLE.search(system_prompt.replace("\r\n", "\n"))
+    found = re.search(_ROLE, system_prompt.replace("\r\n", "\n"))
     if found is None:
         return ""
     role = found.group(1)
-    fenced = _ROLE_FENCED.search(role)
+    fenced = re.search(_ROLE_FENCED, role)
     if fenced is not None:
         return fenced.group(1).strip()
-    line = _ROLE_LINE.search(role)
+    line = re.search(_ROLE_LINE, role)
     task = line.group(1).strip() if line else ""
     return "" if task == "{{TASK_DESCRIPTION}}" else task
 

@@ -14,10 +14,9 @@ RULE = "\u2500" * 29
 FENCE = "```"
 ELLIPSIS = "\u2026"
 
-_ISO_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
-    r"\s*(Z|[+-]\d{2}:?\d{2})?$"
-)
+# compiled on first use (re's own cache): a `/mc` reply's times, not the plugin's load
+_ISO_RE = (r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?"
+           r"\s*(Z|[+-]\d{2}:?\d{2})?$")
 
 
 def utcnow() -> datetime:
@@ -32,7 +31,7 @@ def fence(text: str) -> str:
 
 def parse_iso(value: Optional[str]) -> Optional[datetime]:
     """An aware datetime from an ISO-8601 timestamp (`Z` or offset; naive = local), else None."""
-    m = _ISO_RE.match((value or "").strip())
+    m = re.match(_ISO_RE, (value or "").strip())
     if not m:
         return None
     year, month, day, hour, minute, second = (int(g) if g else 0 for g in m.groups()[:6])

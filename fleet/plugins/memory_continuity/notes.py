@@ -24,11 +24,11 @@ RESULT_BUDGET = 200
 ARCHIVE_NAME = paths.UNSURFACED_ARCHIVE
 ARCHIVE_HEADER = "# Unsurfaced Results Archive\n\n"
 
-_BLOCK_START_RE = re.compile(r"^\[[^\]\n]+\] ")
-_NOTE_HEAD_RE = re.compile(r'^\[([^\]\n]+)\] Subagent "')
-_MOVED_RE = re.compile(
-    r"^\[[^\]\n]+\] (\d+) older note\(s\) moved to memory/" + re.escape(ARCHIVE_NAME) + r"$"
-)
+# Read only where notes are kept (a child's end, a trim): compiled on first use (re's own
+# cache), not when the gateway loads the plugin.
+_BLOCK_START_RE = r"^\[[^\]\n]+\] "
+_NOTE_HEAD_RE = r'^\[([^\]\n]+)\] Subagent "'
+_MOVED_RE = r"^\[[^\]\n]+\] (\d+) older note\(s\) moved to memory/" + re.escape(ARCHIVE_NAME) + r"$"
 
 
 def format_note(
@@ -60,7 +60,7 @@ def split_blocks(section: str) -> List[str]:
     """Notes (each from its `[timestamp] ` line), with any leading free text as one block."""
     blocks: List[List[str]] = []
     for line in section.split("\n"):
-        if _BLOCK_START_RE.match(line) or not blocks:
+        if re.match(_BLOCK_START_RE, line) or not blocks:
             blocks.append([line])
         else:
             blocks[-1].append(line)
@@ -71,7 +71,7 @@ def notes_since(section: str, since_iso: str) -> List[str]:
     """Recovery notes in `section` stamped at or after `since_iso` (same ISO format sorts right)."""
     out = []
     for block in split_blocks(section):
-        m = _NOTE_HEAD_RE.match(block)
+        m = re.match(_NOTE_HEAD_RE, block)
         if m and m.group(1) >= since_iso:
             out.append(block)
     return out
@@ -95,7 +95,7 @@ def cap(section: str, now_iso: str, budget: int = SECTION_BUDGET) -> Tuple[str, 
     moved_before = 0
     notes = []
     for block in blocks:
-        m = _MOVED_RE.match(block)
+        m = re.match(_MOVED_RE, block)
         if m:
             moved_before += int(m.group(1))
         else:
