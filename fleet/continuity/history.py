@@ -35,7 +35,8 @@ STOPWORDS = frozenset(
     ]
 )
 
-_NON_WORD_RE = re.compile(r"[^A-Za-z0-9_\u4e00-\u9fff\u3400-\u4dbf-]")
+# compiled on first use (re's own cache), not at import: its CJK ranges take ~2 ms to compile
+_NON_WORD = r"[^A-Za-z0-9_\u4e00-\u9fff\u3400-\u4dbf-]"
 _DATE_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 _CHUNK_RE = re.compile(r"^### ", re.MULTILINE)
 _TOPIC_RE = re.compile(r"^- \*\*Topic:\*\*[ \t]*(.*)$", re.MULTILINE)
@@ -43,7 +44,7 @@ _TOPIC_RE = re.compile(r"^- \*\*Topic:\*\*[ \t]*(.*)$", re.MULTILINE)
 
 def keywords(objective: str) -> List[str]:
     """Up to ten lowercase words longer than three characters, stopwords removed, in order."""
-    words = _NON_WORD_RE.sub(" ", objective).split()
+    words = re.sub(_NON_WORD, " ", objective).split()
     out = []
     for word in words:
         w = word.lower()

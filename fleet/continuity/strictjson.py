@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from typing import Any
+from typing import Any, Optional
 
 MAX_DEPTH = 64  # the deepest legitimate document (openclaw.json, a control request) is ~10
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONError(ValueError):
     """Not strict JSON; the message says what is wrong and where (line/column when known)."""
+
+
+def _surrogate_at(text: str) -> Optional[int]:
+    """Where `text` holds its first surrogate code point (U+D800-U+DFFF, which no UTF-8 or
+    strict parser takes), None when it holds none. UTF-8's encoder finds it: a regex class of
+    the surrogates cost every host process ~2 ms of CPU to compile at start."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def _finite_float(text: str) -> float:
@@ -59,11 +70,11 @@ def check(value: Any, max_depth: int = MAX_DEPTH) -> Any:
     while stack:
         item, level = stack.pop()
         if isinstance(item, str):
-            found = _SURROGATE.search(item)
-            if found:
+            at = _surrogate_at(item)
+            if at is not None:
                 raise JSONError(
-                    f"text {item[:40]!r} holds a lone surrogate (\\u{ord(found.group()):04x}) at "
-                    f"character {found.start()}; send valid Unicode"
+                    f"text {item[:40]!r} holds a lone surrogate (\\u{ord(item[at]):04x}) at "
+                    f"character {at}; send valid Unicode"
                 )
             continue
         if isinstance(item, dict):
