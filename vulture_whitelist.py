@@ -45,3 +45,21 @@ _._active_check_timeout
 _.start_handshake
 _.handshake_timed_out
 _.complete_handshake
+
+# /mc's subcommands: the plugin imports a subcommand's module and reads its function by name
+# when it is first asked (fleet/plugins/mc/plugin.py COMMANDS)
+cmd_state
+cmd_state_all
+cmd_compact
+cmd_subagents
+cmd_history
+cmd_restore
+cmd_clear
+cmd_search
+cmd_recall
+cmd_settings
+cmd_export
+cmd_sessions
+cmd_tags
+cmd_summary
+cmd_doctor

@@ -41,3 +41,19 @@ def test_entry_imports_as_standalone_module_and_answers(tmp_path):
     reply = handler({"args": "state --all", "stateDir": str(state), "config": {}})
     assert reply["text"].startswith("```\nMemory States (1 agents)\n")
     assert "From the gateway" in reply["text"]
+
+
+def test_every_subcommand_in_the_help_answers(tmp_path):
+    """Subcommand modules are imported when first asked: each one named in the help resolves
+    and answers (its own reply or the agent lookup's), none ends in `MC error`."""
+    from fleet.plugins.mc import plugin
+
+    state = tmp_path / "state"
+    (state / "workspace" / "memory").mkdir(parents=True)
+    named = {line.split()[1] for line in plugin.HELP.splitlines() if line.startswith("/mc ")}
+    assert named == set(plugin.COMMANDS)
+    for sub in sorted(named):
+        args = "nosuchagent" if sub in ("restore", "clear") else ""
+        reply = plugin.handle({"args": f"{sub} {args}".strip(), "stateDir": str(state),
+                               "config": {}})
+        assert "MC error" not in reply["text"], (sub, reply)
