@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 import time
 import types
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from fleet.continuity import private
+from fleet.continuity import ids, private
 from fleet.continuity.statelayout import StateLayout
 from fleet.gateway.commands import CommandError, CommandRegistry
 from fleet.gateway.hooks import MODIFYING_HOOKS, HookBus
@@ -171,7 +170,11 @@ def _scratch(state_dir: Path, plugin_id: str) -> Path:
         raise SelfTestError(f"{parent} is a symlink; fleet makes that dir itself")
     private.make_dir(parent)
     sweep(parent)
-    return Path(tempfile.mkdtemp(prefix=f"{plugin_id}-{os.getpid()}-", dir=str(parent)))
+    # a new dir of its own, mode 0700 as `tempfile.mkdtemp` makes it, without importing
+    # `tempfile` (and `random`) into every gateway for one name
+    scratch = parent / f"{plugin_id}-{os.getpid()}-{ids.uuid4_hex()[:8]}"
+    os.mkdir(str(scratch), 0o700)
+    return scratch
 
 
 def run(plugin_id: str, version: Optional[str], module: Optional[types.ModuleType],
