@@ -147,10 +147,45 @@ def recovery_block(request: dict) -> str:
     return text.split(snapshot.BEGIN, 1)[1].split(snapshot.END, 1)[0]
 
 
+def children_story(driver: Driver, since: int = 0, log_lines: int = 40) -> str:
+    """What happened to the parent's children since model request `since`, for a test's
+    failure message: which requests the scripted model got (parent, child, completion), each
+    child's state file and the parent's Unsurfaced Results, and the gateway log's lines about
+    subagents and the plugins. Tells a child that never ran from a result that was lost."""
+    out = ["model requests:"]
+    for n, request in enumerate(driver.requests()[since:], since):
+        kind = ("child" if is_child_request(request) else
+                "completion (steered in)" if completion_steered_in(request) else
+                "completion" if is_completion_turn(request) else "parent")
+        users = [m for m in request["body"].get("messages") or [] if m.get("role") == "user"]
+        last = texts({"body": {"messages": users[-1:]}}).replace("\n", " ")
+        out.append(f"  #{n} {kind}: {last[:160]!r}")
+    for path in sorted(driver.memory.glob("subagents/*/CURRENT_STATE.md")):
+        out.append(f"child {path.parent.name}:\n{_indent(path.read_text()[-1500:])}")
+    parent = driver.memory / "CURRENT_STATE.md"
+    if parent.exists():
+        text = parent.read_text()
+        notes = text.split("## Unsurfaced Results", 1)[1] if "## Unsurfaced Results" in text else ""
+        out.append(f"parent's Unsurfaced Results:\n{_indent(notes[:3000])}")
+    log = driver.state / "logs" / "openclaw.log"
+    if log.exists():
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if any(w in line.lower() for w in ("subagent", "continuity", "spawn", "error"))]
+        out.append(f"gateway log, last {log_lines} lines on subagents, plugins, errors:\n"
+                   + _indent("\n".join(line[:400] for line in lines[-log_lines:])))
+    return "\n".join(out)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
-             every: float = 2.0, tolerate: tuple = ()) -> Any:
-    """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`. An
-    exception of a type in `tolerate` (a gateway restarting: `RpcError`) counts as "not yet"."""
+             every: float = 2.0, tolerate: tuple = (),
+             explain: Callable[[], str] | None = None) -> Any:
+    """`check()`'s first truthy value; an AssertionError naming `what` after `timeout`, with
+    `explain()`'s account of the state when given. An exception of a type in `tolerate` (a
+    gateway restarting: `RpcError`) counts as "not yet"."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -161,5 +196,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{last}")
+            story = f"\n{explain()}" if explain else ""
+            raise AssertionError(
+                f"timed out after {timeout:.0f}s waiting for {what}{last}{story}")
         time.sleep(every)

@@ -23,6 +23,7 @@ from openclaw_helpers import OpenclawFleet, build, make_tree
 from fleet.continuity.document import StateDocument
 from fleet.deploy import rollout
 from lab.openclaw.drive import (
+    children_story,
     is_child_request,
     is_completion_turn,
     recovery_block,
@@ -166,7 +167,8 @@ def test_two_children_ending_together_each_reach_the_parent_once(fleet):
 
     for text in results:
         wait_for(f"{text!r} in the parent's Unsurfaced Results or shown to its model",
-                 lambda t=text: t in section("Unsurfaced Results") or shown(t))
+                 lambda t=text: t in section("Unsurfaced Results") or shown(t),
+                 explain=lambda: children_story(fleet["oc-a"], before))
     notes = section("Unsurfaced Results")
     for text in results:
         assert notes.count(f"Result: {text}") == 1 or (
