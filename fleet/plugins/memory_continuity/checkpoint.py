@@ -8,15 +8,15 @@ over its parent's checkpoint.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, FrozenSet, List, Mapping, Optional, Tuple
 
 from fleet.continuity import origin, paths, store
 from fleet.continuity.document import StateDocument, is_meaningful, template, to_iso
 from fleet.continuity.snapshot import build_snapshot
 
-from . import clock, extraction, handoff, lineage, notes, runorigin, settings
+from . import clock, extraction, handoff, lineage, notes, runorigin, settings, shownnotes
 from .locate import Locator
 
 
@@ -89,6 +89,7 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
     if not isinstance(messages, list) or not messages:
         return
     run = runorigin.at_end(ctx, messages)
+    shown = shownnotes.take(ctx)
     who = ctx.get("sessionKey")  # outcome lines name the session (the compat matrix counts them)
     child = _subagent_key(locator, ctx)
     role_task = lineage.task_of(locator.state_dir, child) if child else ""
@@ -130,22 +131,19 @@ def agent_end(api: Any, locator: Locator, event: Mapping[str, Any], ctx: Mapping
         if old is not None and is_meaningful(StateDocument.parse(old).get("Objective")):
             _archive(journal_ws, old, config["maxArchiveCount"], moment)
         if old is not None:
-            new_text = _carry_pending_notes(own, old, new_text, event.get("durationMs"), moment)
+            new_text = _carry_unseen_notes(own, old, new_text, shown, moment)
         store.atomic_write(own, new_text)
     log.info(f"agent_end: {who}: checkpoint written to {own}")
 
 
-def _carry_pending_notes(
-    own: Path, old: str, new_text: str, duration_ms: Any, moment: datetime
+def _carry_unseen_notes(
+    own: Path, old: str, new_text: str, shown: FrozenSet[str], moment: datetime
 ) -> str:
-    """Keep recovery notes that arrived while this run was going: the model never saw them in
-    its start-of-run snapshot, so the checkpoint must not bury them in the archive only."""
-    if isinstance(duration_ms, bool) or not isinstance(duration_ms, (int, float)):
-        return new_text
-    if duration_ms < 0:
-        return new_text
-    since = to_iso(moment - timedelta(milliseconds=duration_ms))
-    pending = notes.notes_since(StateDocument.parse(old).get("Unsurfaced Results"), since)
+    """Keep the recovery notes this run's model was not shown (shownnotes.py): one that arrived
+    after its prompt was built, or that the recovery block's budget left out, must not leave
+    Unsurfaced Results unseen."""
+    pending = [n for n in notes.note_blocks(StateDocument.parse(old).get("Unsurfaced Results"))
+               if n not in shown]
     if not pending:
         return new_text
     doc = StateDocument.parse(new_text)

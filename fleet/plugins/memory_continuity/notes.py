@@ -67,14 +67,9 @@ def split_blocks(section: str) -> List[str]:
     return ["\n".join(b).strip("\n") for b in blocks if "\n".join(b).strip()]
 
 
-def notes_since(section: str, since_iso: str) -> List[str]:
-    """Recovery notes in `section` stamped at or after `since_iso` (same ISO format sorts right)."""
-    out = []
-    for block in split_blocks(section):
-        m = re.match(_NOTE_HEAD_RE, block)
-        if m and m.group(1) >= since_iso:
-            out.append(block)
-    return out
+def note_blocks(section: str) -> List[str]:
+    """The recovery notes in `section` (blocks that start with a note's head line), in order."""
+    return [block for block in split_blocks(section) if re.match(_NOTE_HEAD_RE, block)]
 
 
 def merge(existing: str, note: str) -> str:

@@ -20,7 +20,7 @@ from fleet.continuity.history import related_history
 from fleet.continuity.snapshot import build_snapshot
 from fleet.continuity.tokens import truncate_tokens
 
-from . import clock, lineage, runorigin, settings
+from . import clock, lineage, runorigin, settings, shownnotes
 from .extraction import OBJECTIVE_BUDGET
 from .locate import Locator
 
@@ -93,6 +93,8 @@ def inject(
     snapshot = build_snapshot(doc) if doc is not None else None
     if snapshot and doc is not None:
         parts.append(snapshot)
+        # which children's notes this run's model sees: only those may leave at its agent_end
+        shownnotes.note(ctx, doc.get("Unsurfaced Results"), snapshot)
         if config["relevanceInjection"]:
             history = related_history(
                 workspace, doc.get("Objective"), int(config["maxRelevanceItems"])
