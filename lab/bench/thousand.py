@@ -34,6 +34,7 @@ from pathlib import Path
 
 from lab.bench import fixture
 from lab.bench.report import Section
+from lab.bench.sampler import PeriodicSampler
 from lab.bench.scale import _cpu_s, _rss_mb, floor_s, loaded_floor, median_of, split_cores
 from lab.bench.stats import alternation
 
@@ -42,34 +43,19 @@ PER_RACK = 125
 READY_S = 600  # readiness ceiling per host under a queue of a thousand (a ceiling, not a wait)
 
 
-class Sampler:
-    """The process's peak threads, open file descriptors and RSS, sampled on a thread."""
+class Sampler(PeriodicSampler):
+    """The process's peak threads and open file descriptors, sampled on a thread."""
 
     def __init__(self, every_s: float = 0.1):
-        self.every_s = every_s
+        super().__init__(every_s)
         self.peak = {"threads": 0, "fds": 0}
-        self.cpu_s = 0.0  # the sampler's own CPU, taken out of the deploy's
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        start = time.thread_time()
-        while not self._stop.is_set():
-            self.peak["threads"] = max(self.peak["threads"], threading.active_count())
-            try:
-                self.peak["fds"] = max(self.peak["fds"], len(os.listdir("/proc/self/fd")))
-            except OSError:
-                pass
-            self.cpu_s = time.thread_time() - start
-            self._stop.wait(self.every_s)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
+    def tick(self) -> None:
+        self.peak["threads"] = max(self.peak["threads"], threading.active_count())
+        try:
+            self.peak["fds"] = max(self.peak["fds"], len(os.listdir("/proc/self/fd")))
+        except OSError:
+            pass
 
 
 def probe(inventory: str, artifact: str, count: int) -> dict:

@@ -39,9 +39,10 @@ import select
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from lab.bench.sampler import PeriodicSampler
 
 CONTENDERS = ("fleet", "paramiko", "openssh", "openssh-x25519", "asyncssh")
 # OpenSSH 9.x's default key exchange is the hybrid post-quantum sntrup761x25519, whose client side
@@ -402,33 +403,21 @@ def _memory_kb(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-class TreeMemory:
+class TreeMemory(PeriodicSampler):
     """The peak summed RSS and PSS of every process under this one, sampled on a thread."""
 
     def __init__(self, every_s: float = 0.1):
-        self.every_s = every_s
+        super().__init__(every_s)
         self.peak = (0, 0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> tuple[int, int]:
         mine = tree_of(_parents(), os.getpid())
         pairs = [_memory_kb(pid) for pid in mine]
         return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss, pss = self.sample()
-            self.peak = (max(self.peak[0], rss), max(self.peak[1], pss))
-            self._stop.wait(self.every_s)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(10)
+    def tick(self) -> None:
+        rss, pss = self.sample()
+        self.peak = (max(self.peak[0], rss), max(self.peak[1], pss))
 
 
 def _readline(proc: subprocess.Popen, timeout: float) -> str:
