@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from deploy_helpers import stop_gateways
+from fleetcli import FLEET
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 # Makes threads fail to start, as a process out of threads does ("can't start new thread"):
 # FAIL_THREADS=pool fails the run's pool threads, FAIL_THREADS=take the lease take's second
 # worker thread, FAIL_THREADS=take-all every one of them.

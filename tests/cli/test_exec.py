@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+from fleetcli import FLEET
 
 
 def free_port() -> int:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from deploy_helpers import stop_gateways
+from fleetcli import FLEET
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
 hosts:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from deploy_helpers import make_tree, stop_gateways
+from fleetcli import FLEET
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
@@ -26,7 +27,6 @@ groups:
   sandbox: {hosts: [box]}
 """
 STATES = (Path(".fleet/sandbox/box"), Path("state/mine"))
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 REPO = Path(__file__).resolve().parents[2]
 LAB_TASKS = {"test", "lint", "bench", "sim", "harness.up", "harness.down", "harness.status",
              "harness.images", "openclaw.install", "openclaw.down", "openclaw.compat"}

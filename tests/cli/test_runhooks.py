@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from deploy_helpers import release_of, stop_gateways
+from fleetcli import FLEET
 
 from fleet.continuity import detached
 from fleet.continuity.statelayout import StateLayout
 from fleet.deploy import rollout, runhooks
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ("h01", "h02", "h03")
 INVENTORY = ("vars: {connection: local, gateway: {manager: fleet}, "

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fleetcli import FLEET
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 INVENTORY = "vars: {timeouts: {connect: 5}}\nhosts:\n  cloud: {host: h-cloud}\n"
 
 

@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+from fleetcli import FLEET
+
 INVENTORY = """\
 hosts:
   sb1: {connection: local, state_dir: .fleet/sandbox/sb1}

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from fleetcli import FLEET
 
 from lab.harness import hostcert, hosts
 
 pytestmark = pytest.mark.docker
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 
 
 def fleet(cwd, *args):

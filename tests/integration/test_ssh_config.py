@@ -15,11 +15,11 @@ import subprocess
 import sys
 
 import pytest
+from fleetcli import FLEET
 
 from lab.harness import hosts
 
 pytestmark = pytest.mark.docker
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 
 
 def fleet(cwd, home, *args, **env):

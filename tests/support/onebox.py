@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
+from fleetcli import FLEET
+
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
 hosts:

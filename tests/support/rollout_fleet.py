@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from deploy_helpers import stop_gateways
+from fleetcli import FLEET
 
 from fleet.continuity.statelayout import StateLayout
 
-FLEET = "import sys; sys.argv[0] = 'fleet'; from fleet.cli.program import main; main()"
 WORKER_READY_S = 60.0
 
 
