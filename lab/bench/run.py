@@ -22,8 +22,9 @@ BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "ha
 # Only when named (`--only openclaw`): they need the OpenClaw toolchain (`invoke openclaw.install`);
 # ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost); thousand starts a
 # thousand light hosts in racks (lab.bench.thousand); transport measures the SSH transport against
-# OpenSSH and asyncssh on 16 (and with --count 64, 64) light hosts (lab.bench.transport)
-OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand", "transport")
+# OpenSSH and asyncssh on 16 (and with --count 64, 64) light hosts (lab.bench.transport);
+# hostpace the control CPU per host against the hosts' pace on 64 light hosts (lab.bench.hostpace)
+OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand", "transport", "hostpace")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
@@ -137,6 +138,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
         _guard(report, "transport", "the SSH transport against its alternatives",
                lambda: transport.bench(base, workdir, reps, transport.sizes_for(hosts),
                                        log=log), log)
+    if "hostpace" in selected:
+        from lab.bench import hostpace  # noqa: PLC0415
+
+        _guard(report, "hostpace", "control CPU per host against the hosts' pace",
+               lambda: hostpace.bench(base, workdir, reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

@@ -14,7 +14,8 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
               "busyhook, hostcost; openclaw, ocgateway, ctlcost (control CPU/RSS per host, "
               "against the --baseline checkout), thousand and transport (the SSH transport "
-              "against OpenSSH and asyncssh; --count 64 adds 64 hosts to 16) only when named")
+              "against OpenSSH and asyncssh; --count 64 adds 64 hosts to 16) and hostpace (control "
+              "CPU per host against the hosts' pace) only when named")
 
 
 @task(help={"only": BENCH_HELP,
