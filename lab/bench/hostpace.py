@@ -5,8 +5,8 @@ The same rack hosts (lab/harness/rack.py) deployed three ways, alternated, each 
 thousand benchmark's probe in a fresh process on the control core:
 - `free`: as they come;
 - `slowed`: their core shared with busy loops, so each host works about half as fast;
-- `held`: each install held HOLD_S more at its audit step (a `hold` fault file), in flight
-  longer without working.
+- `held`: each install held at its audit step (a `hold` fault file) until HOLD_S after the
+  deploy began, in flight longer without working (about 8 s more for 64 hosts here).
 
 If only `slowed` costs more per host, what grows with a fleet on the racks' one core is the
 hosts' pace (a thousand hosts there are each several times slower than 64), not their number
@@ -27,7 +27,7 @@ from lab.bench.report import Section
 from lab.bench.stats import alternation
 
 CASES = ("free", "slowed", "held")
-HOLD_S = 20.0  # how much longer a held install stays in flight
+HOLD_S = 20.0  # a held install waits at its audit step until this long after the deploy began
 BUSY_LOOPS = 3  # on the hosts' cores while `slowed` runs
 COUNT = 64
 
