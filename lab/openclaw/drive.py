@@ -147,6 +147,9 @@ def recovery_block(request: dict) -> str:
     return text.split(snapshot.BEGIN, 1)[1].split(snapshot.END, 1)[0]
 
 
+LOG_TAIL = 2 << 20  # bytes of the gateway log a failure's story reads
+
+
 def children_story(driver: Driver, since: int = 0, log_lines: int = 40) -> str:
     """What happened to the parent's children since model request `since`, for a test's
     failure message: which requests the scripted model got (parent, child, completion), each
@@ -168,12 +171,23 @@ def children_story(driver: Driver, since: int = 0, log_lines: int = 40) -> str:
         notes = text.split("## Unsurfaced Results", 1)[1] if "## Unsurfaced Results" in text else ""
         out.append(f"parent's Unsurfaced Results:\n{_indent(notes[:3000])}")
     log = driver.state / "logs" / "openclaw.log"
-    if log.exists():
-        lines = [line for line in log.read_text(errors="replace").splitlines()
+    if log.is_file():
+        with open(log, "rb") as fh:  # its last LOG_TAIL bytes: a long test's log is large
+            fh.seek(max(0, log.stat().st_size - LOG_TAIL))
+            tail = fh.read(LOG_TAIL).decode("utf-8", "replace")
+        lines = [line for line in tail.splitlines()
                  if any(w in line.lower() for w in ("subagent", "continuity", "spawn", "error"))]
         out.append(f"gateway log, last {log_lines} lines on subagents, plugins, errors:\n"
                    + _indent("\n".join(line[:400] for line in lines[-log_lines:])))
     return "\n".join(out)
+
+
+def _told(explain: Callable[[], str]) -> str:
+    """`explain()`, or why it could not tell: the timeout is what the test reports."""
+    try:
+        return explain()
+    except Exception as exc:  # noqa: BLE001  (a story that fails must not hide the timeout)
+        return f"(no account of the state: {type(exc).__name__}: {exc})"
 
 
 def _indent(text: str) -> str:
@@ -196,7 +210,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 300,
         if value:
             return value
         if time.monotonic() > deadline:
-            story = f"\n{explain()}" if explain else ""
+            story = f"\n{_told(explain)}" if explain else ""
             raise AssertionError(
                 f"timed out after {timeout:.0f}s waiting for {what}{last}{story}")
         time.sleep(every)

@@ -55,3 +55,13 @@ def test_a_timed_out_wait_tells_each_request_and_child(tmp_path):
 def test_the_story_of_a_host_that_wrote_nothing_yet(tmp_path):
     driver = Driver(Host(name="oc-a", connection="local", state_dir=str(tmp_path)))
     assert children_story(driver) == "model requests:"
+
+
+def test_a_story_that_fails_does_not_hide_the_timeout():
+    def broken() -> str:
+        raise OSError("state dir gone")
+
+    with pytest.raises(AssertionError) as failed:
+        wait_for("the result", lambda: False, timeout=0, every=0, explain=broken)
+    assert str(failed.value).startswith("timed out after 0s waiting for the result")
+    assert "no account of the state: OSError: state dir gone" in str(failed.value)
