@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from fleet.continuity.statelayout import StateLayout
 from lab.bench.report import Section
 from lab.bench.stats import alternation
 
@@ -41,7 +42,7 @@ def _busy_loops(cores: list[int]) -> list[subprocess.Popen]:
 
 def _hold(racks, seconds: float) -> threading.Thread:
     """Put a `hold` fault at every host's audit step, removed after `seconds` (a thread)."""
-    files = [f"{h.state_dir}/fleet/faults/audit" for h in racks.hosts]
+    files = [f"{h.state_dir}/{StateLayout.FAULTS}/audit" for h in racks.hosts]
     put = " && ".join(f"mkdir -p {os.path.dirname(f)} && echo hold > {f}" for f in files)
     for container in racks.containers:
         container.exec_run(["sh", "-c", put])
@@ -49,7 +50,7 @@ def _hold(racks, seconds: float) -> threading.Thread:
     def lift() -> None:
         time.sleep(seconds)
         for container in racks.containers:
-            container.exec_run(["rm", "-f", *files])
+            container.exec_run(["rm", "-f", *files, *(f + ".held" for f in files)])
 
     thread = threading.Thread(target=lift, daemon=True)
     thread.start()
