@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fleet.continuity.openclawrange import CompatError, Support
 from fleet.continuity.statelayout import StateLayout, release_name
-from fleet.deploy import commands, hostkeys, lease
+from fleet.deploy import artifactpatch, commands, hostkeys, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
@@ -238,14 +238,16 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
                 force: bool = False, dry_run: bool = False,
                 conns: Connections | None = None, stored: str | None = None,
                 allow_unproven: bool = False, lease_run: str | None = None,
-                give_up: Callable[[], None] | None = None) -> HostResult:
+                give_up: Callable[[], None] | None = None,
+                base: artifactpatch.Base | None = None) -> HostResult:
     """Check, upload if the host lacks this SHA, run the installer; or only plan (dry run).
     With `conns`, over the run's shared connection to the host (see Connections); `stored`:
     what the host said of the artifact when the lease was taken (fleet.deploy.lease);
     `allow_unproven`: the installer's ALLOW_UNPROVEN_OPENCLAW; `lease_run`: the run's fleet
     lease, which the installer must still find on the host when it switches; `give_up`: gives
     that lease back on this host when the installer's answer never came (it may still be at
-    work there, and must not switch once fleet has stopped waiting), before the read-back."""
+    work there, and must not switch once fleet has stopped waiting), before the read-back;
+    `base`: the artifact the host's current release came from, which the upload may patch."""
     t0 = time.monotonic()
     timer = _Timer(progress)
     conn = None
@@ -256,7 +258,7 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
         if not dry_run:
             try:
                 result = _install_host(host, artifact, progress, owner, force, conn, timer, t0,
-                                       stored, allow_unproven, lease_run)
+                                       stored, allow_unproven, lease_run, base)
             except ConnectionError_ as exc:  # dropped mid-upload or mid-install
                 if conns is not None:
                     conns.drop(host)
@@ -299,14 +301,15 @@ def deploy_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: st
 def _install_host(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                   force: bool, conn, timer: _Timer, t0: float,
                   stored: str | None = None, allow_unproven: bool = False,
-                  lease_run: str | None = None) -> HostResult:
+                  lease_run: str | None = None,
+                  base: artifactpatch.Base | None = None) -> HostResult:
     """Run the installer on the stored artifact; upload first only when the host lacks it (or
     the stored copy is not this artifact). 1 round trip for a redeploy; for a new release 1
     (upload and install in one, when the lease take said the host lacks the artifact) or 2; no
     status or hash process: the installer verifies the SHA-256 itself."""
     if stored == "missing":  # said by the lease take, under this run's lease: nothing to try
         return _upload_and_install(host, artifact, progress, owner, force, conn, timer, t0,
-                                   allow_unproven, lease_run)
+                                   allow_unproven, lease_run, base)
     with timer.step("install"):
         res = conn.run(commands.install(host, artifact.sha256, owner, force,
                                         if_present=artifact.path.stat().st_size,
@@ -374,36 +377,69 @@ def _read_back(host: Host, result: HostResult, owner: str, conns: Connections | 
 
 def _upload_and_install(host: Host, artifact: ArtifactRef, progress: Progress, owner: str,
                         force: bool, conn, timer: _Timer, t0: float,
-                        allow_unproven: bool = False, lease_run: str | None = None) -> HostResult:
+                        allow_unproven: bool = False, lease_run: str | None = None,
+                        base: artifactpatch.Base | None = None) -> HostResult:
     """Send the artifact as the stdin of the command that stores it and runs the installer
     (commands.upload_and_install): one round trip; the steps `upload` (until the host has every
-    byte) and `install` (the rest) are timed apart."""
+    byte) and `install` (the rest) are timed apart. With `base` (what the host's current
+    release came from), a patch of it instead when that saves at least half the bytes
+    (fleet.deploy.artifactpatch); a patch the host cannot rebuild the artifact from is followed
+    by the whole artifact, in a second round trip."""
     size = artifact.path.stat().st_size
-    progress("upload", "")
-    started = [time.monotonic()]
-
-    def sent() -> None:
-        timer.steps["upload"] = round(time.monotonic() - started[0], 4)
-        progress("install", "")
-        started[0] = time.monotonic()
-
-    try:
-        res = conn.send_and_run(artifact.path,
-                                commands.upload_and_install(host, artifact.sha256, size, owner,
-                                                            force, allow_unproven, lease_run),
-                                host.timeouts.transfer, install_timeout(host),
-                                on_stderr_line=_step_relay(progress), on_sent=sent)
-    finally:  # the step under way when it ended: still the upload, or the install after it
-        timer.steps["install" if "upload" in timer.steps else "upload"] = round(
-            time.monotonic() - started[0], 4)
-    if (res.stdout.strip().splitlines() or [""])[-1] == commands.INCOMPLETE:
+    patch = artifactpatch.plan(artifact.path, base)
+    sent = {"uploaded": True, "upload_bytes": size, "patched_from": None}
+    if patch is not None:
+        res = _send(conn, host, progress, timer, patch.data, commands.patch_and_install(
+            host, artifact.sha256, size, patch.base_sha256, owner, force, allow_unproven,
+            lease_run))
+        sent.update(upload_bytes=len(patch.data), patched_from=patch.base_sha256)
+        if _last_line(res.stdout) == artifactpatch.PATCH_FAILED:
+            why = stderr_tail(res.stderr) or "the rebuilt artifact was not the one built"
+            res = _send(conn, host, progress, timer, artifact.path, commands.upload_and_install(
+                host, artifact.sha256, size, owner, force, allow_unproven, lease_run))
+            sent.update(upload_bytes=len(patch.data) + size, patched_from=None,
+                        patch_failed=why)
+    else:
+        res = _send(conn, host, progress, timer, artifact.path, commands.upload_and_install(
+            host, artifact.sha256, size, owner, force, allow_unproven, lease_run))
+    if _last_line(res.stdout) == commands.INCOMPLETE:
         said = stderr_tail(res.stderr)  # e.g. the artifacts dir could not be made or written
         raise ConnectionError_(f"{host.name}: upload of {artifact.path.name} failed: the host "
                                f"did not store all {size} bytes (nothing was installed)"
                                + (f": {said}" if said else ""))
     result = _installer_result(host, res, timer, t0, "installer")
-    result.data["uploaded"] = True
+    result.data.update(sent)
     return result
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1]
+
+
+def _send(conn, host: Host, progress: Progress, timer: _Timer, source: Path | bytes,
+          command: str):
+    """One upload round trip (`source` as the stdin of `command`), its time added to the steps
+    `upload` (until every byte is sent) and `install` (the rest)."""
+    progress("upload", "")
+    started = [time.monotonic()]
+    steps = timer.steps
+
+    def add(step: str) -> None:
+        steps[step] = round(steps.get(step, 0.0) + time.monotonic() - started[0], 4)
+        started[0] = time.monotonic()
+
+    done = []
+
+    def sent() -> None:
+        done.append(True)
+        add("upload")
+        progress("install", "")
+
+    try:
+        return conn.send_and_run(source, command, host.timeouts.transfer, install_timeout(host),
+                                 on_stderr_line=_step_relay(progress), on_sent=sent)
+    finally:  # the step under way when it ended: still the upload, or the install after it
+        add("install" if done else "upload")
 
 
 def _simple_host(host: Host, progress: Progress, command: str, what: str,
@@ -530,6 +566,7 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
     def work(h: Host, p: Progress, conns: Connections | None = None,
              held: lease.Lease | None = None) -> HostResult:
         stored = held.artifact.get(h.name) if held is not None else None
+        base = held.base.get(h.name) if held is not None else None
         if held is not None and h.name in held.unchanged:  # said by the take: nothing to do
             return _unchanged(h, held.unchanged[h.name], held.answered_s.get(h.name, 0.0), {})
         if held is not None:
@@ -539,7 +576,7 @@ def deploy(hosts: list[Host], artifact: ArtifactRef, sink: ProgressSink,
         give_up = None if held is None else lambda: lease.release_host(held, h, conns)
         result = deploy_host(h, artifact, p, owner, force, dry_run, conns, stored,
                              allow_unproven_openclaw, held.run_id if held is not None else None,
-                             give_up)
+                             give_up, base)
         if held is not None and result.data.get("lease_given_back") is True:
             held.given_back.add(h.name)  # by its installer: nothing left to release there
         return result

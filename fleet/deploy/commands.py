@@ -3,10 +3,11 @@
 A deploy costs one command per host besides the fleet lease's take (which also answers a no-op
 redeploy: fleet.deploy.lease): `install` (the installer on the stored artifact, which gives the
 lease back when done), or, when the take said the host lacks the artifact, `upload_and_install`
-with the artifact as its stdin. `check` (dry runs) says
-whether the artifact with that SHA-256 is already there and prints the installed release's
-status in the same round trip. All host work is done by the installer inside
-the artifact (fleet.installer), never by ad-hoc shell here; commands run from `/` so a `fleet`
+with the artifact as its stdin (`patch_and_install` with a patch of the artifact the host's
+current release came from, fleet.deploy.artifactpatch, when that is smaller). `check` (dry
+runs) says whether the artifact with that SHA-256 is already there and prints the installed
+release's status in the same round trip. All host work is done by the installer inside the
+artifact (fleet.installer), never by ad-hoc shell here; commands run from `/` so a `fleet`
 directory in the login directory can never shadow the release's package.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import shlex
 
 from fleet.continuity.statelayout import StateLayout
+from fleet.deploy.artifactpatch import APPLY_PY
 from fleet.deploy.connection import shell_path
 from fleet.deploy.inventory import Host
 from fleet.installer.protocol import ALLOW_UNPROVEN_OPENCLAW, FLEET_LEASE, LEASE_GIVE_BACK_ENV
@@ -184,11 +186,8 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
         args.append(ALLOW_UNPROVEN_OPENCLAW)
     if lease_run:
         args += [FLEET_LEASE, lease_run]
-    quoted = " ".join(shlex.quote(a) for a in args)
     art = _in_state(StateLayout.ARTIFACT.format(sha256=sha256))
-    # with the run's lease, the installer gives it back when done (no release process after it)
-    give_back = f"{LEASE_GIVE_BACK_ENV}=1 " if lease_run else ""
-    run = f"cd / && {give_back}exec {shlex.quote(host.python)} {ISOLATED} {art} {quoted}"
+    run = _launch(host, art, args, lease_run)
     intent = {"op": "install", "argv": args, "sha256": sha256, "if_present": if_present}
     if not if_present:
         return _command(f"S={_state(host)}; {run}", **intent)
@@ -198,6 +197,14 @@ def install(host: Host, sha256: str, owner: str, force: bool = False,
     return _command(
         f'S={_state(host)}; if [ -f {art} ] && [ "$(wc -c < {art})" -eq {if_present} ]; '
         f'then {run}; else mkdir -p {art_dir} || exit 1; echo {MISSING}; fi', **intent)
+
+
+def _launch(host: Host, program: str, args: list[str], lease_run: str | None) -> str:
+    """`python3 <program> <args>` from `/`, as the installer runs; with the run's lease, the
+    installer gives it back when done (no release process after it)."""
+    quoted = " ".join(shlex.quote(a) for a in args)
+    give_back = f"{LEASE_GIVE_BACK_ENV}=1 " if lease_run else ""
+    return f"cd / && {give_back}exec {shlex.quote(host.python)} {ISOLATED} {program} {quoted}"
 
 
 INCOMPLETE = "FLEET-UPLOAD-INCOMPLETE"
@@ -226,3 +233,22 @@ def upload_and_install(host: Host, sha256: str, size: int, owner: str,
     return _command(f"S={_state(host)}; {receive}; {run}", op="upload", size=int(size),
                     install=run.intent)
 
+
+def patch_and_install(host: Host, sha256: str, size: int, base_sha256: str, owner: str,
+                      force: bool = False, allow_unproven: bool = False,
+                      lease_run: str | None = None) -> Command:
+    """As upload_and_install, with a patch on stdin instead of the artifact: one Python process
+    rebuilds the artifact from it and the stored `base_sha256` artifact
+    (fleet.deploy.artifactpatch) into a temp name, renames it into place only when it has
+    exactly this size and SHA-256, and runs its installer as `install` would. A patch that does
+    not rebuild this artifact leaves nothing, prints PATCH_FAILED and exits 1 without running
+    the installer: the control side then sends the artifact whole."""
+    artifact = StateLayout.ARTIFACT.format(sha256=sha256)
+    final, part = _in_state(artifact), _in_state(f"{artifact}.$$.part")
+    base = _in_state(StateLayout.ARTIFACT.format(sha256=base_sha256))
+    run = install(host, sha256, owner, force, allow_unproven=allow_unproven,
+                  lease_run=lease_run)
+    program = (f"-c {shlex.quote(APPLY_PY)} {base} {part} {final} {shlex.quote(sha256)} "
+               f"{int(size)}")
+    return _command(f"S={_state(host)}; {_launch(host, program, run.intent['argv'], lease_run)}",
+                    op="patch", size=int(size), base=base_sha256, install=run.intent)

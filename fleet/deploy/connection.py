@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -157,15 +158,20 @@ class LocalConnection:
             on_stderr_line: LineCallback | None = None) -> CommandResult:
         return self._run(command, timeout, on_stderr_line, subprocess.DEVNULL)
 
-    def send_and_run(self, local: Path, command: str, transfer_timeout: float, timeout: float,
-                     on_stderr_line: LineCallback | None = None,
+    def send_and_run(self, local: Path | bytes, command: str, transfer_timeout: float,
+                     timeout: float, on_stderr_line: LineCallback | None = None,
                      on_sent: Callable[[], None] | None = None) -> CommandResult:
-        """`command` with the file `local` as its stdin (see SshConnection.send_and_run); here
-        the command reads the file itself."""
+        """`command` with the file `local` (or these bytes) as its stdin (see
+        SshConnection.send_and_run); here the command reads the file itself."""
         try:
-            stdin = open(local, "rb")  # noqa: SIM115  (closed below, once the command ended)
+            if isinstance(local, bytes):
+                stdin = tempfile.TemporaryFile()  # noqa: SIM115  (closed below)
+                stdin.write(local)
+                stdin.seek(0)
+            else:
+                stdin = open(local, "rb")  # noqa: SIM115  (closed below, once the command ended)
         except OSError as exc:
-            raise ConnectionError_(f"{self.host.name}: upload of {local.name} failed: "
+            raise ConnectionError_(f"{self.host.name}: upload of {_source_name(local)} failed: "
                                    f"{_describe(exc)}") from exc
         with stdin:
             if on_sent is not None:
@@ -355,10 +361,11 @@ class SshConnection:
         which made a 64-host deploy cost the control side more than the ssh handshakes."""
         return self._exec(command, timeout, on_stderr_line)
 
-    def send_and_run(self, local: Path, command: str, transfer_timeout: float, timeout: float,
-                     on_stderr_line: LineCallback | None = None,
+    def send_and_run(self, local: Path | bytes, command: str, transfer_timeout: float,
+                     timeout: float, on_stderr_line: LineCallback | None = None,
                      on_sent: Callable[[], None] | None = None) -> CommandResult:
-        """Run `command` with the bytes of `local` as its stdin, then end of input: an upload
+        """Run `command` with the bytes of `local` (a file, or bytes) as its stdin, then end of
+        input: an upload
         and the command that takes it in (fleet.deploy.commands.upload_and_install) in one
         round trip, and no SFTP session (its open, stat and per-chunk acknowledgements).
 
@@ -401,7 +408,8 @@ class SshConnection:
             if sending:
                 cause = exc.cause if isinstance(exc, _SendFailed) else exc
                 said = " ".join(streams.stderr().split())[-300:]
-                raise ConnectionError_(f"{self.host.name}: upload of {upload[0].name} failed: "
+                raise ConnectionError_(f"{self.host.name}: upload of {_source_name(upload[0])} "
+                                       "failed: "
                                        f"{_describe(cause)}" + (f" (host: {said})" if said else
                                                                 "")) from cause
             if isinstance(exc, socket.timeout):
@@ -412,12 +420,12 @@ class SshConnection:
         return CommandResult(chan.exit_status, streams.stdout(), streams.stderr())
 
     @staticmethod
-    def _send(chan, local: Path, timeout: float, streams: _Streams) -> None:
-        """Write the file to the channel's stdin within `timeout` (blocking on the window),
-        taking in what the command says between writes (its progress, live)."""
+    def _send(chan, local: Path | bytes, timeout: float, streams: _Streams) -> None:
+        """Write the file (or bytes) to the channel's stdin within `timeout` (blocking on the
+        window), taking in what the command says between writes (its progress, live)."""
         end = time.monotonic() + timeout
         try:
-            with open(local, "rb") as fh:
+            with io.BytesIO(local) if isinstance(local, bytes) else open(local, "rb") as fh:
                 while True:
                     chunk = fh.read(SEND_CHUNK)
                     if not chunk:
@@ -713,6 +721,11 @@ class _Streams:
 
     def stderr(self) -> str:
         return "".join(self._err.text)
+
+
+def _source_name(local: Path | bytes) -> str:
+    """What an upload sent, in its error: the file's name, or a patch (bytes)."""
+    return "a patch" if isinstance(local, bytes) else local.name
 
 
 def _describe(exc: BaseException) -> str:

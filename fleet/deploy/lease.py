@@ -15,10 +15,12 @@ lease taken by hand, with who and why, that no process keeps alive and that hold
 released (`fleet lock.release`) or, if given, until it expires. While it is there every run is
 refused on that host, naming it.
 
-A deploy's take answers two more questions in the same round trip: whether the host already has
-the artifact, and, for an OpenClaw host that does not run it yet, which OpenClaw it runs (see
-`take`). A host the deploy then refuses before sending anything gets its audit line (`refused`
-and why) from the release, so such a refusal leaves nothing else on the host.
+A deploy's take answers more questions in the same round trip: whether the host already has
+the artifact; if it lacks it (over ssh), the zip records of the artifact its current release came
+from, which the upload may patch (fleet.deploy.artifactpatch); and, for an OpenClaw host that
+does not run it yet, which OpenClaw it runs (see `take`). A host the deploy then refuses before
+sending anything gets its audit line (`refused` and why) from the release, so such a refusal
+leaves nothing else on the host.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.deploy import inventory
+from fleet.deploy import artifactpatch, inventory
 from fleet.deploy.commands import ISOLATED
 from fleet.deploy.connection import Connections, connect
 from fleet.deploy.inventory import Host
@@ -218,9 +220,22 @@ def unchanged():  # the release file when this artifact is active, ready and ali
     except OSError:
         return None
     return meta
+@ZIP_RECORDS@
+def base():  # a host lacking the artifact: the records of its current release's, to patch
+    if not isinstance(probe, dict) or not probe.get("patch"):
+        return None
+    meta = load(@META@)
+    sha = meta.get("sha256") if isinstance(meta, dict) else None
+    if not isinstance(sha, str) or not sha.isalnum():
+        return None
+    records = zip_records(os.path.join(state, @ARTIFACT@.format(sha256=sha)))
+    return {"sha256": sha, "records": records} if records else None
 def granted():
     have = stored()
-    print(json.dumps({"ok": True, "artifact": have, "openclaw": openclaw(have)}))
+    answer = {"ok": True, "artifact": have, "openclaw": openclaw(have)}
+    if have == "missing":
+        answer["base"] = base()
+    print(json.dumps(answer, separators=(",", ":")))
     sys.exit(0)
 record["run"], record["time"] = run, time.time()
 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -268,7 +283,8 @@ for _key, _value in (("@LEASE@", repr(StateLayout.LEASE)),
                      ("@READY@", repr(StateLayout.READY)),
                      ("@PIDFILE@", repr(StateLayout.PIDFILE)),
                      ("@LOCK@", repr(StateLayout.LOCK)),
-                     # last: its text is sent as it is, never searched for placeholders
+                     # last: their text is sent as it is, never searched for placeholders
+                     ("@ZIP_RECORDS@", artifactpatch.RECORDS_PY.rstrip("\n")),
                      ("@OPENCLAW_CLI@", repr(inspect.getsource(openclawcli)))):
     LEASE_PY = LEASE_PY.replace(_key, _value)
 
@@ -310,6 +326,9 @@ class Lease:
     # host -> {version, source: gateway|cli}: the OpenClaw an OpenClaw host runs, when a deploy
     # asked (`take(artifact=...)`) of a host that does not run that artifact yet and it could tell
     openclaw: dict[str, dict] = field(default_factory=dict)
+    # host -> the artifact its current release came from, when it lacks the deploy's (asked of
+    # hosts over ssh): what a patch may reuse (fleet.deploy.artifactpatch)
+    base: dict[str, artifactpatch.Base] = field(default_factory=dict)
     # host -> an audit line its `release` appends: the run refused that host before changing it
     audit: dict[str, dict] = field(default_factory=dict)
     # host -> its active release's fleet_release.json: a deploy's take found the artifact active
@@ -352,6 +371,9 @@ class Lease:
             self.held.append(host)
             if reply.get("artifact") in ARTIFACT_STATES:
                 self.artifact[host.name] = reply["artifact"]
+            base = artifactpatch.base_of(reply.get("base"))
+            if base is not None:
+                self.base[host.name] = base
             found = reply.get("openclaw")
             if isinstance(found, dict) and isinstance(found.get("version"), str):
                 self.openclaw[host.name] = found
@@ -489,6 +511,8 @@ def _take_one(h: Host, run_id: str, record: dict, connected=lambda: None,
         raise Unreached(exc) from None
     connected()
     failed = True
+    if "artifact" in record and not h.is_local:  # a deploy over ssh: what a patch may reuse
+        record = dict(record, artifact=dict(record["artifact"], patch=True))
     if "artifact" in record and h.manager == OPENCLAW:  # a deploy: which OpenClaw runs there
         record = dict(record, openclaw={"opts": h.manager_options, "budget": OPENCLAW_PROBE_S})
     try:

@@ -45,7 +45,9 @@ def build_release(out_dir: Path, version: str) -> ArtifactRef:
     it in about a millisecond. Same version, same bytes."""
     files = {"__main__.py": "# simulated release: never run\n",
              "fleet/__init__.py": f'__version__ = "{version}"\n',
-             StateLayout.RELEASE_INSTALLER: "# simulated release: never run\n"}
+             StateLayout.RELEASE_INSTALLER: "# simulated release: never run\n",
+             # the bulk of a release, the same in every version: what a patch reuses
+             "fleet/bulk.py": "".join(f"# unchanged line {i}\n" for i in range(1500))}
     for plugin_id, pkg in PLUGINS.items():
         files[f"fleet/plugins/{pkg}/openclaw.plugin.json"] = json.dumps(
             {"id": plugin_id, "version": version})

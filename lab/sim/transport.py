@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import io
 import json
 import re
 import shlex
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.continuity.statelayout import StateLayout
-from fleet.deploy import commands
+from fleet.deploy import artifactpatch, commands
 from fleet.deploy.connection import UNREACHABLE, CommandResult, ConnectionError_
 from fleet.deploy.lease import LEASE_PY
 from fleet.installer import cli, machine, transaction
@@ -85,15 +86,16 @@ class SimConnection:
     def run(self, command: str, timeout: float, on_stderr_line=None) -> CommandResult:
         return self._exec(command, timeout, on_stderr_line)
 
-    def send_and_run(self, local: Path, command: str, transfer_timeout: float, timeout: float,
-                     on_stderr_line=None, on_sent=None) -> CommandResult:
+    def send_and_run(self, local: Path | bytes, command: str, transfer_timeout: float,
+                     timeout: float, on_stderr_line=None, on_sent=None) -> CommandResult:
         return self._exec(command, timeout, on_stderr_line, local, transfer_timeout, on_sent)
 
     def _lost(self, what: str) -> ConnectionError_:
         self.active = False
         return ConnectionError_(f"{self.host.name}: command failed: {what} (simulated)")
 
-    def _exec(self, command: str, timeout: float, on_stderr_line, upload: Path | None = None,
+    def _exec(self, command: str, timeout: float, on_stderr_line,
+              upload: Path | bytes | None = None,
               transfer_timeout: float = 0.0, on_sent=None) -> CommandResult:
         world, host, sched = self.world, self.host, self.world.sched
         sched.sleep(world.latency())  # the request on its way; others run meanwhile
@@ -104,13 +106,14 @@ class SimConnection:
             raise self._lost("connection reset before the command ran")
         stdin = None
         if upload is not None:
-            data = world.artifact_bytes(upload)
+            data = upload if isinstance(upload, bytes) else world.artifact_bytes(upload)
             sched.sleep(min(transfer_timeout, len(data) / 50e6 + 0.01))
             if fault == "drop_upload" or not self.is_active():
                 world.count("dropped mid-upload")
                 host_part(host, command, data[: len(data) // 2])
                 self.active = False
-                raise ConnectionError_(f"{host.name}: upload of {upload.name} failed: "
+                name = "a patch" if isinstance(upload, bytes) else upload.name
+                raise ConnectionError_(f"{host.name}: upload of {name} failed: "
                                        "connection lost (simulated)")
             stdin = data
         run = start(world, host, command, stdin)
@@ -152,6 +155,8 @@ def describe(command: str) -> str:
         return "lease ?" + tail[:0]
     if intent["op"] in ("current", "release"):
         return "installer " + intent["argv"][0]
+    if intent["op"] == "patch":  # the upload, as a patch: the same faults and stalls
+        return "upload"
     return intent["op"]
 
 
@@ -202,6 +207,18 @@ def execute(world: Any, host: SimHost, command: str, stdin: bytes | None,
         final.parent.mkdir(parents=True, exist_ok=True)
         part = final.with_name(final.name + ".part")
         part.write_bytes(stdin)
+        part.replace(final)
+        return run_installer(world, host, intent["install"]["argv"], final, out)
+    if op == "patch":  # rebuilt from the stored base as the host's APPLY_PY does
+        sha = intent["install"]["sha256"]
+        final = host.state / StateLayout.ARTIFACT.format(sha256=sha)
+        part = final.with_name(final.name + ".part")
+        base = host.state / StateLayout.ARTIFACT.format(sha256=intent["base"])
+        if host.disk_full or stdin is None or not artifactpatch.apply(
+                str(base), str(part), sha, intent["size"], io.BytesIO(stdin)):
+            part.unlink(missing_ok=True)
+            out.append(artifactpatch.PATCH_FAILED + "\n")
+            return 1
         part.replace(final)
         return run_installer(world, host, intent["install"]["argv"], final, out)
     if op == "install":

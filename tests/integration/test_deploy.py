@@ -8,12 +8,15 @@ that damage a host (killed mid-deploy, full disk, corrupt upload) use fresh host
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
 import time
 
 import pytest
+from crcforge import damage_unseen
 from integration_helpers import (
     REPO,
     assert_on,
@@ -24,6 +27,7 @@ from integration_helpers import (
     release_name,
 )
 
+from fleet.continuity.statelayout import StateLayout
 from lab.harness import faults, hosts
 
 pytestmark = pytest.mark.docker
@@ -86,6 +90,12 @@ def test_second_concurrent_deploy_is_refused_and_the_upgrade_moves_every_host(
         out, err = first.communicate(timeout=180)
     assert first.returncode == 0, out + err[-2000:]
     assert_on(deployed, upgrade)
+    # each host ran the release before: it got a patch of that release's artifact, not the file
+    rows = {row["host"]: row["data"] for row in json.loads(out)["hosts"]}
+    size = upgrade.path.stat().st_size
+    for name in NAMES:
+        assert rows[name]["patched_from"] == artifacts().sha256, rows[name]
+        assert rows[name]["upload_bytes"] < size / 10, rows[name]
 
 
 def test_status_shows_one_version_everywhere(deployed):
@@ -203,6 +213,34 @@ def test_corrupted_upload_is_refused_and_a_rerun_converges(fresh_fleet, artifact
     assert_on(run, base)
     rerun = deploy(run.inventory_path, upgrade)
     assert rerun.code == 0, rerun.data
+    assert_on(run, upgrade)
+
+
+def test_a_stored_base_the_patch_cannot_use_gets_the_whole_artifact(fresh_fleet, artifacts,
+                                                                   tmp_path):
+    """The host's copy of its release's artifact changed where its records cannot tell (same
+    CRC-32): the rebuilt file is not the upgrade (its SHA-256 differs), so the host keeps
+    nothing of it, the whole artifact follows and the upgrade lands."""
+    run = fresh_fleet([hosts.HostSpec("edge-5", "opc")])
+    base, upgrade = artifacts(), artifacts("5.0.1")
+    assert deploy(run.inventory_path, base).code == 0
+    host = run.hosts["edge-5"]
+    stored = f"{host.state_dir}/{StateLayout.ARTIFACT.format(sha256=base.sha256)}"
+    local = tmp_path / "base.pyz"
+    local.write_bytes(base64.b64decode(host.exec_ok(f"base64 -w0 {stored}")))
+    assert local.read_bytes() == base.path.read_bytes()
+    damage_unseen(local, upgrade.path)
+    for offset, (was, now) in enumerate(zip(base.path.read_bytes(), local.read_bytes())):
+        if was != now:
+            host.exec_ok(f"printf '\\{now:03o}' | dd of={stored} bs=1 seek={offset} "
+                         "conv=notrunc 2>/dev/null")
+    assert host.exec_ok(f"sha256sum {stored}").split()[0] == hashlib.sha256(
+        local.read_bytes()).hexdigest()
+    result = deploy(run.inventory_path, upgrade)
+    assert result.code == 0, result.data
+    data = result.hosts()["edge-5"]["data"]
+    assert data["patched_from"] is None and data["patch_failed"], data
+    assert data["upload_bytes"] > upgrade.path.stat().st_size, data
     assert_on(run, upgrade)
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from crcforge import damage_unseen
 
+from fleet.continuity.statelayout import StateLayout
 from fleet.deploy.runner import RunOptions
 from lab.sim import campaign, invariants, schedule
 from lab.sim.host import SimHost, read_json_lines, release_of
@@ -177,3 +179,29 @@ def test_a_run_the_consent_gate_refuses_reaches_no_host_and_a_confirmed_one_conv
     assert seen["refused"] == ["h0", "h1"] and seen["audit"] == 0
     assert seen["confirmed"] == ["installed", "installed"]
     assert seen["again"] == ["h1"]
+
+
+def test_a_new_release_goes_as_a_patch_and_a_base_that_changed_gets_it_whole():
+    """A host that runs the release before gets a patch of it (a small share of the bytes); a
+    host whose stored copy changed where its records cannot tell (same CRC-32) rebuilds a file
+    whose SHA-256 is not the release's, keeps nothing, and gets the artifact whole."""
+    seen = {}
+
+    def story(world: schedule.World) -> None:
+        fleet_on(world, 2)
+        old, new = world.releases["1.0.0"], world.releases["1.1.0"]
+        stored = world.hosts["h1"].state / StateLayout.ARTIFACT.format(sha256=old.sha256)
+        damage_unseen(stored, new.path)
+        run = world.start_run("1.1.0", RunOptions())
+        schedule.wait(world, [run])
+        seen.update(results={r.host: r for r in run.results}, old=old, new=new)
+
+    outcome = schedule.run(2, play=story)
+    assert outcome.ok, outcome.violations
+    size = seen["new"].path.stat().st_size
+    patched, whole = seen["results"]["h0"], seen["results"]["h1"]
+    assert patched.ok and whole.ok, (patched.note, whole.note)
+    assert patched.data["patched_from"] == seen["old"].sha256
+    assert patched.data["upload_bytes"] < size / 10
+    assert whole.data["patched_from"] is None and whole.data["patch_failed"]
+    assert whole.data["upload_bytes"] > size
