@@ -94,13 +94,17 @@ def bench(base, workdir: Path, reps: int, count: int = COUNT, log=print) -> Sect
 
 
 def figures(sec: Section, rows: dict[str, list[dict]], count: int) -> None:
-    """Median control CPU per host of each case, and each case against `free`."""
+    """Median control CPU per host of each case (with its user / sys split and SSH packets per
+    host), and each case against `free`."""
+    from lab.bench.thousand import per_host as split  # noqa: PLC0415
+
     per_host = {case: statistics.median(1000 * r["control_cpu_s"] / count for r in got)
                 for case, got in rows.items() if got}
     for case, ms in per_host.items():
         walls = [r["wall_s"] for r in rows[case]]
         sec.figures[f"{case}: control CPU per host"] = (
-            f"{ms:.2f} ms (wall {min(walls):.1f}-{max(walls):.1f} s)")
+            f"{ms:.2f} ms (wall {min(walls):.1f}-{max(walls):.1f} s); "
+            + split(rows[case], count))
     for case in ("slowed", "held"):
         if case in per_host and per_host.get("free"):
             sec.figures[f"{case} / free"] = f"{per_host[case] / per_host['free']:.2f}"

@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.bench import fixture
+from lab.bench.packets import Counted
 from lab.bench.report import Section
 from lab.bench.sampler import PeriodicSampler
 from lab.bench.scale import _cpu_s, _rss_mb, floor_s, loaded_floor, median_of, split_cores
@@ -73,11 +74,11 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
     art = api.load_artifact(artifact)
     base = _rss_mb("VmRSS")
     threads0, fds0 = threading.active_count(), len(os.listdir("/proc/self/fd"))
-    with Sampler() as sampler:
-        cpu0, t0 = _cpu_s(), time.perf_counter()
+    with Sampler() as sampler, Counted() as packets:
+        cpu0, t0, split0 = _cpu_s(), time.perf_counter(), os.times()
         results = api.deploy(hosts, art, lambda *a: None,
                              RunOptions(parallel=min(count, MAX_PARALLEL)))
-        wall, cpu1 = time.perf_counter() - t0, _cpu_s()
+        wall, cpu1, split1 = time.perf_counter() - t0, _cpu_s(), os.times()
     bad = [f"{r.host}: {r.result} {r.note}" for r in results if not r.ok]
     steps: dict[str, list[float]] = {}
     for res in results:
@@ -87,6 +88,8 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
             "sampler_cpu_s": sampler.cpu_s, "rss_base_mb": base,
             "rss_peak_mb": _rss_mb("VmHWM"), "threads_base": threads0, "fds_base": fds0,
             "threads_peak": sampler.peak["threads"], "fds_peak": sampler.peak["fds"],
+            "user_s": split1.user - split0.user, "sys_s": split1.system - split0.system,
+            "packets_received": packets.received, "packets_sent": packets.sent,
             "failed": bad[:20], "failed_count": len(bad),
             "steps": {k: statistics.median(v) for k, v in steps.items()}}
 
@@ -164,6 +167,16 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
     return sec
 
 
+def per_host(rows: list[dict], n: int) -> str:
+    """Median user and system CPU (with the sampler's) and SSH packets per host of `rows`."""
+    def med(key: str) -> float:
+        return statistics.median(float(r.get(key, 0)) for r in rows) / n
+
+    return (f"user {1000 * med('user_s'):.2f} ms, sys {1000 * med('sys_s'):.2f} ms (with the "
+            f"sampler's); SSH packets received {med('packets_received'):.1f}, sent "
+            f"{med('packets_sent'):.1f}")
+
+
 def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_cores: int) -> None:
     critical = median_of(rows[sizes[0]], "wall_s")
     med = {}
@@ -183,6 +196,7 @@ def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_c
             f"{m['rss_base_mb']:.0f} -> {m['rss_peak_mb']:.0f} MB "
             f"({m['rss_mb_per_host']:.2f} MB/host); peak threads {m['threads_peak']:.0f}, "
             f"fds {m['fds_peak']:.0f}")
+        sec.figures[f"{n} hosts, per host"] = per_host(rows[n], n)
         sec.figures[f"steps, {n} hosts (median s)"] = {
             k: round(statistics.median(r["steps"].get(k, 0) for r in rows[n]), 4)
             for k in rows[n][0]["steps"]}
