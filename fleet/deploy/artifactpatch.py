@@ -40,11 +40,17 @@ WORTH = 0.5  # a patch is sent only when it is at most this share of the artifac
 def zip_records(path):
     """[[offset, length, crc32], ...] of each member's record (local header and data) in the
     zip at `path` (a zipapp's leading shebang allowed), in the order of its directory; None when
-    it cannot be read as a plain zip of at most 64 MB. Runs on hosts: standard library only."""
+    it is not a regular file (a FIFO is never waited on) or a plain zip of at most 64 MB. Runs
+    on hosts: standard library only."""
+    import os
+    import stat
     import struct
     import zlib
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             data = fh.read((64 << 20) + 1)
     except OSError:
         return None

@@ -5,6 +5,7 @@ side sends the artifact whole)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -84,7 +85,8 @@ def test_records_are_the_members_of_a_zipapp_and_nothing_else_is_one(artifacts, 
         assert zlib.crc32(data[offset:offset + length]) == crc
     (tmp_path / "text").write_text("not a zip\n")
     (tmp_path / "cut.pyz").write_bytes(data[: len(data) // 2])
-    for path in ("text", "cut.pyz", "missing"):
+    os.mkfifo(tmp_path / "fifo")  # never waited on
+    for path in ("text", "cut.pyz", "missing", "fifo"):
         assert artifactpatch.zip_records(str(tmp_path / path)) is None
 
 
