@@ -16,6 +16,7 @@ import time
 import pytest
 from integration_helpers import REPO, assert_on, current_release, deploy, release_name
 
+from fleet.continuity.statelayout import StateLayout
 from lab.harness import faults, hosts
 from lab.harness.network import UP, LinkSet, Profile
 
@@ -54,9 +55,14 @@ def test_connection_dropped_mid_upload_leaves_the_old_release_and_a_rerun_conver
     base, upgrade = artifacts(), artifacts("5.0.1")
     with LinkSet(run, Profile(rtt_ms=20)) as links:
         assert deploy(run.inventory_path, base).code == 0
+        # without its stored artifact, pi gets the upgrade whole (0.9 MB), not as a ~30 KB
+        # patch of it, so half the artifact's size is mid-upload
+        pi = run.hosts["pi"]
+        pi.exec_ok(f"rm {pi.state_dir}/{StateLayout.ARTIFACT.format(sha256=base.sha256)}")
         dropped = links["pi"].drop_after(upgrade.path.stat().st_size // 2, UP)
         result = deploy(run.inventory_path, upgrade)
         assert dropped.is_set(), "the upload must have been cut halfway"
+        assert result.hosts()["cloud"]["data"]["patched_from"] == base.sha256
         assert result.code != 0
         assert result.hosts()["cloud"]["result"] == "installed"
         assert result.hosts()["pi"]["ok"] is False
