@@ -281,3 +281,13 @@ def test_many_hosts_connecting_at_once_all_connect(ssh_server, tmp_path, client_
     conns.close()
     assert errors == []
     assert sorted(outputs) == sorted(f"ran: echo {i}\n" for i in range(16))
+
+
+def test_a_command_takes_bytes_as_its_stdin_as_it_takes_a_file(tmp_path):
+    """A patch is sent from memory, an artifact from its file: the same stdin either way."""
+    host = Host(name="here", connection="local", state_dir=str(tmp_path))
+    (tmp_path / "artifact").write_bytes(b"from a file\n")
+    local = connection.LocalConnection(host)
+    sent = [local.send_and_run(source, "cat", 10, 10)
+            for source in (b"from memory\n", tmp_path / "artifact")]
+    assert [(r.exit_code, r.stdout) for r in sent] == [(0, "from memory\n"), (0, "from a file\n")]
