@@ -472,6 +472,7 @@ class _Hop:
         """Close this hop, its socket and the hops before it (a jump host's session ends with
         the connection through it)."""
         for hop in self._hops():
+            _wake_reader(hop.client.get_transport())
             close_quietly(hop.client)
             close_quietly(hop.connect_kwargs.get("sock"))
 
@@ -491,6 +492,24 @@ def close_quietly(conn: Any) -> None:
     try:
         conn.close()
     except Exception:
+        pass
+
+
+def _wake_reader(transport: Any) -> None:
+    """Shut the transport's socket down before it is closed.
+
+    Its reader thread sits in `recv` for up to IDLE_CHECK_S (`_quiet_transport`), and closing
+    a socket does not wake a `recv` already waiting on it: the thread, the connection's objects
+    and the host's ssh session lived on that long after every close (a run's thousand
+    connections, or each of a long-lived worker's). A shutdown ends that `recv` at once (end of
+    file), so the thread ends and the host sees the connection close now. A jump host's
+    "socket" is a paramiko channel, whose `shutdown` does the same."""
+    sock = getattr(transport, "sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError, EOFError):  # already closed or broken: nothing to wake
         pass
 
 
@@ -620,11 +639,11 @@ def _quiet_transport(transport) -> None:
     Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
     (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
     those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
-    at once (the socket is closed under it); only keepalive (fleet sets none) and rekey checks
-    (paramiko also makes them as packets pass) run less often. Every hop's transport, a jump
-    host's too. At 64 hosts 30 s and 1 s cost the same; at a thousand, whose connections stay
-    open while they wait for their turn, one wake a second was a cost per host that grew with
-    the fleet's wall time (docs/bench/log.md, "A thousand hosts")."""
+    at once (`_wake_reader` shuts the socket down under it); only keepalive (fleet sets none)
+    and rekey checks (paramiko also makes them as packets pass) run less often. Every hop's
+    transport, a jump host's too. At 64 hosts 30 s and 1 s cost the same; at a thousand, whose
+    connections stay open while they wait for their turn, one wake a second was a cost per
+    host that grew with the fleet's wall time (docs/bench/log.md, "A thousand hosts")."""
     sock = getattr(transport, "sock", None)
     if sock is not None:
         try:

@@ -291,3 +291,24 @@ def test_a_command_takes_bytes_as_its_stdin_as_it_takes_a_file(tmp_path):
     sent = [local.send_and_run(source, "cat", 10, 10)
             for source in (b"from memory\n", tmp_path / "artifact")]
     assert [(r.exit_code, r.stdout) for r in sent] == [(0, "from memory\n"), (0, "from a file\n")]
+
+
+def test_closing_an_ssh_connection_ends_it_at_once_on_both_ends(scripted):
+    """A closed connection leaves no reader thread here and no session on the host: the reader
+    waits in `recv` for up to IDLE_CHECK_S, which a close alone did not wake."""
+    def script(channel):
+        channel.sendall(b"hi\n")
+        channel.send_exit_status(0)
+        channel.close()
+
+    before = set(threading.enumerate())
+    conn = scripted(script)
+    assert conn.run("echo hi", 10).stdout == "hi\n"
+    opened = set(threading.enumerate()) - before  # this end's reader, the server's transport
+    assert opened
+    time.sleep(0.3)  # idle, its reader parked in recv: a host waiting for its turn in a run
+    conn.close()
+    deadline = time.monotonic() + 3.0  # well under IDLE_CHECK_S
+    while any(t.is_alive() for t in opened) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [t.name for t in opened if t.is_alive()] == []
