@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fleet.continuity.openclawrange import CompatError, Support
 from fleet.continuity.statelayout import StateLayout, release_name
-from fleet.deploy import artifactpatch, commands, hostkeys, lease
+from fleet.deploy import artifactpatch, collector, commands, hostkeys, lease
 from fleet.deploy.connection import ConnectionError_, Connections, connect, open_files_limit
 from fleet.deploy.inventory import Host
 from fleet.deploy.plan import plan_host
@@ -509,18 +509,20 @@ def _leased(hosts: list[Host], owner: str, options: RunOptions | None,
         return [HostResult(h.name, "refused", False, note=f"run refused: {exc}") for h in hosts]
     conns = Connections()
     probe = None if artifact is None else (artifact.sha256, artifact.path.stat().st_size)
-    try:
-        same = release_name(artifact.version, artifact.sha256) if artifact and unchanged else None
-        held = lease.take(hosts, owner, lease_time(hosts, options, deadline), conns, probe,
-                          same)
-        if held.refused:
-            first = next(iter(held.refusals.values()))
-            return [HostResult(h.name, "refused", False,
-                               note=held.refusals.get(h.name) or f"run refused: {first}")
-                    for h in hosts]
-        return _run_leased(hosts, held, work, conns, sink, options, deadline)
-    finally:
-        conns.close()
+    with collector.full_collections_deferred():  # connections are no garbage until the end
+        try:
+            same = (release_name(artifact.version, artifact.sha256)
+                    if artifact and unchanged else None)
+            held = lease.take(hosts, owner, lease_time(hosts, options, deadline), conns, probe,
+                              same)
+            if held.refused:
+                first = next(iter(held.refusals.values()))
+                return [HostResult(h.name, "refused", False,
+                                   note=held.refusals.get(h.name) or f"run refused: {first}")
+                        for h in hosts]
+            return _run_leased(hosts, held, work, conns, sink, options, deadline)
+        finally:
+            conns.close()
 
 
 def _run_leased(hosts: list[Host], held: lease.Lease,

@@ -140,6 +140,7 @@ class SshConfig:
     def __init__(self, files: list[tuple[Path, bool]] | None = None):
         self.files = files or []       # (path, is the system file)
         self._cache: dict[str, list[_Line]] = {}
+        self._includes: dict[tuple[tuple[str, ...], bool], list[Path]] = {}
         self._read_bytes = 0
         self._lock = threading.Lock()
 
@@ -151,6 +152,15 @@ class SshConfig:
             return lines
         with self._lock:
             return self._read_lines(path, key)
+
+    def _included(self, args: tuple[str, ...], system: bool) -> list[Path]:
+        """The files an Include names, listed once per SshConfig as each file is read once
+        (Debian's /etc/ssh/ssh_config includes a directory: one listing per host before)."""
+        key = (args, system)
+        paths = self._includes.get(key)
+        if paths is None:
+            paths = self._includes.setdefault(key, _include_paths(args, system))
+        return paths
 
     def _read_lines(self, path: Path, key: str) -> list[_Line]:
         if key not in self._cache:
@@ -208,7 +218,7 @@ class SshConfig:
                 if depth >= MAX_INCLUDE_DEPTH:
                     raise SshConfigError(f"{line.where}: Include nested deeper than "
                                          f"{MAX_INCLUDE_DEPTH} files (a loop?)")
-                for included in _include_paths(line.args, system):
+                for included in self._included(line.args, system):
                     self._read(included, system, host, original, opts, final, active,
                                never or not active, depth + 1)
             elif active:
