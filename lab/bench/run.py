@@ -131,7 +131,8 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
         from lab.bench import thousand  # noqa: PLC0415
 
         _guard(report, "thousand", "a thousand hosts",
-               lambda: thousand.bench(base, workdir, min(reps, 2), log=log), log)
+               lambda: thousand.bench(base, workdir, min(reps, 2), baseline=baseline,
+                                      log=log), log)
     if "transport" in selected:
         from lab.bench import transport  # noqa: PLC0415
 

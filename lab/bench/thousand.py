@@ -108,10 +108,10 @@ def settle(racks, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
         before = now
 
 
-def run_probe(racks, artifact, count: int, cpus: list[int]) -> dict:
-    """`probe` in a fresh process on `cpus`, once the racks are idle; the racks' CPU from their
-    cgroups."""
-    root = Path(__file__).resolve().parents[2]
+def run_probe(racks, artifact, count: int, cpus: list[int], root: Path | None = None) -> dict:
+    """`probe` of the checkout at `root` (default: this one) in a fresh process on `cpus`, once
+    the racks are idle; the racks' CPU from their cgroups."""
+    root = root or Path(__file__).resolve().parents[2]
     settle(racks)
     cmd = [sys.executable, "-m", "lab.bench.thousand", "probe", str(racks.inventory_path),
            str(artifact.path), str(count)]
@@ -131,14 +131,19 @@ def run_probe(racks, artifact, count: int, cpus: list[int]) -> dict:
 
 
 def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
-          log=print) -> Section:
+          baseline: str = "", log=print) -> Section:
+    """With `baseline` (another checkout), each size is deployed by both, alternated, and the
+    control CPU per host of this one is also given as a ratio to the baseline's."""
+    from lab.bench.ctlcost import revisions  # noqa: PLC0415
     from lab.bench.deploys import Variants  # noqa: PLC0415
     from lab.harness import rack  # noqa: PLC0415
     from lab.harness.run import docker_client  # noqa: PLC0415
 
+    revs = revisions(Path(__file__).resolve().parents[2], baseline)
     sizes = sorted(sizes)
     sec = Section("thousand", f"a thousand hosts: {', '.join(map(str, sizes))} light hosts "
-                              "in racks, against the floor")
+                              f"in racks, against the floor ({', '.join(revs)})")
+    sec.details["revisions"] = {k: str(v) for k, v in revs.items()}
     control, host_cores = split_cores(os.cpu_count() or 1)
     load0 = os.getloadavg()[0]
     sec.details["cores"] = {"control": control, "hosts": host_cores}
@@ -150,21 +155,36 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
         variants = Variants(base, workdir / "variants-thousand")
         first = run_probe(racks, variants.next(), sizes[-1], control)  # every host has a release
         log(f"  thousand: first deploy to {sizes[-1]} hosts {first['wall_s']:.1f} s")
-        rows: dict[int, list[dict]] = {n: [] for n in sizes}
-        for rep, name in alternation([f"{n} hosts" for n in sizes], reps):
-            n = int(name.split()[0])
-            row = run_probe(racks, variants.next(), n, control)
-            rows[n].append(row)
+        rows: dict[str, dict[int, list[dict]]] = {rev: {n: [] for n in sizes} for rev in revs}
+        names = [f"{n} hosts{'' if rev == 'this' else ', ' + rev}" for n in sizes for rev in revs]
+        for rep, name in alternation(names, reps):
+            n, rev = int(name.split()[0]), "base" if name.endswith(", base") else "this"
+            row = run_probe(racks, variants.next(), n, control, revs[rev])
+            rows[rev][n].append(row)
             sec.add(name, row["wall_s"])
-            log(f"  thousand rep {rep + 1}: {n} hosts {row['wall_s']:.2f} s, hosts CPU "
+            log(f"  thousand rep {rep + 1}: {name} {row['wall_s']:.2f} s, hosts CPU "
                 f"{row['hosts_cpu_s']:.2f} s, control CPU {row['control_cpu_s']:.3f} s, RSS "
                 f"{row['rss_base_mb']:.0f} -> {row['rss_peak_mb']:.0f} MB, threads "
                 f"{row['threads_peak']}, fds {row['fds_peak']}")
-        _figures(sec, rows, sizes, len(host_cores))
+        _figures(sec, rows["this"], sizes, len(host_cores))
+        if "base" in rows:
+            against_base(sec, rows["this"], rows["base"], sizes)
     finally:
         racks.close()
     sec.figures["load average (1 min) at start / end"] = f"{load0:.1f} / {os.getloadavg()[0]:.1f}"
     return sec
+
+
+def against_base(sec: Section, this: dict[int, list[dict]], base: dict[int, list[dict]],
+                 sizes: list[int]) -> None:
+    """The baseline's control CPU and peak RSS per host at each size, and this checkout's
+    control CPU as a ratio to it (medians of the repetitions, alternated in one run)."""
+    for n in sizes:
+        ours, theirs = (1000 * median_of(rows[n], "control_cpu_s") / n for rows in (this, base))
+        rss = (median_of(base[n], "rss_peak_mb") - median_of(base[n], "rss_base_mb")) / n
+        sec.figures[f"{n} hosts, base"] = (
+            f"control CPU {theirs:.1f} ms/host, RSS {rss:.2f} MB/host; this / base "
+            f"{ours / theirs:.2f}; {per_host(base[n], n)}")
 
 
 def per_host(rows: list[dict], n: int) -> str:

@@ -13,9 +13,10 @@ from fleet.cli.flags import number, task
 BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansible, noop, "
               "restartgap, hooks, harness, rtt, rivals, scale, hookscale, failfast, hung, "
               "busyhook, hostcost; openclaw, ocgateway, ctlcost (control CPU/RSS per host, "
-              "against the --baseline checkout), thousand and transport (the SSH transport "
-              "against OpenSSH and asyncssh; --count 64 adds 64 hosts to 16) and hostpace (control "
-              "CPU per host against the hosts' pace) only when named")
+              "against the --baseline checkout), thousand (also against --baseline) and "
+              "transport (the SSH transport against OpenSSH and asyncssh; --count 64 adds 64 "
+              "hosts to 16) and hostpace (control CPU per host against the hosts' pace) only "
+              "when named")
 
 
 @task(help={"only": BENCH_HELP,
@@ -23,7 +24,7 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
             "reps": "repetitions per contender (default 3)",
             "json": "write every sample, summary, ratio and goal to this JSON file",
             "plot": "draw the scaling curve and the rivals into docs/img/ (bench extra)",
-            "baseline": "hostcost, ctlcost: another checkout (the code before a change) "
+            "baseline": "hostcost, ctlcost, thousand: another checkout (the code before a change) "
                         "measured alternately with this one, for the before/after ratio"})
 def bench(c, only="", count="8", reps="3", json="", plot=False, baseline=""):
     """Run the benchmarks (Docker harness for the deploy ones); print medians, ranges, ratios."""

@@ -174,3 +174,15 @@ def test_thousand_figures_hold_a_deploy_to_its_floor_and_report_per_host_costs()
 def test_thousand_is_opt_in():
     assert "thousand" not in parse_selection("")
     assert parse_selection("thousand") == ["thousand"]
+
+
+def test_thousand_against_a_baseline_gives_the_ratio_of_control_cpu_per_host():
+    from lab.bench import thousand
+
+    sec = Section("thousand", "t")
+    this = {64: [_row(16.0, 15.0, 0.48, 70)], 1000: [_row(300.0, 240.0, 8.0, 150)]}
+    base = {64: [_row(16.0, 15.0, 0.64, 80)], 1000: [_row(300.0, 240.0, 10.0, 190)]}
+    thousand.against_base(sec, this, base, [64, 1000])
+    assert sec.figures["64 hosts, base"].startswith("control CPU 10.0 ms/host, RSS 0.47 MB/host; "
+                                                    "this / base 0.75")
+    assert "this / base 0.80" in sec.figures["1000 hosts, base"]
