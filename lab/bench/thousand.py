@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.bench import fixture
+from lab.bench.gcwatch import Collected
 from lab.bench.packets import Counted
 from lab.bench.report import Section
 from lab.bench.sampler import PeriodicSampler
@@ -74,7 +75,7 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
     art = api.load_artifact(artifact)
     base = _rss_mb("VmRSS")
     threads0, fds0 = threading.active_count(), len(os.listdir("/proc/self/fd"))
-    with Sampler() as sampler, Counted() as packets:
+    with Sampler() as sampler, Counted() as packets, Collected() as collected:
         cpu0, t0, split0 = _cpu_s(), time.perf_counter(), os.times()
         results = api.deploy(hosts, art, lambda *a: None,
                              RunOptions(parallel=min(count, MAX_PARALLEL)))
@@ -90,6 +91,7 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
             "threads_peak": sampler.peak["threads"], "fds_peak": sampler.peak["fds"],
             "user_s": split1.user - split0.user, "sys_s": split1.system - split0.system,
             "packets_received": packets.received, "packets_sent": packets.sent,
+            "collections": collected.count, "collections_cpu_s": collected.cpu_s,
             "failed": bad[:20], "failed_count": len(bad),
             "steps": {k: statistics.median(v) for k, v in steps.items()}}
 
@@ -192,9 +194,15 @@ def per_host(rows: list[dict], n: int) -> str:
     def med(key: str) -> float:
         return statistics.median(float(r.get(key, 0)) for r in rows) / n
 
-    return (f"user {1000 * med('user_s'):.2f} ms, sys {1000 * med('sys_s'):.2f} ms (with the "
+    text = (f"user {1000 * med('user_s'):.2f} ms, sys {1000 * med('sys_s'):.2f} ms (with the "
             f"sampler's); SSH packets received {med('packets_received'):.1f}, sent "
             f"{med('packets_sent'):.1f}")
+    if all("collections" in r for r in rows):  # a baseline's probe may not count them
+        mid = sorted(rows, key=lambda r: r["control_cpu_s"])[len(rows) // 2]
+        text += (f"; garbage collections by generation {'/'.join(map(str, mid['collections']))}"
+                 f", their CPU {1000 * sum(mid['collections_cpu_s']) / n:.2f} ms (of it full "
+                 f"ones {1000 * mid['collections_cpu_s'][2] / n:.2f} ms)")
+    return text
 
 
 def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_cores: int) -> None:

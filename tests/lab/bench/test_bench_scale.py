@@ -186,3 +186,27 @@ def test_thousand_against_a_baseline_gives_the_ratio_of_control_cpu_per_host():
     assert sec.figures["64 hosts, base"].startswith("control CPU 10.0 ms/host, RSS 0.47 MB/host; "
                                                     "this / base 0.75")
     assert "this / base 0.80" in sec.figures["1000 hosts, base"]
+
+
+def test_thousand_per_host_figures_name_the_collections_made_when_the_probe_counted_them():
+    from lab.bench import thousand
+
+    row = dict(_row(16.0, 15.0, 0.64, 70), user_s=0.5, sys_s=0.1, packets_received=1984,
+               packets_sent=896, collections=[70, 7, 2], collections_cpu_s=[0.01, 0.01, 0.2])
+    text = thousand.per_host([row], 64)
+    assert "garbage collections by generation 70/7/2" in text
+    assert "(of it full ones 3.12 ms)" in text
+    old = {k: v for k, v in row.items() if not k.startswith("collections")}
+    assert "garbage" not in thousand.per_host([old], 64)  # a baseline without the count
+
+
+def test_collected_counts_each_generation_a_block_collected():
+    import gc
+
+    from lab.bench.gcwatch import Collected
+
+    with Collected() as seen:
+        gc.collect(0)
+        gc.collect(2)
+    assert seen.count[0] >= 1 and seen.count[2] >= 1
+    assert all(t >= 0 for t in seen.cpu_s)
