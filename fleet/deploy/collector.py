@@ -13,6 +13,7 @@ first full collection after the run, which CPython starts on its own schedule.
 
 Runs may overlap in one process (a worker's activities, tests): the first to start defers full
 collections, the last to end restores the threshold it found, unless someone changed it since.
+An incremental collector (which ignores the oldest generation's threshold) is left as it is.
 """
 
 from __future__ import annotations
