@@ -23,6 +23,7 @@ from typing import Iterator, Optional
 
 from fleet.continuity import detached, regularfile
 from fleet.continuity.statelayout import StateLayout
+from fleet.installer.announcer import StepAnnouncer
 
 
 class Machine:
@@ -40,6 +41,10 @@ class Machine:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def step_announcer(self) -> StepAnnouncer:
+        """Live progress of an installer's steps: each one that lasts, on stderr."""
+        return StepAnnouncer()
 
     def hostname(self) -> str:
         return socket.gethostname()

@@ -4,8 +4,8 @@ Why one process: the control side makes one call per host, and everything that m
 (lock, hash check, unpack, atomic switch, restart, readiness, the plugins' self-tests,
 switch-back, audit) happens here,
 so a dropped ssh connection can never leave a half-switched host. Each step is timed (the JSON
-result carries `steps`), announced on stderr as `{"step": name}` for live progress, and passes the
-fault seam (`faults.check`).
+result carries `steps`), announced on stderr as `{"step": name}` for live progress once it lasts
+(fleet.installer.announcer), and passes the fault seam (`faults.check`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import os
 import resource
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, Iterator, Optional
@@ -35,14 +34,6 @@ from fleet.installer.lock import (
 from fleet.installer.manager import Manager, ManagerError
 from fleet.installer.protocol import READY_TIMEOUT_S, release_summary
 from fleet.installer.releasedirs import UnusableRelease
-
-
-def announce(event: dict) -> None:
-    """Progress on stderr; a reader that went away (dropped ssh) must not break the deploy."""
-    try:
-        print(json.dumps(event), file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
 
 
 def cpu_s() -> float:
@@ -90,6 +81,7 @@ class Transaction:
         self.timeout = timeout
         self.host = machine.current()  # the machine's clock and name (a simulated host's)
         self.started = self.host.monotonic()
+        self.news = self.host.step_announcer()
         self.lock = DeployLock(state_dir, owner, lease_s)
         self.notes = []
         self.result = {"action": action, "host": self.host.hostname(), "ok": False,
@@ -99,15 +91,18 @@ class Transaction:
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
-        announce({"step": name})
-        faults.check(self.state_dir, name)
-        t0, c0 = self.host.monotonic(), cpu_s()
+        self.news.begin(name)
         try:
-            yield
+            faults.check(self.state_dir, name)
+            t0, c0 = self.host.monotonic(), cpu_s()
+            try:
+                yield
+            finally:
+                steps, cpu = self.result["steps"], self.result["cpu_s"]
+                steps[name] = round(steps.get(name, 0.0) + self.host.monotonic() - t0, 4)
+                cpu[name] = round(cpu.get(name, 0.0) + cpu_s() - c0, 4)
         finally:
-            steps, cpu = self.result["steps"], self.result["cpu_s"]
-            steps[name] = round(steps.get(name, 0.0) + self.host.monotonic() - t0, 4)
-            cpu[name] = round(cpu.get(name, 0.0) + cpu_s() - c0, 4)
+            self.news.end()
 
     def take_lock(self) -> None:
         with self.step("lock"):

@@ -25,6 +25,7 @@ from typing import Any
 from fleet.continuity.statelayout import StateLayout, release_name
 from fleet.deploy.api import ArtifactRef
 from fleet.installer import releasedirs
+from fleet.installer.announcer import StepAnnouncer
 from fleet.installer.machine import Machine
 from fleet.installer.manager import Manager, ManagerError
 from lab.sim.scheduler import EPOCH, Proc, Scheduler, SimAbort
@@ -239,6 +240,9 @@ class SimMachine(Machine):
 
     def pid(self) -> int:
         return self.host.sched.running.proc.pid
+
+    def step_announcer(self) -> StepAnnouncer:
+        return StepAnnouncer(0.0)  # every step at its start: no real thread on simulated time
 
     def hostname(self) -> str:
         return self.host.name
