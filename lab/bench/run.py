@@ -23,8 +23,9 @@ BENCHMARKS = ("scaling", "manual", "ansible", "noop", "restartgap", "hooks", "ha
 # ctlcost starts 64 hosts and measures two revisions (lab.bench.ctlcost); thousand starts a
 # thousand light hosts in racks (lab.bench.thousand); transport measures the SSH transport against
 # OpenSSH and asyncssh on 16 (and with --count 64, 64) light hosts (lab.bench.transport);
-# hostpace the control CPU per host against the hosts' pace on 64 light hosts (lab.bench.hostpace)
-OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand", "transport", "hostpace")
+# hostpace the control CPU per host against the hosts' pace on 64 light hosts (lab.bench.hostpace);
+# liveview the live display's CPU per host on a terminal, 64 and 1,000 hosts (lab.bench.liveview)
+OPT_IN = ("openclaw", "ocgateway", "ctlcost", "thousand", "transport", "hostpace", "liveview")
 DOCKER_DEPLOY = ("scaling", "noop", "manual", "ansible", "rivals", "failfast", "hung")
 
 
@@ -144,6 +145,11 @@ def run(selected: list[str], hosts: int = 8, reps: int = 3, workdir: Path | None
 
         _guard(report, "hostpace", "control CPU per host against the hosts' pace",
                lambda: hostpace.bench(base, workdir, reps, log=log), log)
+    if "liveview" in selected:
+        from lab.bench import ctlcost, liveview  # noqa: PLC0415
+
+        _guard(report, "liveview", "the live display's CPU per host",
+               lambda: liveview.bench(ctlcost.revisions(root, baseline), reps, log=log), log)
     deploy_benches = [b for b in DOCKER_DEPLOY if b in selected]
     if deploy_benches:
         _deploys(report, deploy_benches, base, hosts, reps, workdir, log)

@@ -15,8 +15,9 @@ BENCH_HELP = ("comma-separated benchmarks (default all): scaling, manual, ansibl
               "busyhook, hostcost; openclaw, ocgateway, ctlcost (control CPU/RSS per host, "
               "against the --baseline checkout), thousand (also against --baseline) and "
               "transport (the SSH transport against OpenSSH and asyncssh; --count 64 adds 64 "
-              "hosts to 16) and hostpace (control CPU per host against the hosts' pace) only "
-              "when named")
+              "hosts to 16), hostpace (control CPU per host against the hosts' pace) and liveview "
+              "(the live display's CPU per host on a terminal, against --baseline) only when "
+              "named")
 
 
 @task(help={"only": BENCH_HELP,
