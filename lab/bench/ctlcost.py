@@ -9,7 +9,8 @@ Before and after in one run: with `--baseline DIR` naming a checkout of another 
 (`git worktree add /tmp/fleet-base main`), every repetition runs both revisions' probes, in
 alternating order, on the same harness; without it only this checkout is measured. The other
 revision is measured as its own code, not as an option of this one (fleet keeps no old code
-path for benchmarks).
+path for benchmarks): its control side deploys artifacts built from its own tree, so its
+installer's part of the exchange (the lines and answers it sends back) is its own too.
 
 `python -m lab.bench.ctlcost profile <inventory> <artifact> <count> <names> <out.prof>` runs one
 probe under cProfile in every thread (the host threads, paramiko's transport threads) and
@@ -49,6 +50,19 @@ def revisions(root: Path, baseline: str = "") -> dict[str, Path]:
     return revs
 
 
+def revision_variants(revs: dict[str, Path], base, workdir: Path, tag: str) -> dict:
+    """Artifact variants per revision: this checkout's of `base`, another's of an artifact
+    built from its tree (its installer, not this one's)."""
+    from fleet.deploy import api  # noqa: PLC0415
+    from lab.bench.deploys import Variants  # noqa: PLC0415
+
+    out = {}
+    for rev, root in revs.items():
+        built = base if rev == "this" else api.build_artifact(root, workdir / f"dist-{rev}")
+        out[rev] = Variants(built, workdir / f"variants-{tag}-{rev}")
+    return out
+
+
 def per_host(row: dict, count: int) -> dict:
     """A probe's figures per host: control CPU (ms) and peak RSS growth (MB)."""
     return {"cpu_ms": 1000 * row["control_cpu_s"] / count,
@@ -75,8 +89,6 @@ def probe(root: Path, fl: fixture.Fleet, artifact: Path, names: list[str],
 
 def bench(base, workdir: Path, reps: int = 2, sizes=SIZES, baseline: str = "",
           log=print) -> Section:
-    from lab.bench.deploys import Variants  # noqa: PLC0415
-
     root = Path(__file__).resolve().parents[2]
     revs = revisions(root, baseline)
     sizes = sorted(sizes)
@@ -88,13 +100,13 @@ def bench(base, workdir: Path, reps: int = 2, sizes=SIZES, baseline: str = "",
     fl = scale.start_fleet(sizes[-1], workdir / "harness-ctlcost", log=log)
     rows: dict[str, list[float]] = {}
     try:
-        variants = Variants(base, workdir / "variants-ctlcost")
+        variants = revision_variants(revs, base, workdir, "ctlcost")
         scale._pin_hosts(fl, host_cores, None)
         names = [h.name for h in fl.hosts]
-        probe(root, fl, variants.next().path, names, control)  # every host runs a gateway
+        probe(root, fl, variants["this"].next().path, names, control)  # a gateway on each
         for rep, rev in alternation(list(revs), reps):
             for n in sizes:
-                art = variants.next().path
+                art = variants[rev].next().path
                 for kind in KINDS:
                     row = per_host(probe(revs[rev], fl, art, names[:n], control), n)
                     for key in ("cpu_ms", "rss_mb"):
