@@ -210,3 +210,28 @@ def test_collected_counts_each_generation_a_block_collected():
         gc.collect(2)
     assert seen.count[0] >= 1 and seen.count[2] >= 1
     assert all(t >= 0 for t in seen.cpu_s)
+
+
+def test_a_baseline_revision_deploys_an_artifact_built_from_its_own_tree(tmp_path):
+    from fleet.deploy import api
+    from lab.bench.ctlcost import revision_variants
+
+    root = Path(__file__).resolve().parents[3]
+    base = api.build_artifact(root, tmp_path / "dist")
+    variants = revision_variants({"this": root, "base": root}, base, tmp_path, "t")
+    assert variants["this"].base is base
+    built = variants["base"].base
+    assert built is not base and built.path.parent == tmp_path / "dist-base"
+    assert variants["base"].next().path.parent == tmp_path / "variants-t-base"
+
+
+def test_liveview_is_opt_in_and_reports_the_displays_cpu_per_host():
+    from lab.bench import liveview
+
+    assert "liveview" not in parse_selection("all")
+    assert parse_selection("liveview") == ["liveview"]
+    root = Path(__file__).resolve().parents[3]
+    sec = liveview.bench({"this": root}, reps=1, sizes=(2, 4), log=lambda *_: None)
+    assert sec.figures["this: CPU per host"].endswith(" ms at 4")
+    assert sec.summary("this 4")["median"] > 0
+    assert [g.name for g in sec.goals] == ["CPU per host, 4 / 2 hosts"]
