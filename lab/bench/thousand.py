@@ -134,10 +134,10 @@ def run_probe(racks, artifact, count: int, cpus: list[int], root: Path | None = 
 
 def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
           baseline: str = "", log=print) -> Section:
-    """With `baseline` (another checkout), each size is deployed by both, alternated, and the
-    control CPU per host of this one is also given as a ratio to the baseline's."""
-    from lab.bench.ctlcost import revisions  # noqa: PLC0415
-    from lab.bench.deploys import Variants  # noqa: PLC0415
+    """With `baseline` (another checkout), each size is deployed by both, alternated, each with
+    artifacts built from its own tree, and the control CPU per host of this one is also given as
+    a ratio to the baseline's."""
+    from lab.bench.ctlcost import revision_variants, revisions  # noqa: PLC0415
     from lab.harness import rack  # noqa: PLC0415
     from lab.harness.run import docker_client  # noqa: PLC0415
 
@@ -154,14 +154,14 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
                        cpuset=",".join(map(str, host_cores)), log=log)
     sec.figures[f"racks start, {sizes[-1]} hosts"] = f"{time.perf_counter() - t0:.1f} s"
     try:
-        variants = Variants(base, workdir / "variants-thousand")
-        first = run_probe(racks, variants.next(), sizes[-1], control)  # every host has a release
+        variants = revision_variants(revs, base, workdir, "thousand")  # each its own installer
+        first = run_probe(racks, variants["this"].next(), sizes[-1], control)  # a release on each
         log(f"  thousand: first deploy to {sizes[-1]} hosts {first['wall_s']:.1f} s")
         rows: dict[str, dict[int, list[dict]]] = {rev: {n: [] for n in sizes} for rev in revs}
         names = [f"{n} hosts{'' if rev == 'this' else ', ' + rev}" for n in sizes for rev in revs]
         for rep, name in alternation(names, reps):
             n, rev = int(name.split()[0]), "base" if name.endswith(", base") else "this"
-            row = run_probe(racks, variants.next(), n, control, revs[rev])
+            row = run_probe(racks, variants[rev].next(), n, control, revs[rev])
             rows[rev][n].append(row)
             sec.add(name, row["wall_s"])
             log(f"  thousand rep {rep + 1}: {name} {row['wall_s']:.2f} s, hosts CPU "
