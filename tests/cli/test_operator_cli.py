@@ -12,11 +12,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from deploy_helpers import make_tree, stop_gateways
 from fleetcli import FLEET
+
+from fleet.continuity.statelayout import StateLayout
 
 INVENTORY = """\
 vars: {connection: local, gateway: {manager: fleet}, timeouts: {ready: 30, command: 120}}
@@ -257,6 +260,24 @@ def test_dry_run_writes_nothing_not_even_the_artifact(tmp_path):
     assert after == [p for p in before if "__pycache__" not in p.parts]  # no dist/, no .fleet/
 
 
+def _hold_for(fault: Path, seconds: float) -> threading.Thread:
+    """A `hold` fault at a step, lifted `seconds` after the installer stands there."""
+    fault.parent.mkdir(parents=True, exist_ok=True)
+    fault.write_text("hold")
+    marker = fault.with_name(fault.name + ".held")
+
+    def lift() -> None:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(seconds)
+        fault.unlink(missing_ok=True)
+
+    thread = threading.Thread(target=lift, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_output_force_restart_rollback_and_timing(workdir, artifacts):
     base, bumped = artifacts(), artifacts(bump="5.0.1")
     code, out, err = fleet(workdir, "deploy", "-H", "box", "--artifact", str(base.path))
@@ -269,9 +290,13 @@ def test_output_force_restart_rollback_and_timing(workdir, artifacts):
                            "--force", "--json")
     assert code == 0 and json.loads(out)["hosts"][0]["result"] == "restarted"
     fleet(workdir, "deploy", "-H", "box", "--artifact", str(bumped.path))
+    # a step that lasts: the installer announces only those (quick ones send no line)
+    switch = StateLayout(workdir / STATES[0]).faults_dir / "switch"
+    lift = _hold_for(switch, 0.6)
     code, out, err = fleet(workdir, "rollback", "-H", "box")
+    lift.join(timeout=30)
     assert code == 0 and "rolled_back" in out, err
-    assert "box rollback: " in err and "install:" not in err
+    assert "box rollback: switch" in err and "install:" not in err
     assert re.search(r"in \d+\.\ds", out)
 
 
