@@ -18,6 +18,11 @@ CPU and memory per host say whether it would keep up with hosts that had a core 
 Each deploy runs in a fresh process, as `invoke deploy` does, at `--parallel` 256 (the runner's
 bound). It samples its own threads and open file descriptors every 0.1 s on a thread
 whose own CPU is taken out of the deploy's.
+
+One more deploy of the largest fleet runs at the second size's `--parallel` (1,000 hosts, 64 in
+flight): on the racks' one core a host's pace follows how many hosts work at once, so this one
+keeps 64 hosts' pace and differs from the 64-host deploy only in the fleet's size. Its control
+CPU per host against 64 hosts' is what grows with the fleet itself.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.bench import fixture
+from lab.bench.canary import Canary
 from lab.bench.gcwatch import Collected
 from lab.bench.packets import Counted
 from lab.bench.report import Section
@@ -60,9 +66,10 @@ class Sampler(PeriodicSampler):
             pass
 
 
-def probe(inventory: str, artifact: str, count: int) -> dict:
-    """One deploy to the first `count` hosts of `inventory`: wall, own CPU, RSS before/peak,
-    peak threads and file descriptors, per-step medians."""
+def probe(inventory: str, artifact: str, count: int, parallel: int = 0) -> dict:
+    """One deploy to the first `count` hosts of `inventory` at `--parallel` `parallel` (0: as
+    many as the runner allows): wall, own CPU, RSS before/peak, peak threads and file
+    descriptors, per-step medians."""
     import fabric  # noqa: F401, PLC0415  (imported before the baseline, as a deploy has them)
     import paramiko  # noqa: F401, PLC0415
 
@@ -78,7 +85,7 @@ def probe(inventory: str, artifact: str, count: int) -> dict:
     with Sampler() as sampler, Counted() as packets, Collected() as collected:
         cpu0, t0, split0 = _cpu_s(), time.perf_counter(), os.times()
         results = api.deploy(hosts, art, lambda *a: None,
-                             RunOptions(parallel=min(count, MAX_PARALLEL)))
+                             RunOptions(parallel=parallel or min(count, MAX_PARALLEL)))
         wall, cpu1, split1 = time.perf_counter() - t0, _cpu_s(), os.times()
     bad = [f"{r.host}: {r.result} {r.note}" for r in results if not r.ok]
     steps: dict[str, list[float]] = {}
@@ -110,17 +117,21 @@ def settle(racks, quiet_s: float = 0.05, timeout: float = 60.0) -> None:
         before = now
 
 
-def run_probe(racks, artifact, count: int, cpus: list[int], root: Path | None = None) -> dict:
+def run_probe(racks, artifact, count: int, cpus: list[int], root: Path | None = None,
+              parallel: int = 0, canary: Canary | None = None) -> dict:
     """`probe` of the checkout at `root` (default: this one) in a fresh process on `cpus`, once
-    the racks are idle; the racks' CPU from their cgroups."""
+    the racks are idle; the racks' CPU from their cgroups; with `canary`, the control core's
+    speed meanwhile (`canary_ms`)."""
     root = root or Path(__file__).resolve().parents[2]
     settle(racks)
     cmd = [sys.executable, "-m", "lab.bench.thousand", "probe", str(racks.inventory_path),
-           str(artifact.path), str(count)]
+           str(artifact.path), str(count)] + ([str(parallel)] if parallel else [])
     env = dict(os.environ, PYTHONPATH=str(root))
+    started = time.time()
     with fixture.CpuMeter(racks.container_ids()) as meter:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env,
                               cwd=root, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    ended = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"deploy probe exited {proc.returncode}: {proc.stderr[-800:]}")
     row = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -128,7 +139,8 @@ def run_probe(racks, artifact, count: int, cpus: list[int], root: Path | None = 
         raise fixture.DeployFailed(f"{row['failed_count']} hosts failed: "
                                    + "; ".join(row["failed"][:5]))
     row.update(hosts_cpu_s=meter.result["hosts_cpu_s"], docker_cpu_s=meter.result["docker_cpu_s"],
-               machine_busy_s=meter.result["machine_busy_s"])
+               machine_busy_s=meter.result["machine_busy_s"],
+               canary_ms=canary.median_ms(started, ended) if canary else None)
     return row
 
 
@@ -137,7 +149,7 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
     """With `baseline` (another checkout), each size is deployed by both, alternated, each with
     artifacts built from its own tree, and the control CPU per host of this one is also given as
     a ratio to the baseline's."""
-    from lab.bench.ctlcost import revision_variants, revisions  # noqa: PLC0415
+    from lab.bench.ctlcost import revisions  # noqa: PLC0415
     from lab.harness import rack  # noqa: PLC0415
     from lab.harness.run import docker_client  # noqa: PLC0415
 
@@ -154,27 +166,46 @@ def bench(base, workdir: Path, reps: int, sizes=SIZES, per_rack: int = PER_RACK,
                        cpuset=",".join(map(str, host_cores)), log=log)
     sec.figures[f"racks start, {sizes[-1]} hosts"] = f"{time.perf_counter() - t0:.1f} s"
     try:
-        variants = revision_variants(revs, base, workdir, "thousand")  # each its own installer
-        first = run_probe(racks, variants["this"].next(), sizes[-1], control)  # a release on each
-        log(f"  thousand: first deploy to {sizes[-1]} hosts {first['wall_s']:.1f} s")
-        rows: dict[str, dict[int, list[dict]]] = {rev: {n: [] for n in sizes} for rev in revs}
-        names = [f"{n} hosts{'' if rev == 'this' else ', ' + rev}" for n in sizes for rev in revs]
-        for rep, name in alternation(names, reps):
-            n, rev = int(name.split()[0]), "base" if name.endswith(", base") else "this"
-            row = run_probe(racks, variants[rev].next(), n, control, revs[rev])
-            rows[rev][n].append(row)
-            sec.add(name, row["wall_s"])
-            log(f"  thousand rep {rep + 1}: {name} {row['wall_s']:.2f} s, hosts CPU "
-                f"{row['hosts_cpu_s']:.2f} s, control CPU {row['control_cpu_s']:.3f} s, RSS "
-                f"{row['rss_base_mb']:.0f} -> {row['rss_peak_mb']:.0f} MB, threads "
-                f"{row['threads_peak']}, fds {row['fds_peak']}")
-        _figures(sec, rows["this"], sizes, len(host_cores))
-        if "base" in rows:
-            against_base(sec, rows["this"], rows["base"], sizes)
+        with Canary(control, workdir / "canary.txt") as canary:  # the control core's speed
+            rows, paced = _deploys(sec, racks, revs, base, workdir, sizes, reps, control, canary,
+                                   log)
     finally:
         racks.close()
+    _figures(sec, rows["this"], sizes, len(host_cores))
+    if paced:
+        same_pace(sec, rows["this"][sizes[-2]], paced, sizes[-2], sizes[-1])
+    if "base" in rows:
+        against_base(sec, rows["this"], rows["base"], sizes)
     sec.figures["load average (1 min) at start / end"] = f"{load0:.1f} / {os.getloadavg()[0]:.1f}"
     return sec
+
+
+def _deploys(sec: Section, racks, revs: dict, base, workdir: Path, sizes: list[int], reps: int,
+             control: list[int], canary: Canary, log) -> tuple[dict, list[dict]]:
+    """A first deploy (a release on every host), then each size by each revision and the
+    largest fleet at the second size's pace, alternated: (rows by revision and size, the paced
+    rows)."""
+    from lab.bench.ctlcost import revision_variants  # noqa: PLC0415
+
+    variants = revision_variants(revs, base, workdir, "thousand")  # each its own installer
+    first = run_probe(racks, variants["this"].next(), sizes[-1], control)
+    log(f"  thousand: first deploy to {sizes[-1]} hosts {first['wall_s']:.1f} s")
+    rows: dict[str, dict[int, list[dict]]] = {rev: {n: [] for n in sizes} for rev in revs}
+    cases = {f"{n} hosts{'' if rev == 'this' else ', ' + rev}": (n, 0, rev)
+             for n in sizes for rev in revs}
+    paced: list[dict] = []  # the largest fleet at the second size's pace (module doc)
+    if len(sizes) > 1 and sizes[-1] > sizes[-2]:
+        cases[f"{sizes[-1]} hosts, {sizes[-2]} in flight"] = (sizes[-1], sizes[-2], "this")
+    for rep, name in alternation(list(cases), reps):
+        n, parallel, rev = cases[name]
+        row = run_probe(racks, variants[rev].next(), n, control, revs[rev], parallel, canary)
+        (paced if parallel else rows[rev][n]).append(row)
+        sec.add(name, row["wall_s"])
+        log(f"  thousand rep {rep + 1}: {name} {row['wall_s']:.2f} s, hosts CPU "
+            f"{row['hosts_cpu_s']:.2f} s, control CPU {row['control_cpu_s']:.3f} s, RSS "
+            f"{row['rss_base_mb']:.0f} -> {row['rss_peak_mb']:.0f} MB, threads "
+            f"{row['threads_peak']}, fds {row['fds_peak']}, canary {row['canary_ms']} ms")
+    return rows, paced
 
 
 def against_base(sec: Section, this: dict[int, list[dict]], base: dict[int, list[dict]],
@@ -187,6 +218,22 @@ def against_base(sec: Section, this: dict[int, list[dict]], base: dict[int, list
         sec.figures[f"{n} hosts, base"] = (
             f"control CPU {theirs:.1f} ms/host, RSS {rss:.2f} MB/host; this / base "
             f"{ours / theirs:.2f}; {per_host(base[n], n)}")
+
+
+def same_pace(sec: Section, small: list[dict], paced: list[dict], mid: int, big: int) -> None:
+    """The largest fleet deployed `mid` hosts at a time against `mid` hosts: control CPU per
+    host, and their ratio (what the fleet's size alone adds per host)."""
+    ours, theirs = (1000 * median_of(rows, "control_cpu_s") / n
+                    for rows, n in ((paced, big), (small, mid)))
+    sec.figures[f"{big} hosts, {mid} in flight"] = (
+        f"T {median_of(paced, 'wall_s'):.2f} s; control CPU {ours:.1f} ms/host; "
+        f"{per_host(paced, big)}")
+    sec.figures[f"control CPU per host, {big} / {mid} hosts, {mid} in flight each"] = round(
+        ours / theirs, 2)
+    speed = [median_of(rows, "canary_ms") for rows in (paced, small)]
+    if None not in speed:  # the same, each in its own core's time (lab.bench.canary)
+        sec.figures[f"control CPU per host in canary rounds, {big} / {mid} hosts"] = round(
+            (ours / speed[0]) / (theirs / speed[1]), 2)
 
 
 def per_host(rows: list[dict], n: int) -> str:
@@ -225,6 +272,10 @@ def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_c
             f"({m['rss_mb_per_host']:.2f} MB/host); peak threads {m['threads_peak']:.0f}, "
             f"fds {m['fds_peak']:.0f}")
         sec.figures[f"{n} hosts, per host"] = per_host(rows[n], n)
+        canary = median_of(rows[n], "canary_ms")
+        if canary is not None:
+            sec.figures[f"{n} hosts, control core"] = (
+                f"canary {canary:.2f} ms per round (lab.bench.canary; more: a slower core)")
         sec.figures[f"steps, {n} hosts (median s)"] = {
             k: round(statistics.median(r["steps"].get(k, 0) for r in rows[n]), 4)
             for k in rows[n][0]["steps"]}
@@ -247,4 +298,5 @@ def _figures(sec: Section, rows: dict[int, list[dict]], sizes: list[int], host_c
 
 
 if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "probe":
-    print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    print(json.dumps(probe(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                           int(sys.argv[5]) if len(sys.argv) > 5 else 0)))

@@ -4,6 +4,7 @@ the plot's data, the rivals' inventory, and the bench extra (no Docker, no timin
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,48 @@ def test_thousand_figures_hold_a_deploy_to_its_floor_and_report_per_host_costs()
     assert sec.figures["control CPU per extra host, 64 -> 1000"] == pytest.approx(
         1000 * (12.0 - 0.64) / 936, abs=0.01)
     assert "peak threads 1200, fds 1030" in sec.figures["1000 hosts"]
+
+
+def test_thousand_compares_the_largest_fleet_at_the_smaller_ones_pace():
+    """1,000 hosts deployed 64 at a time against 64 hosts: the ratio of their control CPU per
+    host is what the fleet's size alone adds."""
+    from lab.bench import thousand
+
+    sec = Section("thousand", "t")
+    small = [_row(16.0, 15.0, 0.64, 70), _row(17.0, 15.0, 0.70, 70)]
+    paced = [_row(250.0, 240.0, 11.0, 150), _row(260.0, 240.0, 12.0, 150),
+             _row(255.0, 240.0, 30.0, 150)]
+    thousand.same_pace(sec, small, paced, 64, 1000)
+    # medians: 12.0 ms per host at 1,000 against (0.64 + 0.70) / 2 / 64 = 10.47 ms at 64
+    assert sec.figures["control CPU per host, 1000 / 64 hosts, 64 in flight each"] == \
+        pytest.approx(12.0 / (1000 * 0.67 / 64), abs=0.01)
+    assert "control CPU 12.0 ms/host" in sec.figures["1000 hosts, 64 in flight"]
+    assert "control CPU per host in canary rounds, 1000 / 64 hosts" not in sec.figures
+
+    # the 1,000-host deploys ran on a core 1.5 times slower (the canary's rounds took longer)
+    for row in small:
+        row["canary_ms"] = 10.0
+    for row in paced:
+        row["canary_ms"] = 15.0
+    thousand.same_pace(sec, small, paced, 64, 1000)
+    assert sec.figures["control CPU per host in canary rounds, 1000 / 64 hosts"] == \
+        pytest.approx(12.0 / 15.0 / (1000 * 0.67 / 64 / 10.0), abs=0.01)
+
+
+def test_the_canary_takes_the_median_of_the_rounds_in_a_window(tmp_path):
+    from lab.bench.canary import Canary, workload
+
+    assert workload() > 0
+    canary = Canary([0], tmp_path / "canary.txt")
+    canary.path.write_text("100.0 5.0\n101.0 7.0\n102.0 9.0\n103.0 50.0\n104.5 1")
+    assert canary.median_ms(100.5, 103.5) == pytest.approx(9.0)  # 7, 9, 50
+    assert canary.median_ms(200, 300) is None
+
+    with Canary([0], tmp_path / "live.txt") as live:  # a real one writes a round at its start
+        deadline = time.monotonic() + 60
+        while live.median_ms(0, 1e12) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert live.median_ms(0, 1e12) > 0
 
 
 def test_thousand_is_opt_in():
