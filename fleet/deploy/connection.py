@@ -498,12 +498,12 @@ def close_quietly(conn: Any) -> None:
 def _wake_reader(transport: Any) -> None:
     """Shut the transport's socket down before it is closed.
 
-    Its reader thread sits in `recv` for up to IDLE_CHECK_S (`_quiet_transport`), and closing
-    a socket does not wake a `recv` already waiting on it: the thread, the connection's objects
-    and the host's ssh session lived on that long after every close (a run's thousand
-    connections, or each of a long-lived worker's). A shutdown ends that `recv` at once (end of
-    file), so the thread ends and the host sees the connection close now. A jump host's
-    "socket" is a paramiko channel, whose `shutdown` does the same."""
+    Its reader thread waits in `recv` with no timeout (`_quiet_transport`), and closing a
+    socket does not wake a `recv` already waiting on it: the thread, the connection's objects
+    and the host's ssh session would live on after every close (a run's thousand connections,
+    or each of a long-lived worker's). A shutdown ends that `recv` at once (end of file), so the
+    thread ends and the host sees the connection close now. A jump host's "socket" is a paramiko
+    channel, whose `shutdown` sends its end of file; its reader keeps a timeout."""
     sock = getattr(transport, "sock", None)
     if sock is None:
         return
@@ -513,7 +513,7 @@ def _wake_reader(transport: Any) -> None:
         pass
 
 
-IDLE_CHECK_S = 30.0
+IDLE_CHECK_S = 30.0  # how often a jump host's channel's reader wakes (`_quiet_transport`)
 AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
@@ -634,22 +634,28 @@ class _SendFailed(Exception):
 
 
 def _quiet_transport(transport) -> None:
-    """Let the transport's reader thread wake every IDLE_CHECK_S instead of ten times a second.
+    """Let the transport's reader thread wait for the host's next packet instead of waking ten
+    times a second.
 
     Paramiko's reader polls its socket with a 0.1 s timeout to notice a close
     (`Transport._active_check_timeout`); with 32 hosts in flight for 78 s on a loaded machine
-    those wake-ups were ~1 s of the control side's 1.4 s of CPU. A close still ends the thread
-    at once (`_wake_reader` shuts the socket down under it); only keepalive (fleet sets none)
-    and rekey checks (paramiko also makes them as packets pass) run less often. Every hop's
-    transport, a jump host's too. At 64 hosts 30 s and 1 s cost the same; at a thousand, whose
-    connections stay open while they wait for their turn, one wake a second was a cost per
-    host that grew with the fleet's wall time (docs/bench/log.md, "A thousand hosts")."""
+    those wake-ups were ~1 s of the control side's 1.4 s of CPU. Any timeout is a cost per
+    host that grows with the fleet: a run holds every host's connection from its lease take to
+    its release at the end, so a thousand hosts' readers sit idle for most of a four-minute run,
+    and at one wake per 30 s (~70 us of CPU each) that was 6.6 wakes and ~0.5 ms per host at
+    1,000 hosts, none at 64 (docs/bench/log.md, "What grows from 64 to 1,000 hosts at the same
+    pace"). So a socket's reader waits with no timeout: a close still ends it at once
+    (`_wake_reader` shuts the socket down under it, which also ends a `send` blocked on a host
+    that stopped reading), a host that closes ends it, and paramiko checks for a rekey as
+    packets pass; fleet sets no keepalive. A jump host's channel (the "socket" of the hop
+    after it) keeps IDLE_CHECK_S: shutting a channel down does not wake its reader."""
     sock = getattr(transport, "sock", None)
-    if sock is not None:
-        try:
-            sock.settimeout(IDLE_CHECK_S)
-        except (OSError, AttributeError):  # an exotic socket: the default stays
-            pass
+    if sock is None:
+        return
+    try:
+        sock.settimeout(None if isinstance(sock, socket.socket) else IDLE_CHECK_S)
+    except (OSError, AttributeError):  # an exotic socket: the default stays
+        pass
 
 
 class _Ready:
