@@ -1,14 +1,13 @@
 """How fast the control core is during a benchmark: a fixed workload's CPU time, sampled.
 
-The two cores of this machine are virtual and share the physical machine under them. With the
-hosts' core busy, the same work on the control core takes more CPU time: a benchmark of 64 rack
-hosts, whose core is busy for part of a 15 s deploy, and one of 1,000, busy for all of four
-minutes, do not run their control side on the same machine, in effect. So a deploy's CPU per host
-alone cannot say whether the control side does more work per host for a bigger fleet.
-
-The canary says how fast the core was: a process of its own pinned to the control core runs the
-same small workload (key generation, a Python loop, JSON) every EVERY_S and writes the CPU time
-it took; the median of a deploy's window is that deploy's core speed. It costs the core ~2%.
+The two cores of this machine are virtual and share the physical machine under them, and what
+the same work costs drifts: in one `thousand` run (2026-12-06) the workload below took 6.0 to
+10.8 ms per round from one deploy to the next, minutes apart. A deploy's CPU per host carries
+that drift, so two figures from different minutes can differ by more than the code does. The
+canary, a process of its own pinned to the control core, runs the same small workload (key
+generation, a Python loop, JSON) every EVERY_S and writes the CPU time it took; the median of a
+deploy's window says how fast that core was then. It costs the core ~2%. It measures a small
+process: it does not say what a busy deploy process, with its own memory and threads, pays.
 """
 
 from __future__ import annotations

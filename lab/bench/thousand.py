@@ -230,10 +230,6 @@ def same_pace(sec: Section, small: list[dict], paced: list[dict], mid: int, big:
         f"{per_host(paced, big)}")
     sec.figures[f"control CPU per host, {big} / {mid} hosts, {mid} in flight each"] = round(
         ours / theirs, 2)
-    speed = [median_of(rows, "canary_ms") for rows in (paced, small)]
-    if None not in speed:  # the same, each in its own core's time (lab.bench.canary)
-        sec.figures[f"control CPU per host in canary rounds, {big} / {mid} hosts"] = round(
-            (ours / speed[0]) / (theirs / speed[1]), 2)
 
 
 def per_host(rows: list[dict], n: int) -> str:
