@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 import zlib
 
@@ -100,6 +102,37 @@ def test_records_are_the_members_of_a_zipapp_and_nothing_else_is_one(artifacts, 
 ])
 def test_what_a_host_says_of_its_base_is_checked_before_it_is_used(answer):
     assert artifactpatch.base_of(answer) is None
+
+
+def test_hosts_reaching_their_upload_together_share_one_plan(artifacts, monkeypatch):
+    """A fleet's first wave reaches its upload at once: the artifact is read, summed and
+    planned once for all of them, not once per host that missed the cache."""
+    old, new = artifacts(), artifacts(bump="5.0.2")
+    reads = []
+    real = artifactpatch.zip_records
+
+    def slow_records(path):
+        reads.append(path)
+        time.sleep(0.05)  # long enough for every other host to arrive meanwhile
+        return real(path)
+
+    monkeypatch.setattr(artifactpatch, "zip_records", slow_records)
+    base = base_of(old.path, old.sha256)
+    reads.clear()
+    start, patches = threading.Barrier(16), []
+
+    def upload() -> None:
+        start.wait(timeout=10)
+        patches.append(artifactpatch.plan(new.path, base))
+
+    threads = [threading.Thread(target=upload) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(patches) == 16 and patches[0] is not None
+    assert all(p is patches[0] for p in patches)
+    assert reads == [str(new.path)]
 
 
 def _ops(patch) -> list:
