@@ -200,6 +200,11 @@ def test_duplicated_key_is_an_error_naming_file_and_lines(tmp_path):
     assert "line 2" in message and "line 3" in message
 
 
+def test_a_yaml_error_quotes_the_line_it_is_on(tmp_path):
+    message = error("hosts:\n  web1: {host: a}\n  web2: : b\n", tmp_path)
+    assert "line 3" in message and "web2: : b" in message and "^" in message, message
+
+
 def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     text = ("vars: {prot: 1}\nhosts:\n  a: {port: x}\n  b: {connection: telnet}\n"
             "  all: {}\ngroups:\n  g: {hostz: [a]}\n")
