@@ -22,7 +22,12 @@ import pytest
 pytest_plugins = ["deploy_fixtures", "rollout_fleet"]
 
 
-SERVICES = "services"  # the xdist group of every docker and openclaw test
+# The xdist groups of the tests that need a service: each group runs in one worker, one test
+# after another. Every test that starts a real OpenClaw gateway (~900 MB) is in OPENCLAW, so at
+# most two run at once (a test's own pair); the other Docker tests, whose harness hosts run
+# fleet's light gateway, are in DOCKER and run beside them.
+OPENCLAW = "openclaw"
+DOCKER = "docker"
 TEMPORAL = "temporal"  # the xdist group of the tests on the session's Temporal dev server
 
 
@@ -109,9 +114,9 @@ def pytest_collection_modifyitems(config, items):
     _require_or_skip(config, items, "openclaw", openclaw_problem, "FLEET_REQUIRE_OPENCLAW")
     _require_or_skip(config, items, "docker", docker_problem, "FLEET_REQUIRE_DOCKER")
     _require_or_skip(config, items, "temporal", temporal_problem, "FLEET_REQUIRE_TEMPORAL")
-    # In a parallel run (`invoke test`: pytest-xdist, --dist loadgroup) every test that needs a
-    # service runs in one and the same worker, one after the other: a harness, a pair of real
-    # OpenClaw gateways (~900 MB each) are never started twice at once.
+    # In a parallel run (`invoke test`: pytest-xdist, --dist loadgroup) the tests that start
+    # real OpenClaw gateways (~900 MB each) run in one and the same worker, one after the other,
+    # so a pair is never started twice at once; the other Docker tests share another worker.
     # The Temporal tests share one worker too (their own): one dev server, not one per worker.
     for item in items:
         group = _group_of(item)
@@ -120,8 +125,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _group_of(item) -> str | None:
-    if item.get_closest_marker("docker") or item.get_closest_marker("openclaw"):
-        return SERVICES
+    if item.get_closest_marker("openclaw"):  # a harness host with OpenClaw is here too
+        return OPENCLAW
+    if item.get_closest_marker("docker"):
+        return DOCKER
     return TEMPORAL if item.get_closest_marker("temporal") else None
 
 
@@ -130,11 +137,11 @@ def pytest_runtest_setup(item):
     """In a `--dist loadgroup` run, fail a service test before its fixtures start anything when
     the grouping did not take: pytest-xdist groups by a `@group` suffix it adds to each node id,
     and pytest 9.2 silently dropped that (https://github.com/pytest-dev/pytest-xdist/issues/1386).
-    Unnoticed, two workers would each start a harness or a pair of OpenClaw gateways."""
+    Unnoticed, two workers would each start a pair of OpenClaw gateways."""
     group = _group_of(item)
     if (getattr(item.config.option, "loadgroup", False) and group
             and not item.nodeid.endswith(f"@{group}")):
-        pytest.fail("pytest-xdist did not keep this test in the services group: with this "
+        pytest.fail(f"pytest-xdist did not keep this test in the {group} group: with this "
                     "pytest, --dist loadgroup does not work; install pytest < 9.2 "
                     "(pip install -e '.[dev]'), or run with --workers 1", pytrace=False)
 

@@ -24,8 +24,9 @@ def pytest_command(k: str = "", docker: bool = False, unit: bool = False,
     argument and `-m "not docker"` is not split into three).
 
     With `workers` > 1 the tests run in that many processes (pytest-xdist); the tests that
-    need Docker or real OpenClaw share one of them (`--dist loadgroup`, tests/conftest.py), so
-    at most one harness or one pair of OpenClaw gateways runs at a time, as in a serial run.
+    start real OpenClaw gateways share one of them and the other Docker tests another
+    (`--dist loadgroup`, tests/conftest.py), so at most one pair of OpenClaw gateways runs at a
+    time, as in a serial run.
     """
     cmd = [sys.executable, "-m", "pytest"]
     if workers > 1:
