@@ -4,6 +4,7 @@ share it (each ssh handshake costs the control side and the host CPU and round t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 import threading
 import time
@@ -307,6 +308,42 @@ def test_an_idle_ssh_connection_waits_for_the_host_without_waking(scripted):
     sock = conn.conn.client.get_transport().sock
     assert sock.gettimeout() is None
     conn.close()
+
+
+def test_a_hosts_debug_message_is_logged_only_when_debug_logging_is_on(scripted, monkeypatch,
+                                                                      caplog):
+    """OpenSSH sends an SSH_MSG_DEBUG at each login (the key's options). paramiko escaped it
+    byte by byte before logging it at DEBUG, a cost on every host for a line nobody saw: it is
+    escaped and logged only when paramiko's log is at DEBUG, and the command goes on either way."""
+    import paramiko
+    import paramiko.common
+
+    def script(channel):
+        notice = paramiko.Message()
+        notice.add_byte(paramiko.common.cMSG_DEBUG)
+        notice.add_boolean(False)
+        notice.add_string(b"authorized_keys:1: key options: pty\x01")
+        notice.add_string(b"")
+        channel.get_transport()._send_user_message(notice)
+        channel.sendall(b"hi\n")
+        channel.send_exit_status(0)
+        channel.close()
+
+    escaped = []
+    real_escape = paramiko.util.safe_string
+    monkeypatch.setattr(paramiko.util, "safe_string",
+                        lambda s: escaped.append(s) or real_escape(s))
+    quiet = scripted(script)
+    with caplog.at_level(logging.INFO, logger="paramiko"):
+        assert quiet.run("echo hi", 10).stdout == "hi\n"
+    quiet.close()
+    assert escaped == []
+    loud = scripted(script)
+    with caplog.at_level(logging.DEBUG, logger="paramiko"):
+        assert loud.run("echo hi", 10).stdout == "hi\n"
+    loud.close()
+    assert any("key options: pty%01" in r.getMessage() for r in caplog.records
+               if r.name.startswith("paramiko.transport")), [r.getMessage() for r in caplog.records]
 
 
 def test_closing_an_ssh_connection_ends_it_at_once_on_both_ends(scripted):
